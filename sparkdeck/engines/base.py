@@ -1,0 +1,105 @@
+"""The one small interface every engine kind implements.
+
+An engine kind knows how a preset of its kind becomes a container (argv, memory knob, env,
+generated files), where its health and metrics endpoints are, and how to recognise a server
+of its kind from the outside. Nothing outside `sparkdeck/engines/` branches on the kind name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sparkdeck.container_spec import GeneratedFile, Mount
+from sparkdeck.schema import Option
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
+
+# Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
+# 0.8, vLLM recipes cap at 0.85-0.87); above 0.9 the host has too little left and can wedge.
+SHARE_CEILING = 0.9
+DEFAULT_SHARE = 0.8
+
+
+def share_option(help_text: str) -> Option:
+    return Option(
+        "float", DEFAULT_SHARE, help_text, minimum=0.0, exclusive_minimum=True,
+        maximum=SHARE_CEILING,
+    )
+
+
+@dataclass(frozen=True)
+class EndpointProbe:
+    """What a server answered on a few well-known paths (status code and body start)."""
+
+    url: str
+    answers: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    def status(self, path: str) -> int | None:
+        answer = self.answers.get(path)
+        return answer[0] if answer else None
+
+    def body(self, path: str) -> str:
+        answer = self.answers.get(path)
+        return answer[1] if answer and answer[0] == 200 else ""
+
+
+class EngineKind:
+    """Base class: subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    default_port: ClassVar[int]
+    health_path: ClassVar[str] = "/health"
+    metrics_path: ClassVar[str | None] = "/metrics"
+    requires_model: ClassVar[bool] = True
+    uses_hf_cache: ClassVar[bool] = True
+    default_ipc: ClassVar[str | None] = None
+    default_startup_timeout: ClassVar[float] = 600.0
+    # Lower runs earlier when guessing the kind of a server; the generic fallback runs last.
+    detect_order: ClassVar[int] = 50
+    options: ClassVar[Mapping[str, Option]] = {}
+    # Flags sparkdeck sets from an option; putting them in `args` would bypass its checks
+    # (e.g. the memory-share ceiling), so the preset loader refuses them there.
+    owned_flags: ClassVar[Mapping[str, str]] = {}
+
+    def container_port(self, preset: Preset) -> int:
+        return self.default_port
+
+    def command(self, preset: Preset) -> list[str]:
+        """The container's argv (after the image's entrypoint). Never a shell string."""
+        raise NotImplementedError
+
+    def entrypoint(self, preset: Preset) -> list[str] | None:
+        return None
+
+    def environment(self, preset: Preset) -> dict[str, str]:
+        return {}
+
+    def mounts(self, preset: Preset) -> list[Mount]:
+        return []
+
+    def files(self, preset: Preset) -> list[GeneratedFile]:
+        return []
+
+    def health(self, preset: Preset) -> str:
+        return self.health_path
+
+    def metrics(self, preset: Preset) -> str | None:
+        return self.metrics_path
+
+    def memory_setting(self, preset: Preset) -> str:
+        """How this preset limits the engine's memory, in the engine's own words."""
+        return "not set"
+
+    def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
+        tuple[str, str]
+    ]:
+        """Problems that involve more than one key, as (dotted key, message) pairs."""
+        return []
+
+    def identify(self, probe: EndpointProbe) -> bool:
+        """True when the probed server looks like this engine kind."""
+        return False

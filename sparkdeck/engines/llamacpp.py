@@ -1,0 +1,52 @@
+"""llama.cpp's llama-server: context size, GPU layers, --no-mmap on unified memory, --metrics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.schema import Option
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
+
+
+class LlamaCpp(EngineKind):
+    name = "llamacpp"
+    title = "llama.cpp"
+    default_port = 8080
+    default_startup_timeout = 600.0
+    detect_order = 30
+    owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
+                   "--port": "port", "--host": "lan"}
+    options = {
+        "context": Option("int", 8192, "context size (-c), shared by the slots",
+                          minimum=128, maximum=4_194_304),
+        "gpu_layers": Option("int", 999, "layers offloaded to the GPU (-ngl)", minimum=0),
+        # mmap on unified memory double-counts pages (page cache + GPU copy); NVIDIA's
+        # playbook and most Spark guides turn it off.
+        "no_mmap": Option("bool", True, "load weights without mmap (--no-mmap)"),
+        "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
+    }
+
+    def command(self, preset: Preset) -> list[str]:
+        opts = preset.options
+        # A path to a .gguf inside the container loads directly; anything else is a
+        # Hugging Face repo that llama-server downloads into its cache.
+        model_flag = "-m" if preset.model.endswith(".gguf") else "-hf"
+        argv = [model_flag, preset.model, "--host", "0.0.0.0", "--port", str(self.default_port),
+                "-c", str(opts["context"]), "-ngl", str(opts["gpu_layers"]), "--metrics"]
+        if opts["no_mmap"]:
+            argv.append("--no-mmap")
+        if opts["parallel"] is not None:
+            argv += ["--parallel", str(opts["parallel"])]
+        return argv + list(preset.args)
+
+    def memory_setting(self, preset: Preset) -> str:
+        mmap = " --no-mmap" if preset.options["no_mmap"] else ""
+        return f"-c {preset.options['context']} -ngl {preset.options['gpu_layers']}{mmap}"
+
+    def identify(self, probe: EndpointProbe) -> bool:
+        return "llamacpp:" in probe.body("/metrics") or (
+            "default_generation_settings" in probe.body("/props")
+        )

@@ -1,0 +1,56 @@
+"""TensorRT-LLM's trtllm-serve: the KV share goes into an options YAML sparkdeck writes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkdeck.container_spec import GeneratedFile
+from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.schema import Option
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
+
+OPTIONS_PATH = "/etc/sparkdeck/trtllm-options.yaml"
+
+
+class TensorRTLLM(EngineKind):
+    name = "trtllm"
+    title = "TensorRT-LLM"
+    default_port = 8355
+    default_ipc = "host"
+    default_startup_timeout = 1200.0
+    detect_order = 40
+    owned_flags = {"--extra_llm_api_options": "trtllm.free_gpu_memory_fraction",
+                   "--config": "trtllm.free_gpu_memory_fraction",
+                   "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+                   "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+                   "--port": "port", "--host": "lan"}
+    options = {
+        "free_gpu_memory_fraction": share_option(
+            "share of the memory left after weights that the KV cache may take"
+        ),
+        # trtllm-serve 1.x reads --extra_llm_api_options; newer releases call it --config.
+        "options_flag": Option("str", "--extra_llm_api_options",
+                               "the trtllm-serve flag that takes the options YAML",
+                               choices=("--extra_llm_api_options", "--config")),
+    }
+
+    def command(self, preset: Preset) -> list[str]:
+        return ["trtllm-serve", preset.model, "--host", "0.0.0.0",
+                "--port", str(self.default_port), preset.options["options_flag"], OPTIONS_PATH,
+                *preset.args]
+
+    def files(self, preset: Preset) -> list[GeneratedFile]:
+        share = preset.options["free_gpu_memory_fraction"]
+        text = (f"# written by sparkdeck for preset {preset.id}; edit the preset, not this file\n"
+                f"kv_cache_config:\n  free_gpu_memory_fraction: {share:g}\n")
+        return [GeneratedFile(OPTIONS_PATH, text)]
+
+    def memory_setting(self, preset: Preset) -> str:
+        return f"kv_cache_config.free_gpu_memory_fraction {preset.options['free_gpu_memory_fraction']:g}"
+
+    def identify(self, probe: EndpointProbe) -> bool:
+        # Unverified against a live server: trtllm-serve reports its models as owned by
+        # "tensorrt_llm" in /v1/models.
+        return "tensorrt_llm" in probe.body("/v1/models")

@@ -1,0 +1,50 @@
+"""vLLM: NVIDIA's NGC image (`vllm serve M`) and the upstream image (entrypoint is vllm serve)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.schema import Option
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
+
+
+class VLLM(EngineKind):
+    name = "vllm"
+    title = "vLLM"
+    default_port = 8000
+    default_ipc = "host"
+    # NVIDIA's playbook polls /health with a 900 s budget: first starts compile and download.
+    default_startup_timeout = 900.0
+    detect_order = 10
+    owned_flags = {"--gpu-memory-utilization": "vllm.gpu_memory_utilization",
+                   "--port": "port", "--host": "lan"}
+    options = {
+        "gpu_memory_utilization": share_option(
+            "share of the whole unified pool for weights, activations and KV cache"
+        ),
+        "serve_command": Option(
+            "list[str]", ["vllm", "serve"],
+            "argv before the model; [] for vllm/vllm-openai, whose entrypoint is vllm serve",
+        ),
+        "max_model_len": Option("int", None, "context length limit", minimum=16),
+    }
+
+    def command(self, preset: Preset) -> list[str]:
+        opts = preset.options
+        argv = [*opts["serve_command"], preset.model, "--host", "0.0.0.0",
+                "--port", str(self.default_port),
+                "--gpu-memory-utilization", f"{opts['gpu_memory_utilization']:g}"]
+        if opts["max_model_len"] is not None:
+            argv += ["--max-model-len", str(opts["max_model_len"])]
+        return argv + list(preset.args)
+
+    def memory_setting(self, preset: Preset) -> str:
+        return f"--gpu-memory-utilization {preset.options['gpu_memory_utilization']:g}"
+
+    def identify(self, probe: EndpointProbe) -> bool:
+        return "vllm:" in probe.body("/metrics") or '"owned_by":"vllm"' in probe.body(
+            "/v1/models"
+        ).replace(" ", "")

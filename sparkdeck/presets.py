@@ -1,0 +1,303 @@
+"""Engine presets: TOML files in presets/ (bundled) and the user's config dir, strictly checked.
+
+Every problem names its file and the dotted key to fix; a bad file is reported and skipped,
+never allowed to stop the other presets from loading. A user preset with the same id as a
+bundled one replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkdeck import paths
+from sparkdeck.container_spec import ContainerSpec, GeneratedFile, Mount, PortBinding
+from sparkdeck.engines import KINDS, EngineKind, get_kind
+from sparkdeck.schema import Option, check_table
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SIZE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+# Values under names like these are secrets: they belong in the environment, not in a file.
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|APIKEY|_KEY$)", re.I)
+HF_CACHE_TARGET = "/root/.cache/huggingface"
+
+COMMON: dict[str, Option] = {
+    "id": Option("str", None, "unique id; defaults to the file name without .toml"),
+    "title": Option("str", None, "name shown in lists", required=True),
+    "description": Option("str", "", "a line about what this preset is for"),
+    "kind": Option("str", None, "engine kind", choices=tuple(KINDS), required=True),
+    "image": Option("str", None, "container image reference", required=True),
+    "model": Option("str", "", "model id or path, as the engine takes it"),
+    "port": Option("int", None, "host port (default: the engine's usual port)",
+                   minimum=1, maximum=65535),
+    "lan": Option("bool", False, "publish on all interfaces instead of 127.0.0.1"),
+    "args": Option("list[str]", [], "extra engine arguments, appended to the command"),
+    "env": Option("table[str]", {}, "fixed environment values (never secrets)"),
+    "pass_env": Option("list[str]", ["HF_TOKEN"],
+                       "variables passed from sparkdeck's environment when set (secrets go here)"),
+    "volumes": Option("list[str]", [], "extra mounts, 'HOST:CONTAINER[:ro]'"),
+    "gpus": Option("bool", True, "request all GPUs (--gpus all)"),
+    "ipc": Option("str", None, "IPC mode (default: host for vLLM, SGLang, TensorRT-LLM)",
+                  choices=("private", "host", "shareable")),
+    "shm_size": Option("str", "16g", "size of /dev/shm when IPC is not host"),
+    "hf_cache": Option("bool", True, "mount the Hugging Face cache into the container"),
+    "startup_timeout": Option("float", None, "seconds to wait for the health endpoint",
+                              minimum=1.0, maximum=86_400.0),
+}
+
+
+@dataclass(frozen=True)
+class PresetProblem:
+    path: Path
+    key: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: {self.key}" if self.key else str(self.path)
+        return f"{where}: {self.message}"
+
+
+class PresetError(ValueError):
+    """A preset file that cannot be used; carries every problem found in it."""
+
+    def __init__(self, problems: list[PresetProblem]):
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Preset:
+    id: str
+    title: str
+    kind: str
+    image: str
+    model: str
+    port: int
+    lan: bool
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    pass_env: tuple[str, ...]
+    volumes: tuple[str, ...]
+    gpus: bool
+    ipc: str | None
+    shm_size: str
+    hf_cache: bool
+    startup_timeout: float
+    options: Mapping[str, Any]
+    description: str = ""
+    source: Path | None = None
+    bundled: bool = False
+
+    @property
+    def engine(self) -> EngineKind:
+        return get_kind(self.kind)
+
+    def memory_setting(self) -> str:
+        return self.engine.memory_setting(self)
+
+    def container_spec(self) -> ContainerSpec:
+        """Turn the preset into what Docker will be asked for."""
+        engine = self.engine
+        mounts = [_parse_volume(v) for v in self.volumes]
+        if self.hf_cache and engine.uses_hf_cache:
+            mounts.append(Mount(str(_hf_cache_dir()), HF_CACHE_TARGET))
+        mounts += engine.mounts(self)
+        files: list[GeneratedFile] = engine.files(self)
+        env = {**engine.environment(self), **dict(self.env)}
+        entrypoint = engine.entrypoint(self)
+        return ContainerSpec(
+            preset_id=self.id,
+            kind=self.kind,
+            image=self.image,
+            command=tuple(engine.command(self)),
+            entrypoint=tuple(entrypoint) if entrypoint is not None else None,
+            port=PortBinding(engine.container_port(self), self.port,
+                             "0.0.0.0" if self.lan else "127.0.0.1"),
+            health_path=engine.health(self),
+            metrics_path=engine.metrics(self),
+            env=tuple(sorted(env.items())),
+            pass_env=self.pass_env,
+            mounts=tuple(mounts),
+            files=tuple(files),
+            gpus=self.gpus,
+            ipc_mode=self.ipc,
+            shm_size=None if self.ipc == "host" else self.shm_size,
+            startup_timeout=self.startup_timeout,
+            model=self.model,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready description (no secret values: pass_env lists names only)."""
+        return {
+            "id": self.id, "title": self.title, "kind": self.kind, "image": self.image,
+            "model": self.model, "port": self.port, "lan": self.lan,
+            "memory_setting": self.memory_setting(), "gpus": self.gpus,
+            "args": list(self.args), "pass_env": list(self.pass_env),
+            "description": self.description,
+            "source": str(self.source) if self.source else None, "bundled": self.bundled,
+        }
+
+
+def _hf_cache_dir() -> Path:
+    hf_home = os.environ.get("HF_HOME")
+    return Path(hf_home) if hf_home else Path.home() / ".cache" / "huggingface"
+
+
+def _parse_volume(text: str) -> Mount:
+    parts = text.split(":")
+    source, target = os.path.expanduser(parts[0]), parts[1]
+    read_only = len(parts) == 3 and parts[2] == "ro"
+    named = not source.startswith(("/", "."))
+    if not named:
+        source = str(Path(source).resolve())
+    return Mount(source, target, read_only, volume=named)
+
+
+def _volume_problem(text: str) -> str | None:
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        return f"{text!r} must look like 'HOST_PATH:CONTAINER_PATH' or 'HOST:CONTAINER:ro'"
+    if not parts[1].startswith("/"):
+        return f"{text!r}: the container path must be absolute"
+    if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+        return f"{text!r}: the mode must be 'ro' or 'rw'"
+    return None
+
+
+def _semantic_problems(values: Mapping[str, Any], engine: EngineKind) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if values.get("id") is not None and not _ID.match(values["id"]):
+        problems.append(("id", f"{values['id']!r} must be lower-case letters, digits, '.', "
+                               "'_' or '-', starting with a letter or digit"))
+    if engine.requires_model and not values.get("model"):
+        problems.append(("model", f"is required for a {engine.title} preset"))
+    if not str(values.get("image", "x")).strip():
+        problems.append(("image", "must not be empty"))
+    for name in values.get("env", {}):
+        if not _ENV_NAME.match(name):
+            problems.append((f"env.{name}", "is not a valid environment variable name"))
+        elif _SECRET_NAME.search(name):
+            problems.append((f"env.{name}", "looks like a secret: do not write it in a preset; "
+                                            f"export {name} and list it in pass_env"))
+    for name in values.get("pass_env", []):
+        if not _ENV_NAME.match(name):
+            problems.append(("pass_env", f"{name!r} is not a valid environment variable name"))
+    for volume in values.get("volumes", []):
+        why = _volume_problem(volume)
+        if why:
+            problems.append(("volumes", why))
+    if not _SIZE.match(str(values.get("shm_size", "1g"))):
+        problems.append(("shm_size", f"{values['shm_size']!r} must look like '16g' or '512m'"))
+    return problems
+
+
+def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> Preset:
+    """Check one preset's table and build the Preset, or raise PresetError with every problem."""
+    problems: list[tuple[str, str]] = []
+    kind_name = data.get("kind")
+    engine = KINDS.get(kind_name) if isinstance(kind_name, str) else None
+    common_input = {k: v for k, v in data.items() if k not in KINDS}
+    values, found = check_table(COMMON, common_input)
+    problems += found
+    options: dict[str, Any] = {}
+    for table_name in (k for k in data if k in KINDS):
+        if engine is None or table_name != engine.name:
+            problems.append((table_name, f"table [{table_name}] does not apply to a preset of "
+                                         f"kind {kind_name!r}"))
+    if engine is not None:
+        table = data.get(engine.name, {})
+        if not isinstance(table, Mapping):
+            problems.append((engine.name, f"must be a table ([{engine.name}])"))
+            table = {}
+        options, found = check_table(engine.options, table, prefix=f"{engine.name}.")
+        problems += found
+        if not found:
+            problems += engine.cross_check(values, options)
+        problems += _semantic_problems(values, engine)
+        for arg in values.get("args", []):
+            owner = engine.owned_flags.get(arg.split("=", 1)[0])
+            if owner:
+                problems.append(("args", f"{arg!r} is set by sparkdeck; use {owner} instead"))
+    if problems:
+        raise PresetError([PresetProblem(path, key, msg) for key, msg in problems])
+    assert engine is not None
+    return Preset(
+        id=values["id"] or path.stem,
+        title=values["title"],
+        kind=engine.name,
+        image=values["image"].strip(),
+        model=values["model"],
+        port=values["port"] or engine.default_port,
+        lan=values["lan"],
+        args=tuple(values["args"]),
+        env=dict(values["env"]),
+        pass_env=tuple(values["pass_env"]),
+        volumes=tuple(values["volumes"]),
+        gpus=values["gpus"],
+        ipc=values["ipc"] or engine.default_ipc,
+        shm_size=values["shm_size"],
+        hf_cache=values["hf_cache"],
+        startup_timeout=float(values["startup_timeout"] or engine.default_startup_timeout),
+        options=options,
+        description=values["description"],
+        source=path,
+        bundled=bundled,
+    )
+
+
+def load_file(path: Path, bundled: bool = False) -> Preset:
+    """Read and check one preset file; raise PresetError naming the file on any problem."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PresetError([PresetProblem(path, None, f"cannot be read: {exc.strerror}")]) from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PresetError([PresetProblem(path, None, f"is not UTF-8 text ({exc.reason})")]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise PresetError([PresetProblem(path, None, f"is not valid TOML: {exc}")]) from exc
+    return parse_preset(path, data, bundled=bundled)
+
+
+@dataclass
+class PresetCatalog:
+    presets: dict[str, Preset] = field(default_factory=dict)
+    problems: list[PresetProblem] = field(default_factory=list)
+
+    def get(self, preset_id: str) -> Preset:
+        try:
+            return self.presets[preset_id]
+        except KeyError:
+            known = ", ".join(sorted(self.presets)) or "none"
+            raise KeyError(f"no preset with id {preset_id!r} (known: {known})") from None
+
+
+def load_catalog(dirs: Iterable[tuple[Path, bool]] | None = None) -> PresetCatalog:
+    """Load every *.toml in the bundled then the user presets dir; later dirs win by id."""
+    if dirs is None:
+        dirs = [(paths.bundled_presets_dir(), True), (paths.user_presets_dir(), False)]
+    catalog = PresetCatalog()
+    for directory, bundled in dirs:
+        if not directory.is_dir():
+            continue
+        seen_here: dict[str, Path] = {}
+        for path in sorted(directory.glob("*.toml")):
+            try:
+                preset = load_file(path, bundled=bundled)
+            except PresetError as exc:
+                catalog.problems.extend(exc.problems)
+                continue
+            if preset.id in seen_here:
+                catalog.problems.append(PresetProblem(
+                    path, "id", f"{preset.id!r} is already used by {seen_here[preset.id]}"))
+                continue
+            seen_here[preset.id] = path
+            catalog.presets[preset.id] = preset
+    return catalog
