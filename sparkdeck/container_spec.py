@@ -53,6 +53,7 @@ class ContainerSpec:
     ipc_mode: str | None = None
     shm_size: str | None = None
     startup_timeout: float = 600.0
+    memlock: int = -1  # bytes; -1 = unlimited
     model: str = ""
     extra_labels: tuple[tuple[str, str], ...] = field(default=())
 

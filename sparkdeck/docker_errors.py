@@ -70,6 +70,15 @@ def explain_start_failure(text: str, image: str, host_ip: str, host_port: int,
             "Docker does not know the `nvidia` runtime: install nvidia-container-toolkit and run "
             "`sudo nvidia-ctk runtime configure --runtime=docker`, then restart Docker."
         )
+    if "error setting rlimit" in lower:
+        # runc names the limit by number: 8 is RLIMIT_MEMLOCK, 3 is RLIMIT_STACK.
+        which = "locked memory (memlock)" if "type 8" in lower else "a resource limit"
+        return (
+            f"Docker could not raise the container's {which} limit: the Docker daemon itself "
+            "runs with a lower limit. Give dockerd an unlimited one (`LimitMEMLOCK=infinity` "
+            "in a systemd drop-in for docker.service, then restart Docker), or set `memlock` "
+            "in the preset to what this host allows."
+        )
     if "port is already allocated" in lower or "address already in use" in lower:
         return (
             f"port {host_port} on {host_ip} is already in use by another program or container: "

