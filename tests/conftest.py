@@ -145,7 +145,9 @@ def llama_preset_fields(image: str, port: int, **extra: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "title": "tiny llama", "kind": "llamacpp", "image": image, "model": TINY_MODEL_PATH,
         "port": port, "startup_timeout": 60.0, **base_fields(),
-        "llamacpp": {"context": 2048, "gpu_layers": 0, "parallel": 2},
+        "llamacpp": {"context": 2048, "gpu_layers": 0, "parallel": 2,
+                     # build b11434 spells "no mmap" this way (see the llamacpp engine)
+                     "no_mmap_flag": ["--load-mode", "none"]},
     }
     fields.update(extra)
     return fields

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from textual.content import Content
+from textual.message import Message
 from textual.pilot import Pilot
 from textual.widget import Widget
 
@@ -24,6 +25,7 @@ from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.help_screen import HelpScreen
+from sparkdeck.ui.messages import DockerConnectionFailed, EnvironmentChecked
 from sparkdeck.ui.readers import NO_DRIVER, EngineReading, GpuStatus, probe_gpu
 from sparkdeck.ui.widgets import (
     EnginePanel, EngineReport, EnvironmentPanel, PresetTable, engine_content,
@@ -156,9 +158,10 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
 
 def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
+    posted: list[Message] = []
 
     async def scenario() -> None:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
             await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
                              what="the Docker error in the environment panel")
             await wait_until(pilot, lambda: "checking" not in environment_text(app),
@@ -175,6 +178,9 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
             assert "Docker unreachable" in engine_text(app)
 
     run(scenario)
+    failures = [m for m in posted if isinstance(m, DockerConnectionFailed)]
+    assert [m.error for m in failures] == [DOCKER_ERROR]
+    assert sum(isinstance(m, EnvironmentChecked) for m in posted) == 1
 
 
 def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
@@ -299,11 +305,12 @@ def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
     app = SparkdeckApp(unreadable_presets, UnreachableDocker(), engine_poll_seconds=NEVER)
 
     async def scenario() -> None:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
             def toasts() -> list[str]:
                 return [str(t.render()) for t in app.screen.query("Toast")]
             await wait_until(pilot, lambda: any("presets dir unreadable (test)" in t
                                                 for t in toasts()), what="the notification")
+            assert any(t.startswith("load presets failed") for t in toasts())
             assert app.is_running  # a reader's failure never stops the app
             assert DOCKER_ERROR in environment_text(app)  # the other readers still ran
 
@@ -354,3 +361,13 @@ def test_probe_gpu_never_raises() -> None:
     assert isinstance(status, GpuStatus)
     assert status.names or (status.problem and (status.problem.startswith(NO_DRIVER)
                                                 or "NVML" in status.problem))
+
+
+def test_readers_do_not_import_textual() -> None:
+    """The blocking readers stay usable from the CLI: importing them must not load Textual."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sparkdeck.ui, sparkdeck.ui.readers; "
+            "sys.exit('textual' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -25,7 +25,11 @@ class LlamaCpp(EngineKind):
         "gpu_layers": Option("int", 999, "layers offloaded to the GPU (-ngl)", minimum=0),
         # mmap on unified memory double-counts pages (page cache + GPU copy); NVIDIA's
         # playbook and most Spark guides turn it off.
-        "no_mmap": Option("bool", True, "load weights without mmap (--no-mmap)"),
+        "no_mmap": Option("bool", True, "load weights without mmap"),
+        # Older builds (and most images on Spark today) take --no-mmap; recent llama.cpp
+        # (seen in build b11434) replaced it with --load-mode none.
+        "no_mmap_flag": Option("list[str]", ["--no-mmap"],
+                               "the arguments that turn mmap off in this build"),
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
 
@@ -37,13 +41,13 @@ class LlamaCpp(EngineKind):
         argv = [model_flag, preset.model, "--host", "0.0.0.0", "--port", str(self.default_port),
                 "-c", str(opts["context"]), "-ngl", str(opts["gpu_layers"]), "--metrics"]
         if opts["no_mmap"]:
-            argv.append("--no-mmap")
+            argv += opts["no_mmap_flag"]
         if opts["parallel"] is not None:
             argv += ["--parallel", str(opts["parallel"])]
         return argv + list(preset.args)
 
     def memory_setting(self, preset: Preset) -> str:
-        mmap = " --no-mmap" if preset.options["no_mmap"] else ""
+        mmap = " " + " ".join(preset.options["no_mmap_flag"]) if preset.options["no_mmap"] else ""
         return f"-c {preset.options['context']} -ngl {preset.options['gpu_layers']}{mmap}"
 
     def identify(self, probe: EndpointProbe) -> bool:

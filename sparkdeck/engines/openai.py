@@ -21,6 +21,10 @@ class OpenAICompatible(EngineKind):
     title = "OpenAI-compatible (custom)"
     default_port = 8000
     requires_model = False
+    # For a server sparkdeck did not start, /v1/models is the one path every OpenAI-compatible
+    # server has; a preset of this kind states its own health path instead.
+    health_path = "/v1/models"
+    metrics_path = None
     detect_order = 99  # the fallback: anything that answers /v1/models
     options = {
         "container_port": Option("int", None, "port the server listens on inside the container",

@@ -31,7 +31,6 @@ from sparkdeck.ui.widgets import (
     EnginePanel, EngineReport, EnvironmentPanel, EnvironmentReport, PresetTable,
 )
 
-
 ENGINE_POLL_SECONDS = 2.0
 
 CatalogLoader = Callable[[], PresetCatalog]
@@ -107,9 +106,11 @@ class SparkdeckApp(App[int]):
                     for key in binding.key.split(",")]
             rows.append((" / ".join(keys), binding.description))
         rows += [
-            ("↑ / ↓", "move in the preset table (PgUp, PgDn, Home, End too)"),
-            ("tab", "move focus between panes"),
-            ("^q", "quit"),
+            ("↑ / ↓", "move through the presets"),
+            ("← / →", "scroll the table sideways"),
+            ("PgUp / PgDn", "a page up or down"),
+            ("^home / ^end", "first / last preset"),
+            ("^q", "quit, from any screen"),
             ("esc", "close this help"),
         ]
         return rows
