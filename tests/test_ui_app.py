@@ -9,6 +9,8 @@ DockerUnavailable that connect raises (used where a test counts connection attem
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -365,9 +367,6 @@ def test_probe_gpu_never_raises() -> None:
 
 def test_readers_do_not_import_textual() -> None:
     """The blocking readers stay usable from the CLI: importing them must not load Textual."""
-    import subprocess
-    import sys
-
     code = ("import sys, sparkdeck.ui, sparkdeck.ui.readers; "
             "sys.exit('textual' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -46,6 +46,23 @@ class FlushReport:
                 f"available {gib(self.before.available)} -> {gib(self.after.available)}")
 
 
+def can_flush(drop_caches: Path = DROP_CACHES, euid: int | None = None,
+              sudo: Sequence[str] = ("sudo", "-n")) -> bool:
+    """Would flush_page_cache be allowed? Checked before a launch stops anything.
+
+    `sudo -n -l CMD` answers whether CMD may run without a password, without running it.
+    """
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0:
+        return os.access(drop_caches, os.W_OK)
+    try:
+        result = subprocess.run([*sudo, "-l", "tee", str(drop_caches)], capture_output=True,
+                                timeout=10, check=False)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
 def flush_page_cache(
     drop_caches: Path = DROP_CACHES,
     read_memory: Callable[[], MemorySnapshot] = read_meminfo,

@@ -15,6 +15,7 @@ import httpx
 
 from sparkdeck.docker_errors import DockerUnavailable
 from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.presets import PresetCatalog
 
 NO_DRIVER = "no NVIDIA driver (NVML unavailable)"
@@ -49,28 +50,12 @@ class GpuStatus:
 
 
 def probe_gpu() -> GpuStatus:
-    """Initialise NVML, name every GPU, shut NVML down again. Never raises."""
-    try:
-        import pynvml
-    except ImportError:
-        return GpuStatus(problem=f"{NO_DRIVER}: the nvidia-ml-py package is not installed")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return GpuStatus(problem=f"{NO_DRIVER}: {exc}")
-    try:
-        names = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-            names.append(name.decode("utf-8", "replace") if isinstance(name, bytes) else name)
-        return GpuStatus(names=tuple(names))
-    except pynvml.NVMLError as exc:
-        return GpuStatus(problem=f"NVML started but could not list the GPUs: {exc}")
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+    """What the GPU panel says, from the one NVML presence check in sparkdeck.host.gpu."""
+    presence = gpu_presence()
+    if presence.available and presence.name:
+        more = f" (+{presence.count - 1} more)" if presence.count > 1 else ""
+        return GpuStatus(names=(presence.name + more,))
+    return GpuStatus(problem=f"{NO_DRIVER}: {presence.reason}")
 
 
 # ----- the engine -------------------------------------------------------------------------

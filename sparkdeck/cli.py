@@ -1,0 +1,255 @@
+"""The scriptable command line: `sparkdeck COMMAND ...`; with no command it opens the TUI.
+
+Exit codes: 0 success, 1 failure, 2 usage error (argparse's own). Errors are printed as one
+clear message on stderr; `--json` output goes to stdout and is stable for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sparkdeck import __version__, paths
+from sparkdeck.cli_output import LaunchPrinter, confirm, print_presets, print_status
+from sparkdeck.docker_errors import DockerRuntimeError, DockerUnavailable, EngineExited
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for
+from sparkdeck.engines import KINDS
+from sparkdeck.host.gpu import gpu_presence
+from sparkdeck.host.meminfo import MemInfoError, read_meminfo
+from sparkdeck.host.pagecache import HOW_TO_ALLOW, FlushNotPermitted, can_flush
+from sparkdeck.launcher import Launcher, last_failure
+from sparkdeck.presets import PresetError, load_catalog, load_file
+
+
+class CommandFailed(Exception):
+    """A command could not do its job; the message is printed and the exit code is 1."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkdeck",
+        description="Control panel for inference engines on one NVIDIA DGX Spark. "
+                    "Without a command, opens the terminal UI.")
+    parser.add_argument("--version", action="version", version=f"sparkdeck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    presets = sub.add_parser("presets", help="list engine presets, or validate preset files")
+    presets.add_argument("--json", action="store_true", help="machine-readable output")
+    presets_sub = presets.add_subparsers(dest="presets_command", metavar="validate")
+    validate = presets_sub.add_parser("validate", help="check preset files (exit 1 if any "
+                                                       "is invalid)")
+    validate.add_argument("files", nargs="*", type=Path,
+                          help="files to check (default: every bundled and user preset)")
+
+    launch = sub.add_parser("launch", help="launch a preset (stops the running engine first)")
+    launch.add_argument("preset", help="preset id (see `sparkdeck presets`)")
+    launch.add_argument("--no-flush", action="store_true",
+                        help="do not drop the page cache before starting")
+    launch.add_argument("--yes", "-y", action="store_true",
+                        help="stop a running engine without asking")
+    launch.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds to wait for the engine to be ready (default: preset's)")
+
+    stop = sub.add_parser("stop", help="stop the engine sparkdeck started")
+    stop.add_argument("--grace", type=float, default=30.0, metavar="S",
+                      help="seconds between SIGTERM and SIGKILL (default 30)")
+
+    status = sub.add_parser("status", help="engine, attached engines, Docker, GPU and memory")
+    status.add_argument("--json", action="store_true")
+    _endpoint_args(status)
+
+    logs = sub.add_parser("logs", help="print the engine container's logs")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    logs.add_argument("--tail", type=int, default=100, metavar="N",
+                      help="lines from the end to start with (default 100)")
+
+    attach = sub.add_parser("attach", help="register an engine sparkdeck did not start")
+    attach.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:8000")
+    attach.add_argument("--kind", choices=sorted(KINDS), help="engine kind (detected if "
+                                                              "omitted)")
+    attach.add_argument("--name", help="a short name (default: host:port)")
+
+    detach = sub.add_parser("detach", help="forget an attached engine (it keeps running)")
+    detach.add_argument("name", help="name or URL given to attach")
+    return parser
+
+
+def _endpoint_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint", metavar="URL",
+                        help="talk to this server directly instead of the registry")
+    parser.add_argument("--kind", choices=sorted(KINDS),
+                        help="engine kind of --endpoint (detected if omitted)")
+
+
+def _runtime() -> DockerRuntime:
+    return DockerRuntime.connect()
+
+
+# ----- commands ----------------------------------------------------------------------------
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    if args.presets_command == "validate":
+        return cmd_validate(args)
+    catalog = load_catalog()
+    if args.json:
+        print(json.dumps({"presets": [p.summary() for p in catalog.presets.values()],
+                          "problems": [str(p) for p in catalog.problems],
+                          "user_dir": str(paths.user_presets_dir())}, indent=2))
+    else:
+        print_presets(catalog, paths.user_presets_dir())
+    return 1 if catalog.problems else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    if not args.files:
+        catalog = load_catalog()
+        for problem in catalog.problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(catalog.presets)} preset(s) valid, {len(catalog.problems)} problem(s)")
+        return 1 if catalog.problems else 0
+    bad = 0
+    for path in args.files:
+        try:
+            preset = load_file(path)
+            print(f"{path}: ok ({preset.id}, {preset.kind})")
+        except PresetError as exc:
+            bad += 1
+            print(exc, file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    catalog = load_catalog()
+    try:
+        preset = catalog.get(args.preset)
+    except KeyError as exc:
+        broken = [str(p) for p in catalog.problems if p.path.stem == args.preset]
+        raise CommandFailed("\n".join([exc.args[0], *broken])) from None
+    if not args.no_flush and not can_flush():
+        raise CommandFailed(HOW_TO_ALLOW)
+    runtime = _runtime()
+    running = [e for e in runtime.engines() if e.alive]
+    if running and not args.yes:
+        what = ", ".join(f"{e.preset_id} ({e.image})" for e in running)
+        if not confirm(f"This stops the running engine {what} and launches {preset.id} "
+                       f"({preset.memory_setting()}). Continue?"):
+            raise CommandFailed(f"not launched: {what} is running; pass --yes to replace it")
+    printer = LaunchPrinter(sys.stdout)
+    launcher = Launcher(runtime, on_event=printer)
+    cancel = threading.Event()
+    try:
+        launcher.launch(preset, flush=not args.no_flush, timeout=args.timeout, cancel=cancel)
+    except KeyboardInterrupt:
+        raise CommandFailed("launch interrupted; the container was stopped and removed") from None
+    except EngineExited as exc:
+        tail = "\n".join(f"  | {line}" for line in exc.log_tail)
+        raise CommandFailed(f"{exc}; its last log lines:\n{tail}") from None
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    runtime = _runtime()
+    stopped = Launcher(runtime, stop_grace=args.grace).stop_all()
+    if not stopped:
+        print("no sparkdeck engine is running (engines sparkdeck did not start are never "
+              "stopped by it)")
+    for engine in stopped:
+        print(f"stopped and removed {engine.name} ({engine.preset_id})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.endpoint:
+        endpoint = endpoint_for(args.endpoint, args.kind)
+        report: dict[str, Any] = {"endpoint": check(endpoint).to_dict()}
+    else:
+        report = collect_status()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_status(report)
+    return 0
+
+
+def collect_status() -> dict[str, Any]:
+    """Everything `status` shows; each part says why it is missing rather than failing."""
+    report: dict[str, Any] = {"docker": {"available": False, "error": None}, "engine": None,
+                              "last_failure": last_failure(), "attached": []}
+    try:
+        runtime = _runtime()
+        report["docker"]["available"] = True
+        current = runtime.current()
+        report["engine"] = current.to_dict() if current else None
+    except DockerRuntimeError as exc:
+        report["docker"]["error"] = str(exc)
+    try:
+        report["attached"] = [check(e).to_dict() for e in AttachedRegistry().load()]
+    except EndpointError as exc:
+        report["attached_error"] = str(exc)
+    gpu = gpu_presence()
+    report["gpu"] = {"available": gpu.available, "name": gpu.name, "driver": gpu.driver,
+                     "error": gpu.reason}
+    try:
+        mem = read_meminfo()
+        report["memory"] = {"total": mem.total, "available": mem.available, "free": mem.free,
+                            "cached": mem.cached, "swap_total": mem.swap_total,
+                            "swap_free": mem.swap_free}
+    except MemInfoError as exc:
+        report["memory"] = {"error": str(exc)}
+    return report
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    runtime = _runtime()
+    current = runtime.current()
+    if current is None:
+        raise CommandFailed("no sparkdeck engine container to show logs of")
+    try:
+        for line in runtime.follow_logs(current.container_id, tail=args.tail,
+                                        follow=args.follow):
+            print(line, flush=args.follow)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    endpoint = endpoint_for(args.url, args.kind, name=args.name, source="attached")
+    status = check(endpoint)
+    AttachedRegistry().add(endpoint)
+    health = "healthy" if status.healthy else f"not healthy yet ({status.health_code})"
+    models = ", ".join(status.models) or "none listed"
+    print(f"attached {endpoint.name}: {endpoint.url} as {KINDS[endpoint.kind].title}, "
+          f"{health}; models: {models}")
+    return 0
+
+
+def cmd_detach(args: argparse.Namespace) -> int:
+    if not AttachedRegistry().remove(args.name):
+        raise CommandFailed(f"no attached engine named {args.name!r}")
+    print(f"detached {args.name} (the engine itself keeps running)")
+    return 0
+
+
+COMMANDS = {"presets": cmd_presets, "launch": cmd_launch, "stop": cmd_stop,
+            "status": cmd_status, "logs": cmd_logs, "attach": cmd_attach, "detach": cmd_detach}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        from sparkdeck.ui.app import run_app  # Textual is loaded only for the TUI
+
+        return run_app()
+    try:
+        return COMMANDS[args.command](args)
+    except (CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError,
+            FlushNotPermitted) as exc:
+        print(f"sparkdeck: {exc}", file=sys.stderr)
+        return 1
