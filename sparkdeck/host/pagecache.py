@@ -58,7 +58,7 @@ def can_flush(drop_caches: Path = DROP_CACHES, euid: int | None = None,
     try:
         result = subprocess.run([*sudo, "-l", "tee", str(drop_caches)], capture_output=True,
                                 timeout=10, check=False)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired):  # no sudo, or not executable for us
         return False
     return result.returncode == 0
 
@@ -89,7 +89,7 @@ def flush_page_cache(
                 [*sudo, "tee", str(drop_caches)], input="3\n", capture_output=True,
                 text=True, timeout=30, check=False,
             )
-        except (FileNotFoundError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired):  # no sudo, or not executable for us
             raise FlushNotPermitted(HOW_TO_ALLOW) from None
         if result.returncode != 0:
             raise FlushNotPermitted(HOW_TO_ALLOW)
