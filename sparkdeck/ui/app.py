@@ -27,6 +27,7 @@ from sparkdeck.ui.messages import (
     CatalogLoaded, DockerConnectionFailed, EngineStateRead, EnvironmentChecked,
 )
 from sparkdeck.ui.readers import EngineReader, GpuStatus, endpoint_answers, preset_rows, probe_gpu
+from sparkdeck.ui.themes import load_themes
 from sparkdeck.ui.widgets import (
     EnginePanel, EngineReport, EnvironmentPanel, EnvironmentReport, PresetTable,
 )
@@ -35,6 +36,9 @@ ENGINE_POLL_SECONDS = 2.0
 
 CatalogLoader = Callable[[], PresetCatalog]
 RuntimeFactory = Callable[[], DockerRuntime]
+
+
+DEFAULT_THEME = "spark-dark"
 
 
 class SparkdeckApp(App[int]):
@@ -82,6 +86,13 @@ class SparkdeckApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        themes, problems = load_themes()
+        for theme in themes:
+            self.register_theme(theme)
+        if DEFAULT_THEME in self.available_themes:
+            self.theme = DEFAULT_THEME
+        for problem in problems:
+            self.notify(problem, title="theme not loaded", severity="warning")
         self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 

@@ -1,0 +1,70 @@
+"""Theme files (TOML in themes/ and the user's themes dir) turned into Textual themes.
+
+Each file is checked like a preset: unknown keys, missing colours and malformed values are
+reported with the file and key, and a bad file never stops the others from loading.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.theme import Theme
+
+from sparkdeck import paths
+from sparkdeck.schema import Option, check_table
+
+_COLOUR = re.compile(r"^#[0-9A-Fa-f]{6}$")
+_COLOURS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
+            "background", "surface", "panel")
+SCHEMA: dict[str, Option] = {
+    "name": Option("str", None, "theme name", required=True),
+    "dark": Option("bool", True, "a dark theme"),
+    **{c: Option("str", None, f"{c} colour, #RRGGBB", required=c == "primary") for c in _COLOURS},
+}
+
+
+@dataclass(frozen=True)
+class ThemeProblem:
+    path: Path
+    key: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.key}: {self.message}" if self.key else \
+            f"{self.path}: {self.message}"
+
+
+def load_theme(path: Path) -> Theme:
+    """Read one theme file; raise ValueError listing every problem (file and key)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(str(ThemeProblem(path, None, f"cannot be read as TOML: {exc}"))) \
+            from exc
+    values, problems = check_table(SCHEMA, data)
+    for colour in _COLOURS:
+        value = values.get(colour)
+        if isinstance(value, str) and not _COLOUR.match(value):
+            problems.append((colour, f"{value!r} is not a #RRGGBB colour"))
+    if problems:
+        raise ValueError("\n".join(str(ThemeProblem(path, k, m)) for k, m in problems))
+    return Theme(**{k: v for k, v in values.items() if v is not None})
+
+
+def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]:
+    """Every theme in the bundled then the user dir (a user theme replaces one by name)."""
+    dirs = dirs if dirs is not None else [paths.bundled_themes_dir(), paths.user_themes_dir()]
+    themes: dict[str, Theme] = {}
+    problems: list[str] = []
+    for directory in dirs:
+        for path in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
+            try:
+                theme = load_theme(path)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            themes[theme.name] = theme
+    return list(themes.values()), problems
