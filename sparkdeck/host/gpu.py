@@ -32,7 +32,7 @@ def gpu_presence() -> GpuPresence:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        return GpuPresence(False, reason=f"NVML is unavailable ({exc}): no NVIDIA driver here?")
+        return GpuPresence(False, reason=f"no NVIDIA driver (NVML: {exc})")
     try:
         count = pynvml.nvmlDeviceGetCount()
         name = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))) \

@@ -18,7 +18,7 @@ from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.presets import PresetCatalog
 
-NO_DRIVER = "no NVIDIA driver (NVML unavailable)"
+NO_DRIVER = "no NVIDIA driver"
 HEALTH_TIMEOUT_S = 1.5
 
 PresetRow = tuple[str, str, str, str, str]
@@ -55,7 +55,7 @@ def probe_gpu() -> GpuStatus:
     if presence.available and presence.name:
         more = f" (+{presence.count - 1} more)" if presence.count > 1 else ""
         return GpuStatus(names=(presence.name + more,))
-    return GpuStatus(problem=f"{NO_DRIVER}: {presence.reason}")
+    return GpuStatus(problem=presence.reason or NO_DRIVER)
 
 
 # ----- the engine -------------------------------------------------------------------------
