@@ -1,0 +1,99 @@
+"""Runtime details on the real daemon: readiness timeout, grace period, mounts, log streams."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparkdeck.container_spec import ContainerSpec, GeneratedFile, PortBinding
+from sparkdeck.docker_errors import ReadinessTimeout
+from sparkdeck.docker_runtime import PullProgress, PullTracker
+from sparkdeck.launcher import Launcher
+from sparkdeck.presets import load_file
+from tests.conftest import base_fields, free_port, scope_containers, write_preset
+
+pytestmark = [pytest.mark.docker]
+
+
+def _busybox_preset(tmp_path, preset_id, image, script, **extra):
+    return load_file(write_preset(
+        tmp_path / "presets", preset_id, title=preset_id, kind="openai", image=image,
+        port=free_port(), **{**base_fields(), **extra},
+        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script],
+                "health_path": "/index.html"}))
+
+
+def test_readiness_timeout_leaves_nothing_behind(runtime, docker_client, scope, tmp_path,
+                                                 busybox_image):
+    preset = _busybox_preset(tmp_path, "silent", busybox_image, "echo loading; sleep 60")
+    started = time.monotonic()
+    with pytest.raises(ReadinessTimeout) as info:
+        Launcher(runtime, stop_grace=1).launch(preset, flush=False, timeout=2)
+    assert time.monotonic() - started < 10
+    assert "did not answer /index.html with 200 within 2 s" in str(info.value)
+    assert "loading" in info.value.log_tail
+    assert scope_containers(docker_client, scope) == []
+
+
+def test_ready_when_health_answers_200(runtime, docker_client, scope, tmp_path, busybox_image):
+    # busybox httpd serves /www; it starts after a delay, like an engine loading weights
+    preset = _busybox_preset(tmp_path, "web", busybox_image,
+                             "sleep 1; exec httpd -f -p 8080 -h /www")
+    started = time.monotonic()
+    engine = Launcher(runtime).launch(preset, flush=False, timeout=20)
+    assert 1.0 <= time.monotonic() - started < 10
+    assert engine.alive and engine.health_path == "/index.html"
+
+
+def test_stop_waits_the_grace_period_then_kills(runtime, docker_client, scope, tmp_path,
+                                                busybox_image):
+    # PID 1 that ignores SIGTERM: only SIGKILL after the grace period ends it
+    preset = _busybox_preset(tmp_path, "stubborn", busybox_image,
+                             "trap '' TERM; while true; do sleep 1; done")
+    engine = runtime.start(preset.container_spec())
+    started = time.monotonic()
+    runtime.stop(engine.container_id, grace=2)
+    elapsed = time.monotonic() - started
+    assert 2.0 <= elapsed < 8, elapsed
+    assert scope_containers(docker_client, scope) == []
+
+
+def test_hf_cache_and_generated_files_are_mounted(runtime, docker_client, scope, tmp_path,
+                                                  busybox_image, monkeypatch):
+    hf_home = tmp_path / "hf"
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    preset = _busybox_preset(tmp_path, "mounts", busybox_image, "sleep 60", hf_cache=True)
+    base = preset.container_spec()
+    spec = ContainerSpec(**{**base.__dict__, "files": (
+        GeneratedFile("/etc/sparkdeck/options.yaml", "kv_cache_config:\n  x: 1\n"),)})
+    engine = runtime.start(spec)
+    container = docker_client.containers.get(engine.container_id)
+    mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
+    assert mounts["/root/.cache/huggingface"]["Source"] == str(hf_home)
+    assert mounts["/etc/sparkdeck/options.yaml"]["RW"] is False
+    code, out = container.exec_run(["cat", "/etc/sparkdeck/options.yaml"])
+    assert code == 0 and out.decode() == "kv_cache_config:\n  x: 1\n"
+    runtime.stop(engine.container_id, grace=0)
+    assert not (runtime.files_dir / engine.name).exists()  # generated files go with it
+
+
+def test_follow_logs_streams_until_exit(runtime, tmp_path, busybox_image):
+    preset = _busybox_preset(tmp_path, "talker", busybox_image,
+                             "for i in 1 2 3; do echo step $i; sleep 0.3; done; exit 0")
+    engine = runtime.start(preset.container_spec())
+    lines = list(runtime.follow_logs(engine.container_id, tail=10, follow=True))
+    assert lines == ["step 1", "step 2", "step 3"]
+
+
+def test_pull_tracker_adds_layers_up():
+    tracker = PullTracker()
+    events = [PullProgress("img", None, "Pulling from x", None, None),
+              PullProgress("img", "a", "Downloading", 50, 100),
+              PullProgress("img", "b", "Downloading", 0, 300)]
+    for e in events:
+        tracker.update(e)
+    assert tracker.fraction == pytest.approx(50 / 400)
+    tracker.update(PullProgress("img", "a", "Pull complete", None, None))
+    tracker.update(PullProgress("img", "b", "Downloading", 150, 300))
+    assert tracker.fraction == pytest.approx(250 / 400) and tracker.layers_done == 1
