@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkdeck.docker_runtime import PullProgress, PullTracker
+from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launcher import (
     CacheFlushed, ContainerStarted, EngineReady, FlushSkipped, PreviousStopped, PreviousStopping,

@@ -25,6 +25,7 @@ import requests.exceptions
 
 from sparkdeck import paths
 from sparkdeck.container_spec import ContainerSpec
+from sparkdeck.pull_progress import PullProgress, split_reference
 from sparkdeck.docker_errors import (
     DockerUnavailable, EngineExited, ImagePullError, LaunchError, NotManaged, ReadinessTimeout,
     explain_pull_failure, explain_start_failure, unavailable_message,
@@ -76,45 +77,6 @@ class EngineState:
         data = asdict(self)
         data["log_tail"] = list(self.log_tail)
         return data
-
-
-@dataclass(frozen=True)
-class PullProgress:
-    """One progress event of a pull, for one layer (or for the whole image when layer is None)."""
-
-    image: str
-    layer: str | None
-    status: str
-    current: int | None
-    total: int | None
-
-
-class PullTracker:
-    """Adds up per-layer progress into one figure for a progress bar."""
-
-    def __init__(self) -> None:
-        self._layers: dict[str, tuple[int, int]] = {}
-        self._done: set[str] = set()
-
-    def update(self, event: PullProgress) -> None:
-        if event.layer is None:
-            return
-        if event.total:
-            self._layers[event.layer] = (event.current or 0, event.total)
-        if event.status in ("Pull complete", "Already exists", "Download complete"):
-            self._done.add(event.layer)
-            if event.layer in self._layers:
-                total = self._layers[event.layer][1]
-                self._layers[event.layer] = (total, total)
-
-    @property
-    def fraction(self) -> float | None:
-        total = sum(t for _, t in self._layers.values())
-        return sum(c for c, _ in self._layers.values()) / total if total else None
-
-    @property
-    def layers_done(self) -> int:
-        return len(self._done)
 
 
 def _labels(spec: ContainerSpec, scope: str) -> dict[str, str]:
@@ -260,7 +222,7 @@ class DockerRuntime:
 
     def pull(self, image: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
         """Pull an image, reporting per-layer progress; ImagePullError says why it failed."""
-        repository, tag = _split_reference(image)
+        repository, tag = split_reference(image)
         try:
             with _daemon():
                 for event in self.client.api.pull(repository, tag=tag, stream=True, decode=True):
@@ -441,14 +403,3 @@ class DockerRuntime:
             except docker.errors.NotFound:
                 pass
             shutil.rmtree(self.files_dir / container.name, ignore_errors=True)
-
-
-def _split_reference(image: str) -> tuple[str, str | None]:
-    """'repo/name:tag' -> ('repo/name', 'tag'); a registry port is not a tag; digests stay."""
-    if "@" in image:
-        return image, None
-    last = image.rsplit("/", 1)[-1]
-    if ":" in last:
-        repository, tag = image.rsplit(":", 1)
-        return repository, tag
-    return image, "latest"

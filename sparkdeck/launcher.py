@@ -18,7 +18,8 @@ from typing import Any
 
 from sparkdeck import paths
 from sparkdeck.docker_errors import EngineExited, ReadinessTimeout
-from sparkdeck.docker_runtime import DockerRuntime, EngineState, PullProgress
+from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.pull_progress import PullProgress
 from sparkdeck.host.pagecache import FlushReport, flush_page_cache
 from sparkdeck.presets import Preset
 

@@ -18,7 +18,7 @@ from typing import Any
 from sparkdeck import paths
 from sparkdeck.container_spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.engines import KINDS, EngineKind, get_kind
-from sparkdeck.schema import Option, check_table
+from sparkdeck.schema import FileProblem, Option, check_table
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -54,15 +54,7 @@ COMMON: dict[str, Option] = {
 }
 
 
-@dataclass(frozen=True)
-class PresetProblem:
-    path: Path
-    key: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}: {self.key}" if self.key else str(self.path)
-        return f"{where}: {self.message}"
+PresetProblem = FileProblem  # one problem in one preset file
 
 
 class PresetError(ValueError):

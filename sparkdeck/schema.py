@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _TYPE_NAMES = {
@@ -18,6 +19,19 @@ _TYPE_NAMES = {
     "list[str]": "a list of strings",
     "table[str]": "a table of string values",
 }
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """One thing wrong with a user-editable file: the file, the dotted key, and what to fix."""
+
+    path: Path
+    key: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: {self.key}" if self.key else str(self.path)
+        return f"{where}: {self.message}"
 
 
 @dataclass(frozen=True)

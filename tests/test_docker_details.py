@@ -8,7 +8,7 @@ import pytest
 
 from sparkdeck.container_spec import ContainerSpec, GeneratedFile, PortBinding
 from sparkdeck.docker_errors import ReadinessTimeout
-from sparkdeck.docker_runtime import PullProgress, PullTracker
+from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.launcher import Launcher
 from sparkdeck.presets import load_file
 from tests.conftest import base_fields, free_port, scope_containers, write_preset

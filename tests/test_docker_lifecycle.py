@@ -14,7 +14,8 @@ import pytest
 from sparkdeck.docker_errors import (
     EngineExited, ImagePullError, LaunchError, NotManaged,
 )
-from sparkdeck.docker_runtime import DockerRuntime, PullProgress
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.pull_progress import PullProgress
 from sparkdeck.launcher import ContainerStarted, EngineReady, Launcher, PreviousStopped
 from sparkdeck.presets import load_file
 from tests.conftest import base_fields, free_port, host_memlock, llama_preset_fields, scope_containers, write_preset

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual.theme import Theme
 
 from sparkdeck import paths
-from sparkdeck.schema import Option, check_table
+from sparkdeck.schema import FileProblem, Option, check_table
 
 _COLOUR = re.compile(r"^#[0-9A-Fa-f]{6}$")
 _COLOURS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
@@ -26,23 +25,12 @@ SCHEMA: dict[str, Option] = {
 }
 
 
-@dataclass(frozen=True)
-class ThemeProblem:
-    path: Path
-    key: str | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.key}: {self.message}" if self.key else \
-            f"{self.path}: {self.message}"
-
-
 def load_theme(path: Path) -> Theme:
     """Read one theme file; raise ValueError listing every problem (file and key)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(str(ThemeProblem(path, None, f"cannot be read as TOML: {exc}"))) \
+        raise ValueError(str(FileProblem(path, None, f"cannot be read as TOML: {exc}"))) \
             from exc
     values, problems = check_table(SCHEMA, data)
     for colour in _COLOURS:
@@ -50,7 +38,7 @@ def load_theme(path: Path) -> Theme:
         if isinstance(value, str) and not _COLOUR.match(value):
             problems.append((colour, f"{value!r} is not a #RRGGBB colour"))
     if problems:
-        raise ValueError("\n".join(str(ThemeProblem(path, k, m)) for k, m in problems))
+        raise ValueError("\n".join(str(FileProblem(path, k, m)) for k, m in problems))
     return Theme(**{k: v for k, v in values.items() if v is not None})
 
 

@@ -62,13 +62,18 @@ def _import(client: docker.DockerClient, tar_bytes: bytes, reference: str,
     return reference
 
 
-def ensure_llama_image(client: docker.DockerClient, binary: Path, model: Path) -> str:
-    reference = f"{LLAMA_REPO}:{_digest(binary, model)}"
+def _present(client: docker.DockerClient, reference: str) -> bool:
     try:
         client.images.get(reference)
-        return reference
+        return True
     except docker.errors.ImageNotFound:
-        pass
+        return False
+
+
+def ensure_llama_image(client: docker.DockerClient, binary: Path, model: Path) -> str:
+    reference = f"{LLAMA_REPO}:{_digest(binary, model)}"
+    if _present(client, reference):
+        return reference
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in ("/tmp", "/models"):
@@ -82,11 +87,8 @@ def ensure_llama_image(client: docker.DockerClient, binary: Path, model: Path) -
 
 def ensure_busybox_image(client: docker.DockerClient, busybox: Path) -> str:
     reference = f"{BUSYBOX_REPO}:{_digest(busybox)}"
-    try:
-        client.images.get(reference)
+    if _present(client, reference):
         return reference
-    except docker.errors.ImageNotFound:
-        pass
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in ("/bin", "/tmp", "/www"):

@@ -1,0 +1,55 @@
+"""Image pulls: per-layer progress events and the sum of them for one progress bar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    """One progress event of a pull, for one layer (or for the whole image when layer is None)."""
+
+    image: str
+    layer: str | None
+    status: str
+    current: int | None
+    total: int | None
+
+
+class PullTracker:
+    """Adds up per-layer progress into one figure for a progress bar."""
+
+    def __init__(self) -> None:
+        self._layers: dict[str, tuple[int, int]] = {}
+        self._done: set[str] = set()
+
+    def update(self, event: PullProgress) -> None:
+        if event.layer is None:
+            return
+        if event.total:
+            self._layers[event.layer] = (event.current or 0, event.total)
+        if event.status in ("Pull complete", "Already exists", "Download complete"):
+            self._done.add(event.layer)
+            if event.layer in self._layers:
+                total = self._layers[event.layer][1]
+                self._layers[event.layer] = (total, total)
+
+    @property
+    def fraction(self) -> float | None:
+        total = sum(t for _, t in self._layers.values())
+        return sum(c for c, _ in self._layers.values()) / total if total else None
+
+    @property
+    def layers_done(self) -> int:
+        return len(self._done)
+
+
+def split_reference(image: str) -> tuple[str, str | None]:
+    """'repo/name:tag' -> ('repo/name', 'tag'); a registry port is not a tag; digests stay."""
+    if "@" in image:
+        return image, None
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repository, tag = image.rsplit(":", 1)
+        return repository, tag
+    return image, "latest"
