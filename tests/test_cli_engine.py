@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
+from tests.conftest import (
+    free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 SECRET = "hf_sparkdeck_test_secret_do_not_show"
@@ -23,8 +26,9 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
 
 
 @pytest.fixture
-def cli_env(isolated_dirs, scope, docker_client) -> dict[str, str]:
-    return {**os.environ, "SPARKDECK_SCOPE": scope, "HF_TOKEN": SECRET}
+def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
+    yield {**os.environ, "SPARKDECK_SCOPE": scope, "HF_TOKEN": SECRET}
+    remove_scope(docker_client, scope)  # what the CLI started in this test goes with it
 
 
 def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, llama_image):
