@@ -165,15 +165,26 @@ class DockerRuntime:
         alive = [s for s in states if s.alive]
         return (alive or states or [None])[0]
 
+    def _our_container(self, container_id: str, action: str) -> Any | None:
+        """The container when it exists and is ours, None when it is gone.
+
+        Raises NotManaged for anyone else's: the one check every acting method goes through.
+        """
+        try:
+            container = self.client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return None
+        if not self._ours(container):
+            raise NotManaged(f"refusing to {action} {container.name}: it was not created by "
+                             "sparkdeck")
+        return container
+
     def inspect(self, container_id: str) -> EngineState:
         with _daemon():
-            try:
-                container = self.client.containers.get(container_id)
-            except docker.errors.NotFound:
-                raise NotManaged(f"no container {container_id[:12]}") from None
-        if not self._ours(container):
-            raise NotManaged(f"container {container.name} was not created by sparkdeck")
-        return self._state(container)
+            container = self._our_container(container_id, "inspect")
+            if container is None:
+                raise NotManaged(f"no container {container_id[:12]}")
+            return self._state(container)
 
     def log_tail(self, container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines of stdout and stderr together, in the order they were written.
@@ -376,9 +387,9 @@ class DockerRuntime:
     def wait_exit(self, container_id: str, timeout: float | None = None) -> EngineState:
         """Block until the container stops; return its final state with exit code and logs."""
         with _daemon():
-            container = self.client.containers.get(container_id)
-            if not self._ours(container):
-                raise NotManaged(f"container {container.name} was not created by sparkdeck")
+            container = self._our_container(container_id, "wait for")
+            if container is None:
+                raise NotManaged(f"no container {container_id[:12]}")
             try:
                 container.wait(timeout=timeout)
             except requests.exceptions.ReadTimeout:
@@ -389,13 +400,9 @@ class DockerRuntime:
     def stop(self, container_id: str, grace: float = 30.0) -> None:
         """SIGTERM, up to `grace` seconds, then SIGKILL; then remove. Only our own containers."""
         with _daemon():
-            try:
-                container = self.client.containers.get(container_id)
-            except docker.errors.NotFound:
+            container = self._our_container(container_id, "stop")
+            if container is None:
                 return
-            if not self._ours(container):
-                raise NotManaged(f"refusing to stop {container.name}: it was not created by "
-                                 "sparkdeck")
             try:
                 if container.status in _ALIVE:
                     container.stop(timeout=int(max(grace, 0)))
