@@ -7,6 +7,7 @@ clear message on stderr; `--json` output goes to stdout and is stable for script
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck import __version__, paths
+from sparkdeck import commands
 from sparkdeck.cli_output import LaunchPrinter, confirm, print_presets, print_status
 from sparkdeck.docker_errors import DockerRuntimeError, DockerUnavailable, EngineExited
 from sparkdeck.docker_runtime import DockerRuntime
@@ -27,9 +29,7 @@ from sparkdeck.launcher import Launcher, last_failure
 from sparkdeck.presets import PresetError, load_catalog, load_file
 
 
-class CommandFailed(Exception):
-    """A command could not do its job; the message is printed and the exit code is 1."""
-
+CommandFailed = commands.CommandFailed
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
 
     detach = sub.add_parser("detach", help="forget an attached engine (it keeps running)")
     detach.add_argument("name", help="name or URL given to attach")
+
+    for module in commands.MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 
@@ -241,15 +244,20 @@ COMMANDS = {"presets": cmd_presets, "launch": cmd_launch, "stop": cmd_stop,
             "status": cmd_status, "logs": cmd_logs, "attach": cmd_attach, "detach": cmd_detach}
 
 
+# Errors a command reports as one line and exit code 1 (anything else is a bug: traceback).
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (
+    CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError, FlushNotPermitted)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
         from sparkdeck.ui.app import run_app  # Textual is loaded only for the TUI
 
         return run_app()
+    handler = getattr(args, "run", None) or COMMANDS[args.command]
     try:
-        return COMMANDS[args.command](args)
-    except (CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError,
-            FlushNotPermitted) as exc:
+        return handler(args)
+    except EXPECTED_ERRORS as exc:
         print(f"sparkdeck: {exc}", file=sys.stderr)
         return 1
