@@ -44,13 +44,19 @@ def _reason(exc: Exception) -> str:
     return text[:200]
 
 
+# Sample names that are cumulative by convention, whatever the TYPE line says (a body may
+# omit TYPE lines; the text parser then calls every family "unknown").
+_CUMULATIVE_SUFFIXES = ("_total", "_count", "_bucket")
+
+
 def _check_value(name: str, kind: str, labels: Labels, value: float) -> None:
-    cumulative = kind in ("counter", "histogram", "summary") and not name.endswith("_sum")
+    cumulative = not name.endswith("_sum") and (
+        kind in ("counter", "histogram", "summary") or name.endswith(_CUMULATIVE_SUFFIXES))
     if cumulative and not math.isfinite(value):
         raise MalformedMetrics(f"{name} is {value}: a counter must be a finite number")
     if cumulative and value < 0:
         raise MalformedMetrics(f"{name} is {value:g}: a counter never goes below 0")
-    if kind == "histogram" and name.endswith("_bucket"):
+    if name.endswith("_bucket") and (kind == "histogram" or "le" in dict(labels)):
         le = dict(labels).get("le")
         try:
             bound = float(le) if le is not None else math.nan
@@ -114,7 +120,10 @@ def buckets(families: Families, bases: tuple[str, ...]) -> dict[float, float] | 
             continue
         summed: dict[float, float] = {}
         for labels, value in series.values:
-            bound = float(dict(labels)["le"])
+            le = dict(labels).get("le")
+            if le is None:
+                return None  # a gauge that happens to end in _bucket, not a histogram
+            bound = float(le)  # checked by parse_body
             summed[bound] = summed.get(bound, 0.0) + value
         return summed
     return None
