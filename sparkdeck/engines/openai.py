@@ -27,6 +27,9 @@ class OpenAICompatible(EngineKind):
     health_path = "/v1/models"
     metrics_path = None
     detect_order = 99  # the fallback: anything that answers /v1/models
+    metrics_hint = ("state the server's Prometheus path and what its names mean in the preset: "
+                    "[openai] metrics_path = \"/metrics\" and metrics_map = {generation_tokens "
+                    "= \"...\", running = \"...\"}")
     options = {
         "container_port": Option("int", None, "port the server listens on inside the container",
                                  minimum=1, maximum=65535, required=True),

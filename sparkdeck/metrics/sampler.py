@@ -45,10 +45,9 @@ def plan_for(base_url: str, kind: str, metrics_path: str | None,
     target = engine.metrics_target(base_url, metrics_path)
     bytes_per_token = preset.bytes_per_token if preset else None
     if target is None or mapping is None:
-        why = (f"{engine.title} has no metrics endpoint configured" if target is None else
-               f"no metric names are known for {engine.title}: set [openai] metrics_map in "
-               "its preset")
-        return MetricsPlan(engine.name, None, mapping, bytes_per_token, why)
+        what = "no metrics endpoint" if target is None else "no metric names"
+        return MetricsPlan(engine.name, None, mapping, bytes_per_token,
+                           f"{engine.title} has {what} sparkdeck knows: {engine.metrics_hint}")
     return MetricsPlan(engine.name, target, mapping, bytes_per_token)
 
 
