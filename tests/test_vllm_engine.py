@@ -20,7 +20,7 @@ from httpx_sse import connect_sse
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkdeck.endpoints import check, endpoint_for, probe
-from sparkdeck.engines import identify
+from sparkdeck.engines import EndpointProbe, identify
 from tests.support.vllm_server import VllmServer
 
 pytestmark = pytest.mark.vllm
@@ -36,6 +36,13 @@ def _metric_samples(base_url: str) -> dict[str, float]:
         for sample in family.samples:
             samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
     return samples
+
+
+def _wait_for_metric(base_url: str, name: str, expected: float, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (value := _metric_samples(base_url).get(name)) != expected:
+        assert time.monotonic() < deadline, f"{name} is {value}, never {expected}"
+        time.sleep(0.2)
 
 
 def _stream_chat(server: VllmServer, max_tokens: int) -> tuple[list[str], list[dict], float]:
@@ -108,6 +115,26 @@ def test_metrics_count_generated_tokens(vllm_server):
         before["vllm:time_to_first_token_seconds_count"] + 1)
 
 
+def test_client_disconnect_aborts_the_request(vllm_server):
+    """Closing the stream stops generation (the chat pane's cancel relies on it)."""
+    before = _metric_samples(vllm_server.base_url)
+    payload = {"model": vllm_server.model, "stream": True, "max_tokens": 900,
+               "messages": [{"role": "user", "content": "Write a very long story."}]}
+    with httpx.Client(timeout=120) as client, connect_sse(
+            client, "POST", vllm_server.base_url + "/v1/chat/completions",
+            json=payload) as events:
+        for seen, _ in enumerate(events.iter_sse()):
+            if seen == 5:
+                break  # leaving the block closes the connection mid-stream
+    _wait_for_metric(vllm_server.base_url, "vllm:num_requests_running", 0.0)
+    after = _metric_samples(vllm_server.base_url)
+    generated = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
+    assert 5 <= generated < 900  # it did not run on to max_tokens
+    # Seen on 0.32: a request the client abandons is not counted as finished at all, under
+    # no finished_reason (not even "abort"); only requests the engine ends are.
+    assert after["vllm:request_success_total"] == before["vllm:request_success_total"]
+
+
 def test_live_metric_names_match_the_captured_fixture(vllm_server):
     """The fixtures other tests parse were captured from this version: same metric families."""
     body = httpx.get(vllm_server.base_url + "/metrics", timeout=30).text
@@ -127,6 +154,12 @@ def test_sparkdeck_identifies_the_server_as_vllm(vllm_server):
     status = check(endpoint)
     assert status.healthy and status.health_code == 200
     assert status.models == (vllm_server.model,)
+    # Either of vLLM's marks is enough: a proxy may hide /metrics, or /v1/models
+    (models_only, metrics_only) = (
+        EndpointProbe(found.url, {p: a for p, a in found.answers.items() if p == keep})
+        for keep in ("/v1/models", "/metrics"))
+    assert identify(models_only).name == "vllm"
+    assert identify(metrics_only).name == "vllm"
 
 
 def test_status_cli_reports_it_healthy(vllm_server, isolated_dirs):

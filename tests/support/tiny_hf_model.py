@@ -69,9 +69,16 @@ Numbers: one two three four five six seven eight nine ten, 1 2 3 4 5 6 7 8 9 10 
 """
 
 
-def _stamp_value(out: Path) -> str:
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return f"{digest}\n"
+def _stamp_value() -> str:
+    """This file's digest: any change to how the model is made makes a new one."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16] + "\n"
+
+
+def _is_current(out: Path) -> bool:
+    try:
+        return (out / STAMP).read_text() == _stamp_value()
+    except OSError:
+        return False
 
 
 def _train_tokenizer(target: Path) -> None:
@@ -130,20 +137,23 @@ def _write_model(target: Path) -> None:
 
 def ensure_tiny_model(out: Path) -> Path:
     """Write the model to `out` unless a complete copy of this version is already there."""
-    stamp = _stamp_value(out)
-    if (out / STAMP).is_file() and (out / STAMP).read_text() == stamp:
+    if _is_current(out):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        work.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
         _train_tokenizer(work)
         _write_model(work)
-        (work / STAMP).write_text(stamp)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old.{os.getpid()}")
-            out.rename(old)
-            shutil.rmtree(old, ignore_errors=True)
-        work.rename(out)
+        (work / STAMP).write_text(_stamp_value())
+        # Another run may have finished first while this one was writing: a server may
+        # already be reading its copy, so keep it. Only a stale version is replaced.
+        if not _is_current(out):
+            if out.exists():
+                old = out.with_name(f".{out.name}.old.{os.getpid()}")
+                out.rename(old)
+                shutil.rmtree(old, ignore_errors=True)
+            work.rename(out)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out

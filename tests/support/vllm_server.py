@@ -35,6 +35,8 @@ FAST_START = ("-O0",)
 # Generous on purpose: on a loaded 2-core machine a start has been seen to take minutes.
 START_TIMEOUT = 240.0
 STOP_GRACE = 20.0
+PORT_ATTEMPTS = 3
+_PORT_TAKEN = "Address already in use"
 # Environment for an offline CPU server: no hub lookups, no usage reports, a 1 GiB KV cache
 # (vLLM's CPU default is a share of host memory, too much for a machine shared by suites).
 SERVER_ENV = {
@@ -104,6 +106,14 @@ def wait_healthy(process: subprocess.Popen[bytes], base_url: str, log_path: Path
             time.sleep(0.5)
 
 
+def _exited(pid: int) -> bool:
+    """Has the child exited? Leaves it unreaped (WNOWAIT), so its pid and group stay ours."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> None:
     """SIGTERM the server's process group, SIGKILL what is left after `grace` seconds."""
     pgid = process.pid  # start_new_session made the server the leader of its own group
@@ -111,11 +121,11 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> N
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    # The engine core may outlive the API server; nothing of the group is left behind.
+    deadline = time.monotonic() + grace
+    while not _exited(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # The engine core may outlive the API server. Until the leader is reaped below, the
+    # group id cannot belong to anything else, so this SIGKILL only reaches the server's own.
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
@@ -128,16 +138,30 @@ def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "spa
                  timeout: float = START_TIMEOUT,
                  extra: tuple[str, ...] = ()) -> Iterator[VllmServer]:
     """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards."""
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in _WITHHELD} | SERVER_ENV
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(server_argv(python, model_dir, name, port, extra), env=env,
-                                   stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    for attempt in range(PORT_ATTEMPTS):
+        port = _free_port()
+        process = start_logged(server_argv(python, model_dir, name, port, extra), env, log_path)
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            wait_healthy(process, base_url, log_path, deadline - time.monotonic())
+        except VllmStartError:
+            stop_group(process)
+            # Another suite may take the free port before vLLM binds it: try a new one.
+            if attempt + 1 < PORT_ATTEMPTS and _PORT_TAKEN in log_tail(log_path):
+                continue
+            raise
+        break
     try:
-        base_url = f"http://127.0.0.1:{port}"
-        wait_healthy(process, base_url, log_path, timeout)
         yield VllmServer(base_url, name, log_path, process.pid)
     finally:
         stop_group(process)
+
+
+def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start `argv` in a session (and process group) of its own, stdout and stderr to a file."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
