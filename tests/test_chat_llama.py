@@ -24,6 +24,7 @@ from sparkdeck.chat.client import (
 from sparkdeck.chat.deltas import Content, Done, Opened, Timings, Usage
 from sparkdeck.chat.reply import ReplyBuilder
 from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.engines import get_kind
 from sparkdeck.launcher import Launcher
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
@@ -31,6 +32,19 @@ from tests.conftest import free_port, llama_preset_fields, remove_scope, write_p
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
 CONTEXT = 8192
+# A Qwen3-style template: thinking off renders an empty think block into the prompt.
+THINK_TEMPLATE = """{%- for message in messages -%}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{- '<|im_start|>assistant\\n' -}}
+{%- if enable_thinking is defined and enable_thinking is false -%}
+{{- '<think>\\n\\n</think>\\n\\n' -}}
+{%- else -%}
+{{- '<think>\\n' -}}
+{%- endif -%}
+{%- endif -%}
+"""
 LONG = {"ignore_eos": True}  # llama.cpp: keep generating past the (random) end token
 
 
@@ -45,7 +59,11 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
         fields = llama_preset_fields(llama_image, port)
         fields["llamacpp"] = {**fields["llamacpp"], "context": CONTEXT}
         del fields["llamacpp"]["parallel"]  # default slots share one unified context
-        fields["args"] = ["--override-kv", f"llama.context_length=int:{CONTEXT}"]
+        (base / "templates").mkdir()
+        (base / "templates" / "think.jinja").write_text(THINK_TEMPLATE)
+        fields["volumes"] = [f"{base / 'templates'}:/templates:ro"]
+        fields["args"] = ["--override-kv", f"llama.context_length=int:{CONTEXT}",
+                          "--chat-template-file", "/templates/think.jinja"]
         preset = load_file(write_preset(base / "presets", "chat-tiny", **fields))
         runtime = DockerRuntime(docker_client, scope=scope, files_dir=base / "files")
         try:
@@ -122,8 +140,10 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
     while _metric(llama_url, "requests_processing") != 0:
         assert time.monotonic() - cancelled_at < 3, "the server kept generating"
         time.sleep(0.05)
-    # it stopped near where the client left, not at the ~8k tokens the request allowed
-    assert _metric(llama_url, "n_decode_total") - decoded_before < 2000
+    # It stopped soon after the client left, not at the ~8k tokens the request allowed. The
+    # server runs ahead of a slow reader by what the socket buffers hold (26-450 tokens seen
+    # here), more on a loaded machine: hence half the allowance as the bound.
+    assert _metric(llama_url, "n_decode_total") - decoded_before < CONTEXT // 2
 
 
 def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
@@ -167,3 +187,16 @@ def test_missing_content_is_http_400(llama_url):
         list(client.stream(ChatRequest([{"role": "user"}])))
     assert caught.value.status == 400
     assert caught.value.server_message == "All non-assistant messages must contain 'content'"
+
+
+def test_thinking_switch_reaches_the_chat_template(llama_url):
+    kind = get_kind("llamacpp")
+    prompts = {}
+    with ChatClient(llama_url) as client:
+        for enabled in (True, False):
+            builder, _ = _collect(client, ChatRequest(
+                [{"role": "user", "content": "hi"}], max_tokens=2,
+                extra=kind.thinking_fields(enabled)))
+            prompts[enabled] = builder.usage.prompt_tokens
+    # off adds "\n</think>\n\n" to what the template renders: a longer prompt
+    assert prompts[False] > prompts[True]
