@@ -19,6 +19,7 @@ class LlamaCpp(EngineKind):
     detect_order = 30
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
+    api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
                           minimum=128, maximum=4_194_304),

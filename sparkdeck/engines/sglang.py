@@ -19,6 +19,7 @@ class SGLang(EngineKind):
     detect_order = 20
     owned_flags = {"--mem-fraction-static": "sglang.mem_fraction_static",
                    "--port": "port", "--host": "lan"}
+    thinking_off_effort = "low"
     options = {
         "mem_fraction_static": share_option(
             "(weights + KV pool) / whole pool; activations and CUDA graphs come on top"

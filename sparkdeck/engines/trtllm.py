@@ -26,6 +26,7 @@ class TensorRTLLM(EngineKind):
                    "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--port": "port", "--host": "lan"}
+    thinking_off_effort = "low"
     options = {
         "free_gpu_memory_fraction": share_option(
             "share of the memory left after weights that the KV cache may take"

@@ -21,6 +21,8 @@ class VLLM(EngineKind):
     detect_order = 10
     owned_flags = {"--gpu-memory-utilization": "vllm.gpu_memory_utilization",
                    "--port": "port", "--host": "lan"}
+    api_key_env = ("VLLM_API_KEY", *EngineKind.api_key_env)  # what `vllm serve` reads
+    thinking_off_effort = "low"
     options = {
         "gpu_memory_utilization": share_option(
             "share of the whole unified pool for weights, activations and KV cache"
