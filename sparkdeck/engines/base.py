@@ -71,6 +71,12 @@ class EngineKind:
     metrics_map: ClassVar[MetricsMap | None] = None
     # What a user does when the metrics endpoint answers "off" (404/501).
     metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
+    # Environment variables that may hold the API key a server of this kind was started with,
+    # looked up in order by the chat client (keys never go into files).
+    api_key_env: ClassVar[tuple[str, ...]] = ("SPARKDECK_API_KEY", "OPENAI_API_KEY")
+    # `reasoning_effort` sent when thinking is switched off, on engines that accept it:
+    # gpt-oss (harmony) always reasons, and "low" is the nearest it has to off.
+    thinking_off_effort: ClassVar[str | None] = None
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -117,6 +123,19 @@ class EngineKind:
     ]:
         """Problems that involve more than one key, as (dotted key, message) pairs."""
         return []
+
+    def thinking_fields(self, enabled: bool) -> dict[str, Any]:
+        """Chat-request body fields that turn the model's thinking on or off on this engine.
+
+        The default is how Qwen-style chat templates are switched on servers that render
+        templates with request kwargs: `enable_thinking` (Qwen3, GLM) and `thinking`
+        (DeepSeek-V3.1); a template ignores the variables it does not use.
+        """
+        fields: dict[str, Any] = {
+            "chat_template_kwargs": {"enable_thinking": enabled, "thinking": enabled}}
+        if not enabled and self.thinking_off_effort:
+            fields["reasoning_effort"] = self.thinking_off_effort
+        return fields
 
     def identify(self, probe: EndpointProbe) -> bool:
         """True when the probed server looks like this engine kind."""

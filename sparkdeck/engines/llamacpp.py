@@ -38,6 +38,7 @@ class LlamaCpp(EngineKind):
     )
     metrics_hint = ("llama-server serves /metrics only with --metrics: add it to the server's "
                     "arguments (sparkdeck's llama.cpp presets add it)")
+    api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
                           minimum=128, maximum=4_194_304),

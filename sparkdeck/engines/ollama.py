@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import Mount
 from sparkdeck.engines.base import EndpointProbe, EngineKind
@@ -64,6 +64,11 @@ class Ollama(EngineKind):
     def memory_setting(self, preset: Preset) -> str:
         o = preset.options
         return f"context {o['context_length']}, {o['max_loaded_models']} model(s) loaded at most"
+
+    def thinking_fields(self, enabled: bool) -> dict[str, Any]:
+        # Ollama's /v1 endpoint turns reasoning_effort into its native `think`: "none" is
+        # think=false; any level turns thinking on (a level only matters to gpt-oss).
+        return {"reasoning_effort": "medium" if enabled else "none"}
 
     def identify(self, probe: EndpointProbe) -> bool:
         return '"version"' in probe.body("/api/version")

@@ -38,6 +38,7 @@ class SGLang(EngineKind):
     )
     metrics_hint = ("SGLang serves metrics only with --enable-metrics: add it to the launch "
                     "command (sparkdeck's SGLang presets add it)")
+    thinking_off_effort = "low"
     options = {
         "mem_fraction_static": share_option(
             "(weights + KV pool) / whole pool; activations and CUDA graphs come on top"

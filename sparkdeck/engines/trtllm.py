@@ -46,6 +46,7 @@ class TensorRTLLM(EngineKind):
     )
     metrics_hint = ("trtllm-serve has no Prometheus metrics at this path: use a release that "
                     "serves /prometheus/metrics, or set the engine's metrics path")
+    thinking_off_effort = "low"
     options = {
         "free_gpu_memory_fraction": share_option(
             "share of the memory left after weights that the KV cache may take"

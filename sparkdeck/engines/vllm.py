@@ -38,6 +38,8 @@ class VLLM(EngineKind):
         spec_drafted=("vllm:spec_decode_num_draft_tokens_total",),
     )
     metrics_hint = "vLLM always serves /metrics: check the URL and that nothing proxies it away"
+    api_key_env = ("VLLM_API_KEY", *EngineKind.api_key_env)  # what `vllm serve` reads
+    thinking_off_effort = "low"
     options = {
         "gpu_memory_utilization": share_option(
             "share of the whole unified pool for weights, activations and KV cache"
