@@ -8,8 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from sparkdeck.metrics.reader import (
 from sparkdeck.metrics.sampler import plan_for
 from sparkdeck.presets import PresetError, load_file
 from tests.conftest import free_port, write_preset
+from tests.support.metrics_loopback import serving
 
 LLAMA_BODY = (Path(__file__).parent / "fixtures" / "metrics" / "llamacpp-b11434-busy.prom")
 
@@ -29,34 +28,19 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-class _Answers(BaseHTTPRequestHandler):
-    """Answers each path with a fixed status and body."""
-
-    routes: dict[str, tuple[int, bytes]] = {}
-
-    def do_GET(self) -> None:  # noqa: N802
-        status, body = self.routes.get(self.path, (404, b"not found"))
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+ROUTES: dict[str, tuple[int, bytes]] = {}
 
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    ROUTES.clear()
+    with serving(lambda path: ROUTES.get(path, (404, b"not found"))) as url:
+        yield url
 
 
 def test_reader_outcomes_are_typed(server):
-    _Answers.routes = {"/ok": (200, LLAMA_BODY.read_bytes()), "/off": (501, b"off"),
-                       "/bad": (200, b"\xff\xfe"), "/err": (500, b"boom")}
+    ROUTES.update({"/ok": (200, LLAMA_BODY.read_bytes()), "/off": (501, b"off"),
+                       "/bad": (200, b"\xff\xfe"), "/err": (500, b"boom")})
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -79,7 +63,7 @@ def test_reader_outcomes_are_typed(server):
 
 
 def test_cli_json_lines_from_an_endpoint(server):
-    _Answers.routes = {"/metrics": (200, LLAMA_BODY.read_bytes())}
+    ROUTES.update({"/metrics": (200, LLAMA_BODY.read_bytes())})
     done = run_cli("metrics", "--endpoint", server, "--kind", "llamacpp", "--json",
                    "--samples", "3", "--interval", "0.2")
     assert done.returncode == 0, done.stderr
@@ -91,7 +75,7 @@ def test_cli_json_lines_from_an_endpoint(server):
 
 
 def test_cli_human_output_and_failures(server):
-    _Answers.routes = {"/metrics": (200, LLAMA_BODY.read_bytes())}
+    ROUTES.update({"/metrics": (200, LLAMA_BODY.read_bytes())})
     done = run_cli("metrics", "--endpoint", server, "--kind", "llamacpp", "--samples", "1")
     assert done.returncode == 0 and "running 2  waiting 2" in done.stdout
     assert "KV n/a" in done.stdout  # llama-server does not report it: n/a, never 0
