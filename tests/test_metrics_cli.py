@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from sparkdeck.metrics.reader import (
-    InvalidSample, MetricsOff, MetricsReader, MetricsTarget, RawSample, Unreachable,
+    InvalidSample,
+    MetricsOff,
+    MetricsReader,
+    MetricsTarget,
+    RawSample,
+    Unreachable,
 )
 from sparkdeck.metrics.sampler import plan_for
 from sparkdeck.presets import PresetError, load_file

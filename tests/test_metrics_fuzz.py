@@ -17,7 +17,11 @@ from hypothesis import strategies as st
 from sparkdeck.engines import get_kind
 from sparkdeck.metrics.history import MetricsHistory
 from sparkdeck.metrics.reader import (
-    InvalidSample, MetricsReader, MetricsTarget, RawSample, decode_response,
+    InvalidSample,
+    MetricsReader,
+    MetricsTarget,
+    RawSample,
+    decode_response,
 )
 from sparkdeck.metrics.snapshot import normalise
 from tests.support.metrics_loopback import serving

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from sparkdeck.launcher import Launcher
-from sparkdeck.metrics.reader import MetricsReader, MetricsOff
+from sparkdeck.metrics.reader import MetricsOff, MetricsReader
 from sparkdeck.metrics.sampler import MetricsSampler, plan_for
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, write_preset
@@ -106,7 +106,7 @@ def _custom_preset(tmp_path: Path, image: str, argv: list[str]):
 
 
 def test_cli_json_samples_from_the_running_engine(runtime, tmp_path, llama_image, scope):
-    preset, engine = _launch(runtime, tmp_path, llama_image, "cli-metrics")
+    _launch(runtime, tmp_path, llama_image, "cli-metrics")
     env_scope = {"SPARKDECK_SCOPE": scope}
     cli = subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", "--json",
                           "--samples", "3", "--interval", "0.3"], capture_output=True,

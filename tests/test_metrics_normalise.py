@@ -182,7 +182,8 @@ def test_custom_map_from_a_preset_table():
     mapping = get_kind("openai").metrics_map_for({"metrics_map": {
         "generation_tokens": "atlas:tokens_out_total", "running": "atlas:active"}})
     assert isinstance(mapping, MetricsMap)
-    body = lambda n: counter("atlas:tokens_out", n) + "# TYPE atlas:active gauge\natlas:active 2\n"
+    def body(n: float) -> str:
+        return counter("atlas:tokens_out", n) + "# TYPE atlas:active gauge\natlas:active 2\n"
     m = normalise(history_of(raw(body(0), 0), raw(body(250), 0.5)), mapping, "openai")
     assert m.generation_tps == pytest.approx(500) and m.running == 2
     assert get_kind("openai").metrics_map_for({"metrics_map": {}}) is None
