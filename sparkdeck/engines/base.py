@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.container_spec import GeneratedFile, Mount
+from sparkdeck.metrics.exposition import parse_body
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -70,6 +73,10 @@ class EngineKind:
     # `reasoning_effort` sent when thinking is switched off, on engines that accept it:
     # gpt-oss (harmony) always reasons, and "low" is the nearest it has to off.
     thinking_off_effort: ClassVar[str | None] = None
+    # Which of the engine's metric names mean what (None: sparkdeck reads no numbers).
+    metrics_map: ClassVar[MetricsMap | None] = None
+    # What a user does when the metrics endpoint answers "off" (404/501).
+    metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -95,6 +102,17 @@ class EngineKind:
 
     def metrics(self, preset: Preset) -> str | None:
         return self.metrics_path
+
+    def metrics_map_for(self, options: Mapping[str, Any] | None) -> MetricsMap | None:
+        """The metric names to read; `options` are a preset's kind options when known."""
+        return self.metrics_map
+
+    def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
+        """Where the sampler reads this engine's numbers; None when it has no endpoint."""
+        if not metrics_path:
+            return None
+        return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
+                             self.metrics_hint)
 
     def memory_setting(self, preset: Preset) -> str:
         """How this preset limits the engine's memory, in the engine's own words."""
