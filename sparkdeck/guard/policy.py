@@ -63,7 +63,7 @@ class WatchdogPolicy:
         g = self.guard
         newest = window[-1]
         n = g.stop_consecutive
-        recent = self.full_rates(window[-(n + 1):])
+        recent = self.full_rates(list(window)[-(n + 1):])
         rate = recent[-1] if recent else None
         stop: list[str] = []
         warn: list[str] = []

@@ -43,6 +43,7 @@ class Watchdog:
         self.stopped_at: float | None = None  # clock() when the stop action returned
         self.records: list[Path] = []
         self._last: Decision | None = None
+        self._warned_at: float | None = None
 
     def step(self) -> Decision:
         reading = self.read()
@@ -58,7 +59,9 @@ class Watchdog:
             self._write("stopped", decision)
         elif decision.stop_conditions_met and not (before and before.stop_conditions_met):
             self._write("would stop", decision)  # warn-only mode
-        elif decision.level == WARN and (before is None or before.level == OK):
+        elif decision.level == WARN and (before is None or before.level == OK) and (
+                self._warned_at is None or reading.t - self._warned_at > self.window_s):
+            self._warned_at = reading.t  # one warning record per window, not one per flicker
             self._write("warned", decision)
         self.on_decision(decision)
         return decision
