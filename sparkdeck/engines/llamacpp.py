@@ -22,13 +22,15 @@ class LlamaCpp(EngineKind):
     detect_order = 30
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
-    # Log lines of llama-server (seen from build b11434 in the test image). llama.cpp has no
-    # CUDA-graph capture at start-up; it reserves its compute graphs' buffers instead.
+    # Log lines of llama-server. Older builds log load_tensors / llama_kv_cache lines; build
+    # b11434 at its default verbosity (seen in the test image) only says "loading model",
+    # then "initializing, n_slots" once the context and its KV cache exist, then "listening
+    # on". llama.cpp captures no CUDA graphs at start-up; it reserves compute buffers.
     startup_phases = (
-        ("weights loading", r"load_tensors:|llama_model_loader: loaded meta data"),
-        ("KV-cache allocation", r"llama_kv_cache|KV self size"),
+        ("weights loading", r"load_model: loading model|load_tensors:|llama_model_loader:"),
+        ("KV-cache allocation", r"llama_kv_cache|KV self size|initializing, n_slots"),
         ("compute buffers", r"graph_reserve|compute buffer size"),
-        ("ready", r"server is listening on|main: model loaded"),
+        ("ready", r"listening on http"),
     )
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
