@@ -179,8 +179,8 @@ def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope
         event = threading.Event()
         if skip:
             event.set()
-        Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None
-                 ).stop_all(wait_memory=True, skip_wait=event)
+        Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
+                 stop_grace=1).stop_all(wait_memory=True, skip_wait=event)
         assert scope_containers(docker_client, scope) == []
         return [e.progress for e in events if isinstance(e, SwitchWaited)]
 
@@ -228,3 +228,23 @@ def test_guard_command_prints_decisions_for_the_running_engine(runtime, scope, t
 def test_guard_command_without_an_engine_says_so(scope):
     result = run_cli("guard", "--duration", "1", env={**os.environ, "SPARKDECK_SCOPE": scope})
     assert result.returncode == 1 and "no sparkdeck engine is running" in result.stderr
+
+
+def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
+        runtime, docker_client, scope, tmp_path, busybox_image):
+    """The old engine's host PIDs come from Docker; the NVML listing is a FAKE (no GPU here)
+    that keeps listing them for five polls, as a slow-to-exit CUDA process would."""
+    from sparkdeck.guard.records import save_launch_record
+
+    engine = runtime.start(sleeper(tmp_path, busybox_image, "gpu").container_spec())
+    pids = runtime.host_pids(engine.container_id)
+    assert pids and all(Path(f"/proc/{pid}").exists() for pid in pids)
+    save_launch_record(engine.name, {"available_before": HostReadings()().memory.available})
+    listings = iter([set(pids) | {1}] * 5)
+    events: list = []
+    Launcher(runtime, on_event=events.append, gpu_pids=lambda: next(listings, {1}),
+             guard=GuardSettings(switch_timeout_s=30.0), stop_grace=1).stop_all(wait_memory=True)
+    progress = [e.progress for e in events if isinstance(e, SwitchWaited)]
+    assert [p.state for p in progress] == ["waiting"] * 5 + [BACK]
+    assert progress[0].gpu_pids_left == tuple(sorted(pids))
+    assert "GPU process(es) of the old engine left" in progress[0].describe()
