@@ -57,11 +57,11 @@ def talk(child: subprocess.Popen, expect: str) -> None:
     assert line == expect, f"child said {line!r}"
 
 
-def test_memavailable_follows_a_child_that_allocates_and_frees():
-    read = HostReadings()
-    baseline = read().memory.available
-    cap = min(1024 * MIB, baseline // 10)
+def allocate_and_free(read: HostReadings) -> str | None:
+    """One bounded run; None when MemAvailable followed the child, else what was off."""
+    cap = min(1024 * MIB, read().memory.available // 10)
     step = (cap // 4) // 4096 * 4096
+    allocated = 4 * step
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(step), "4"], text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
@@ -71,24 +71,38 @@ def test_memavailable_follows_a_child_that_allocates_and_frees():
             talk(child, "allocated")
             drops.append(before - read().memory.available)
             grown.append(rss(child.pid) - rss_before)
-        allocated = 4 * step
         assert sum(grown) >= 0.95 * allocated  # the child really holds it
-        # Other work shares this 2-core machine and frees or takes memory at random moments:
-        # the median step is compared (robust to one disturbed step), with 35 % tolerance.
-        median = sorted(drops)[1:3]
-        assert all(abs(d - step) < 0.35 * step for d in median), (drops, step)
-        assert 0.5 * allocated < sum(drops) < 1.5 * allocated, (drops, allocated)
+        middle = sorted(drops)[1:3]  # robust to one step disturbed by other work
+        if not (all(abs(d - step) < 0.35 * step for d in middle)
+                and 0.5 * allocated < sum(drops) < 1.5 * allocated):
+            return f"drops {[d // MIB for d in drops]} MiB for steps of {step // MIB} MiB"
         # Freed memory shows up in MemAvailable a little later here (seen: ~60 % at once,
         # all of it within a second), like a Spark's slower return after a container stops:
         # the safe-switch waiter, on the real reader, waits for it.
+        before_free = read().memory.available
         talk(child, "freed")
         progress = SwitchWaiter(lambda: read().memory.available, lambda: None,
-                                poll_s=0.2).wait(baseline=baseline, margin=int(0.35 * allocated),
-                                                 timeout=15.0, old_pids=())
-        assert progress.state == BACK, progress.describe()
+                                poll_s=0.2).wait(baseline=before_free + allocated,
+                                                 margin=int(0.35 * allocated), timeout=15.0,
+                                                 old_pids=())
+        return None if progress.state == BACK else progress.describe()
     finally:
         child.kill()
         child.wait(timeout=10)
+
+
+def test_memavailable_follows_a_child_that_allocates_and_frees():
+    """Other helpers' work shares this 2-core machine and takes or frees hundreds of MiB at
+    random moments, so a disturbed run is retried (three runs at most); a reader that does
+    not follow the child fails every run."""
+    read = HostReadings()
+    problems = []
+    for _ in range(3):
+        problem = allocate_and_free(read)
+        if problem is None:
+            return
+        problems.append(problem)
+    pytest.fail("MemAvailable did not follow the child: " + "; ".join(problems))
 
 
 V1_MEMORY = Path("/sys/fs/cgroup/memory")

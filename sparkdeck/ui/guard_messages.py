@@ -33,7 +33,7 @@ class SwitchProgressed(Message):
         return isinstance(message, SwitchProgressed) and not message.progress.done
 
 
-class FitChecked(Message):
+class LaunchFitChecked(Message):
     """The fit check for a launch the user asked for came back."""
 
     def __init__(self, preset_id: str, fit: FitCheck) -> None:
