@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from sparkdeck.metrics.reader import (
     RawSample,
     Unreachable,
 )
-from sparkdeck.metrics.sampler import plan_for
+from sparkdeck.metrics.sampler import MetricsSampler, plan_for
 from sparkdeck.presets import PresetError, load_file
 from tests.conftest import free_port, write_preset
 from tests.support.metrics_loopback import serving
@@ -127,3 +128,27 @@ def test_custom_engine_metrics_map_is_checked(tmp_path):
     text = str(info.value)
     assert "openai.metrics_map: 'tokens' is not a metric sparkdeck reads" in text
     assert "running = 'b c' is not a metric name" in text
+
+
+def test_a_slow_scrape_is_not_followed_by_a_burst():
+    """One scrape overruns three ticks; the next samples keep the cadence, not catch up."""
+    delays = [0.7]
+
+    def respond(path: str) -> tuple[int, bytes]:
+        time.sleep(delays.pop() if delays else 0.0)
+        return 200, LLAMA_BODY.read_bytes()
+
+    async def sample(url: str) -> list[float]:
+        reader = MetricsReader()
+        walls: list[float] = []
+        try:
+            sampler = MetricsSampler(plan_for(url, "llamacpp", "/metrics"), reader)
+            await sampler.run(lambda m: walls.append(m.wall), samples=4, period_s=0.2)
+        finally:
+            await reader.aclose()
+        return walls
+
+    with serving(respond) as url:
+        walls = asyncio.run(sample(url))
+    gaps = [b - a for a, b in zip(walls, walls[1:])]
+    assert min(gaps) >= 0.1, gaps
