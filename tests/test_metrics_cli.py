@@ -152,3 +152,13 @@ def test_a_slow_scrape_is_not_followed_by_a_burst():
         walls = asyncio.run(sample(url))
     gaps = [b - a for a, b in zip(walls, walls[1:])]
     assert min(gaps) >= 0.1, gaps
+
+
+def test_sglang_without_enable_metrics_gets_the_flag_not_zeros(server):
+    # SGLang has no /metrics route without --enable-metrics: the loopback server answers 404.
+    done = run_cli("metrics", "--endpoint", server, "--kind", "sglang", "--samples", "1",
+                   "--json")
+    (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+    assert done.returncode == 0 and line["status"] == "metrics-off"
+    assert "--enable-metrics" in line["reason"]
+    assert line["generation_tps"] is None and line["running"] is None
