@@ -46,11 +46,7 @@ def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_
     assert counted == load.completion_tokens > 0  # the server's counter and its replies agree
     # sparkdeck's tok/s, integrated over the window, against the server's own count over
     # the same window: within 2 %.
-    span = seen.samples[-1].wall - seen.samples[0].wall
-    ours, theirs = seen.integrated_tokens() / span, counted / span
-    print(f"\n{plan.kind}: {counted:.0f} tokens in {span:.2f} s; sparkdeck {ours:.1f} tok/s, "
-          f"server {theirs:.1f} tok/s ({(ours - theirs) / theirs * 100:+.3f} %); "
-          f"peak running {seen.peak('running'):g}, waiting {seen.peak('waiting'):g}")
+    ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
     # One stream's decode speed from the busy-time counter, against the replies' timings.
     stream_reference = load.predicted_n / (load.predicted_ms / 1000)

@@ -41,11 +41,7 @@ def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     assert seen.load.errors == [] and seen.load.streams_ok == 6
     counted = after[TOKENS] - before[TOKENS]
     assert counted == seen.load.completion_tokens == 6 * 48
-    span = seen.samples[-1].wall - seen.samples[0].wall
-    ours, theirs = seen.integrated_tokens() / span, counted / span
-    print(f"\n{plan.kind}: {counted:.0f} tokens in {span:.2f} s; sparkdeck {ours:.1f} tok/s, "
-          f"server {theirs:.1f} tok/s ({(ours - theirs) / theirs * 100:+.3f} %); "
-          f"peak running {seen.peak('running'):g}, waiting {seen.peak('waiting'):g}")
+    ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
 
     assert seen.peak("running") == 2  # --max-num-seqs 2
