@@ -7,6 +7,7 @@ second with processes that exit, hang or ignore SIGTERM on purpose.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -86,3 +87,33 @@ def test_stop_kills_the_whole_group_even_a_child_ignoring_sigterm(tmp_path):
     while not _gone(child):  # SIGKILL is delivered at once; the state may lag a moment
         assert time.monotonic() < deadline, f"child {child} survived stop_group"
         time.sleep(0.05)
+
+
+def test_server_goes_when_the_process_that_started_it_is_killed(tmp_path):
+    """A test run killed from outside skips teardown: the server must not outlive it."""
+    pid_file = tmp_path / "server.pid"
+    starter = (
+        "import os, sys, time; sys.path.insert(0, %r)\n"
+        "from pathlib import Path\n"
+        "from tests.support.vllm_server import start_logged\n"
+        "p = start_logged([sys.executable, '-c', 'import time; time.sleep(600)'],"
+        " dict(os.environ), Path(%r))\n"
+        "open(%r, 'w').write(str(p.pid)); time.sleep(600)\n"
+    ) % (str(Path(__file__).parent.parent), str(tmp_path / "s.log"), str(pid_file))
+    parent = start_logged([sys.executable, "-c", starter], dict(os.environ),
+                          tmp_path / "parent.log")
+    server = None
+    try:
+        _wait_for(pid_file)
+        server = int(pid_file.read_text())
+        assert not _gone(server)
+        parent.kill()  # SIGKILL: no finally, no atexit in the starter
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not _gone(server):
+            assert time.monotonic() < deadline, f"server {server} outlived its starter"
+            time.sleep(0.05)
+    finally:
+        stop_group(parent, grace=1)
+        if server is not None and not _gone(server):
+            os.killpg(server, signal.SIGKILL)  # what this test started, when it failed

