@@ -27,7 +27,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support.vllm_server import VllmServer, running_vllm  # noqa: E402
+from tests.support.vllm_server import VllmServer, running_vllm
 
 MODEL_SCRIPT = REPO / "tests" / "support" / "tiny_hf_model.py"
 

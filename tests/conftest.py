@@ -34,6 +34,20 @@ LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci
 TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 
 
+_VLLM_FIXTURES = frozenset({"vllm_server", "tiny_hf_model", "vllm_python"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts or uses vLLM must carry the `vllm` marker, so -m "not vllm" works."""
+    unmarked = [item.nodeid for item in items
+                if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("vllm") is None]
+    if unmarked:
+        raise pytest.UsageError("these tests use the vLLM fixtures but lack "
+                                "`pytest.mark.vllm` (add `pytestmark = pytest.mark.vllm`): "
+                                + ", ".join(unmarked))
+
+
 def unavailable(reason: str) -> None:
     if REQUIRE_REAL:
         pytest.fail(f"required real part missing: {reason}")
@@ -110,7 +124,7 @@ def tiny_hf_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -
         writable = False
     out = (LLAMA_CACHE if writable else tmp_path_factory.mktemp("hf")) / "tiny-hf-model"
     done = subprocess.run([str(vllm_python), str(TINY_HF_MODEL_SCRIPT), str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         pytest.fail(f"writing the tiny model failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip())

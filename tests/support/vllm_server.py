@@ -166,6 +166,10 @@ def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "spa
         stop_group(process)
 
 
+# Looked up once, in the parent: the child between fork and exec only makes the call.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: get SIGTERM when the process that started it dies.
 
@@ -173,7 +177,7 @@ def _die_with_parent() -> None:
     teardown; without this the server would stay behind, holding a port and a GiB of KV cache.
     vLLM's engine core already exits when the API server does.
     """
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -181,4 +185,5 @@ def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subpro
     with open(log_path, "wb") as log:
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                # one prctl call; nothing that could wait on a lock
+                                preexec_fn=_die_with_parent)  # noqa: PLW1509
