@@ -78,12 +78,17 @@ def docker_client() -> Iterator[docker.DockerClient]:
 
 @pytest.fixture(scope="session")
 def llama_server_binary() -> Path:
-    for candidate in (os.environ.get("SPARKDECK_LLAMA_SERVER"),
-                      str(LLAMA_CACHE / "llama-server-b11434")):
+    return cached_part("SPARKDECK_LLAMA_SERVER", LLAMA_CACHE / "llama-server-b11434",
+                       "no llama-server binary: build it with "
+                       "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+
+
+def cached_part(variable: str, cached: Path, missing: str) -> Path:
+    """A file named by an environment variable, else its place in the CI cache."""
+    for candidate in (os.environ.get(variable), str(cached)):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    unavailable("no llama-server binary: build it with "
-                "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+    unavailable(missing)
     raise AssertionError("unreachable")
 
 
@@ -105,13 +110,10 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
     """The python of the venv that holds vLLM's CPU build (kept apart from sparkdeck's)."""
-    for candidate in (os.environ.get("SPARKDECK_VLLM_PYTHON"),
-                      str(LLAMA_CACHE / "vllm-venv" / "bin" / "python")):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    unavailable("no vLLM venv: install it with `bash .ci/install_vllm.sh "
-                "/var/cache/sparkdeck-ci` (about a minute), or set SPARKDECK_VLLM_PYTHON")
-    raise AssertionError("unreachable")
+    return cached_part("SPARKDECK_VLLM_PYTHON", LLAMA_CACHE / "vllm-venv" / "bin" / "python",
+                       "no vLLM venv: install it with `bash .ci/install_vllm.sh "
+                       "/var/cache/sparkdeck-ci` (one to four minutes), or set "
+                       "SPARKDECK_VLLM_PYTHON")
 
 
 @pytest.fixture(scope="session")
