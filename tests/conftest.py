@@ -37,11 +37,18 @@ TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 _VLLM_FIXTURES = frozenset({"vllm_server", "tiny_hf_model", "vllm_python"})
 
 
+# The first test that asks for the server pays for writing the model and starting vLLM
+# (minutes on a loaded 2-core box): more than the suite's default per-test timeout allows.
+VLLM_TEST_TIMEOUT = 600
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that starts or uses vLLM must carry the `vllm` marker, so -m "not vllm" works."""
-    unmarked = [item.nodeid for item in items
-                if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ()))
-                and item.get_closest_marker("vllm") is None]
+    using = [item for item in items if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    unmarked = [item.nodeid for item in using if item.get_closest_marker("vllm") is None]
+    for item in using:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT))
     if unmarked:
         raise pytest.UsageError("these tests use the vLLM fixtures but lack "
                                 "`pytest.mark.vllm` (add `pytestmark = pytest.mark.vllm`): "

@@ -107,12 +107,12 @@ def test_metrics_count_generated_tokens(vllm_server):
                  "vllm:prompt_tokens_total", "vllm:time_to_first_token_seconds_count"):
         assert name in before, name
     _stream_chat(vllm_server, max_tokens=20)
-    after = _metric_samples(vllm_server.base_url)
-    # The counter moves by exactly what was generated (tests in this module run one at a time).
-    assert after["vllm:generation_tokens_total"] - before.get(
-        "vllm:generation_tokens_total", 0.0) == 20
-    assert after["vllm:time_to_first_token_seconds_count"] == (
-        before["vllm:time_to_first_token_seconds_count"] + 1)
+    # The counters move by exactly this request (tests in a session run one at a time); the
+    # wait only covers stats that reach /metrics a moment after the stream ends.
+    _wait_for_metric(vllm_server.base_url, "vllm:generation_tokens_total",
+                     before["vllm:generation_tokens_total"] + 20, timeout=10)
+    _wait_for_metric(vllm_server.base_url, "vllm:time_to_first_token_seconds_count",
+                     before["vllm:time_to_first_token_seconds_count"] + 1, timeout=10)
 
 
 def _abandoned_stream(server: VllmServer, max_tokens: int) -> tuple[float, float]:
