@@ -1,0 +1,51 @@
+"""The unified-memory panel: used / available / page cache / swap as bars, PSI beside them,
+and five minutes of memory use and stall rate as sparklines."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from sparkdeck.settings import GuardSettings
+from sparkdeck.telemetry import TelemetrySnapshot
+from sparkdeck.telemetry_view import memory_bars, pressure_rows
+from sparkdeck.ui.panels import SparkRow, bar_content, rows_content
+
+WAITING = Content.styled("reading…", "$text-muted")
+
+
+class MemoryPanel(Vertical):
+    """Unified memory from /proc/meminfo and memory pressure from /proc/pressure/memory."""
+
+    def __init__(self, guard: GuardSettings = GuardSettings(), **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        self.guard = guard
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="panel-body"):
+            yield Static(WAITING, id="memory-bars")
+            yield Static("", id="pressure")
+        yield SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
+        yield SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
+
+    def on_mount(self) -> None:
+        self.border_title = "unified memory · PSI"
+
+    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
+        """Render one sample and the history that came with it."""
+        bars = self.query_one("#memory-bars", Static)
+        if snapshot.memory is None:
+            bars.update(Content.styled(snapshot.memory_error or "n/a", "$error"))
+        else:
+            bars.update(Content("\n").join(bar_content(bar, label_width=10)
+                                           for bar in memory_bars(snapshot.memory, self.guard)))
+        self.query_one("#pressure", Static).update(
+            rows_content(pressure_rows(snapshot, self.guard), 7))
+        self.query_one("#memory-spark", SparkRow).show(history["memory_used_pct"], 100.0)
+        psi = history["psi_some_pct"]
+        # Stalls are small numbers that matter: scale to 10 % unless they go higher.
+        self.query_one("#psi-spark", SparkRow).show(psi, max(10.0, *psi) if psi else 10.0)
