@@ -60,7 +60,7 @@ class SparkdeckApp(App[int]):
     COMMANDS = App.COMMANDS | {SparkdeckCommands}
 
     BINDINGS = [
-        Binding("l,enter", "launch", "Launch", tooltip="Launch the selected preset, stopping "
+        Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
                 "(switching from) the running engine after a confirmation", id="launch"),
         Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
         Binding("t", "next_theme", "Theme", tooltip="Switch to the next theme (kept in "
@@ -102,6 +102,8 @@ class SparkdeckApp(App[int]):
     # ----- composition --------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        self._memory_panel = MemoryPanel(self.settings.guard, id="memory-panel")
+        self._gpu_panel = GpuPanel(id="gpu-panel")
         yield Header()
         with Horizontal(id="main-area"):
             with Vertical(id="left-area"):
@@ -115,8 +117,8 @@ class SparkdeckApp(App[int]):
             # Tabs leave room for the engine-metrics, chat and memory-guard panes.
             with TabbedContent(id="side-tabs"):
                 with TabPane("machine", id="machine-tab"):
-                    yield MemoryPanel(self.settings.guard, id="memory-panel")
-                    yield GpuPanel(id="gpu-panel")
+                    yield self._memory_panel
+                    yield self._gpu_panel
         yield Footer()
 
     def on_mount(self) -> None:
@@ -159,6 +161,9 @@ class SparkdeckApp(App[int]):
             self.notify("a launch or stop is already running", severity="warning")
         else:
             self.plan_launch(preset_id)
+
+    def on_data_table_row_selected(self, event: PresetTable.RowSelected) -> None:
+        self.action_launch()  # enter on a preset row
 
     def action_stop(self) -> None:
         if self._busy():
@@ -307,8 +312,9 @@ class SparkdeckApp(App[int]):
         self.query_one(LogPane).add_lines(message.container_id, message.lines)
 
     def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
-        self.query_one(MemoryPanel).show(message.snapshot, message.history)
-        self.query_one(GpuPanel).show(message.snapshot, message.history)
+        # Held by reference: a sample may land while the app is tearing its screen down.
+        self._memory_panel.show(message.snapshot, message.history)
+        self._gpu_panel.show(message.snapshot, message.history)
 
     def on_launch_planned(self, message: LaunchPlanned) -> None:
         plan = message.plan

@@ -27,6 +27,7 @@ def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:
             else binding.description
         rows.append((" / ".join(keys), what))
     rows += [
+        ("enter", "on a preset: launch it (or switch to it), after a confirmation"),
         ("↑ / ↓", "move through the presets"),
         ("← / →", "scroll the table sideways"),
         ("PgUp / PgDn", "a page up or down"),

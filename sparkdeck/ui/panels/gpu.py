@@ -19,24 +19,27 @@ class GpuPanel(Vertical):
     """Renders TelemetrySnapshot.gpu and .rails; never calls NVML itself."""
 
     def compose(self) -> ComposeResult:
-        yield Static(WAITING, id="gpu-rows", classes="panel-body")
-        yield SparkRow("util 5m", " %", id="gpu-util-spark", classes="spark-row")
-        yield SparkRow("power 5m", " W", id="gpu-power-spark", classes="spark-row")
+        # Kept as attributes: a sample that lands while the app shuts down finds them still.
+        self._rows = Static(WAITING, id="gpu-rows", classes="panel-body")
+        self._util_spark = SparkRow("util 5m", " %", id="gpu-util-spark", classes="spark-row")
+        self._power_spark = SparkRow("power 5m", " W", id="gpu-power-spark", classes="spark-row")
+        yield self._rows
+        yield self._util_spark
+        yield self._power_spark
 
     def on_mount(self) -> None:
         self.border_title = "GPU"
 
     def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
         has_gpu = bool(snapshot.gpu.gpus)
-        self.query_one("#gpu-rows", Static).update(
+        self._rows.update(
             rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
-        for row in self.query(SparkRow):
-            row.display = has_gpu
+        self._util_spark.display = self._power_spark.display = has_gpu
         if has_gpu:
-            self.query_one("#gpu-util-spark", SparkRow).show(history["gpu_util_pct"], 100.0)
+            self._util_spark.show(history["gpu_util_pct"], 100.0)
             power = history["gpu_power_w"]
             limit = snapshot.gpu.gpus[0].power_limit_w
             # A GB10 has no power limit to scale to: its 140 W SoC TDP (SPARK.md) or the
             # highest draw seen, whichever is more.
-            self.query_one("#gpu-power-spark", SparkRow).show(
+            self._power_spark.show(
                 power, limit or max(140.0, *power) if power else 140.0)

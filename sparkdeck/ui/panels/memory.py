@@ -26,26 +26,30 @@ class MemoryPanel(Vertical):
         self.guard = guard
 
     def compose(self) -> ComposeResult:
+        # Kept as attributes: a sample that lands while the app shuts down finds them still.
+        self._bars = Static(WAITING, id="memory-bars")
+        self._pressure = Static("", id="pressure")
+        self._used_spark = SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
+        self._psi_spark = SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
         with Horizontal(classes="panel-body"):
-            yield Static(WAITING, id="memory-bars")
-            yield Static("", id="pressure")
-        yield SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
-        yield SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
+            yield self._bars
+            yield self._pressure
+        yield self._used_spark
+        yield self._psi_spark
 
     def on_mount(self) -> None:
         self.border_title = "unified memory · PSI"
 
     def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
         """Render one sample and the history that came with it."""
-        bars = self.query_one("#memory-bars", Static)
         if snapshot.memory is None:
-            bars.update(Content.styled(snapshot.memory_error or "n/a", "$error"))
+            self._bars.update(Content.styled(snapshot.memory_error or "n/a", "$error"))
         else:
-            bars.update(Content("\n").join(bar_content(bar, label_width=10)
+            self._bars.update(Content("\n").join(bar_content(bar, label_width=10)
                                            for bar in memory_bars(snapshot.memory, self.guard)))
-        self.query_one("#pressure", Static).update(
+        self._pressure.update(
             rows_content(pressure_rows(snapshot, self.guard), 7))
-        self.query_one("#memory-spark", SparkRow).show(history["memory_used_pct"], 100.0)
+        self._used_spark.show(history["memory_used_pct"], 100.0)
         psi = history["psi_some_pct"]
         # Stalls are small numbers that matter: scale to 10 % unless they go higher.
-        self.query_one("#psi-spark", SparkRow).show(psi, max(10.0, *psi) if psi else 10.0)
+        self._psi_spark.show(psi, max(10.0, *psi) if psi else 10.0)
