@@ -182,8 +182,11 @@ def rail_rows(snapshot: TelemetrySnapshot) -> list[Row]:
     """spark_hwmon's power rails; nothing at all when the module is not loaded."""
     if snapshot.rails_error:
         return [Row("rails", snapshot.rails_error, "error")]
-    return [Row(rail.label, f"{rail.watts:.1f} W" + (
-        "" if rail.cap_watts is None else f" (cap {rail.cap_watts:.0f} W)"))
+    if not snapshot.rails:
+        return []
+    return [Row("rails", "spark_hwmon", "muted")] + [
+        Row(f" {rail.label}", f"{rail.watts:.1f} W" + (
+            "" if rail.cap_watts is None else f" (cap {rail.cap_watts:.0f} W)"))
         for rail in snapshot.rails]
 
 
@@ -202,5 +205,5 @@ def text_report(snapshot: TelemetrySnapshot) -> str:
     rails = rail_rows(snapshot)
     if rails:
         lines.append("power rails (spark_hwmon)")
-        lines += [f"  {row.label:<10}{row.value}" for row in rails]
+        lines += [f"  {row.label.strip():<10}{row.value}" for row in rails[1:]]
     return "\n".join(lines)

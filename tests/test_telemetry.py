@@ -114,8 +114,10 @@ def test_gb10_replay_says_unified_and_na_never_zero() -> None:
     assert rows["power"].endswith("(limit n/a)") and rows["fan"] == "n/a"
     assert not any(value.startswith("0 W") or value == "0 %" and label == "fan"
                    for label, value in rows.items())
-    assert [r.label for r in rail_rows(snapshot)] == ["gpu", "dc_input", "syspl1", "prereg"]
-    assert "cap 140 W" in rail_rows(snapshot)[2].value
+    assert [r.label.strip() for r in rail_rows(snapshot)] == [
+        "rails", "gpu", "dc_input", "syspl1", "prereg"]
+    assert "cap 140 W" in rail_rows(snapshot)[3].value
+    assert "  syspl1    88.0 W (cap 140 W)" in text_report(snapshot)
 
 
 def test_h200_replay_shows_clocks_against_their_maxima_and_the_limit() -> None:

@@ -148,13 +148,13 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
             table = app.query_one("#preset-table", PresetTable)
             await wait_until(pilot, lambda: table.row_count == 2, what="two preset rows")
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
-            expected = [(p.id, p.kind, p.image, p.model, p.memory_setting())
+            expected = [(p.id, p.memory_setting(), p.image, p.model, p.kind)
                         for _, p in sorted(catalog.presets.items())]
             assert rows == expected
             assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
-            assert rows[1][4].startswith("-c ")  # llama.cpp's memory setting is its context
+            assert rows[1][1].startswith("-c ")  # llama.cpp's memory setting is its context
             labels = [str(c.label) for c in table.columns.values()]
-            assert labels == ["id", "kind", "image", "model", "claims"]
+            assert labels == ["id", "claims", "image", "model", "kind"]
 
     run(scenario)
 

@@ -20,13 +20,15 @@ from sparkdeck.presets import PresetCatalog
 HEALTH_TIMEOUT_S = 1.5
 
 PresetRow = tuple[str, str, str, str, str]
-"""One line of the preset table: id, kind, image, model, the memory it will claim."""
+"""One line of the preset table: id, the memory it will claim, image, model, kind.
+
+The claim comes second so that it stays in view on a narrow terminal (the rest scrolls)."""
 
 
 def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
     """The preset table's lines, in id order (memory_setting() is computed here, off the UI)."""
     return [
-        (preset.id, preset.kind, preset.image, preset.model or "-", preset.memory_setting())
+        (preset.id, preset.memory_setting(), preset.image, preset.model or "-", preset.kind)
         for _, preset in sorted(catalog.presets.items())
     ]
 

@@ -68,7 +68,7 @@ def environment_content(report: EnvironmentReport) -> Content:
 class PresetTable(DataTable):
     """The presets, one row each; the row key is the preset id."""
 
-    COLUMNS = ("id", "kind", "image", "model", "claims")
+    COLUMNS = ("id", "claims", "image", "model", "kind")
 
     def on_mount(self) -> None:
         self.cursor_type = "row"

@@ -28,7 +28,7 @@ def rows_content(rows: list[Row], label_width: int = LABEL_WIDTH) -> Content:
 def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH) -> Content:
     """`label ███████░░░ text`: the filled part in the bar's level colour."""
     filled = max(0, min(width, round(bar.fraction * width)))
-    style = LEVEL_STYLE[bar.level] or "$primary"
+    style = {"": "$primary", "muted": "$secondary"}.get(bar.level, LEVEL_STYLE[bar.level])
     return Content.assemble((bar.label.ljust(label_width), "bold"), ("█" * filled, style),
                             ("░" * (width - filled), "$text-disabled"), " ",
                             (bar.text, LEVEL_STYLE[bar.level] if bar.level == "error" else ""))
