@@ -34,7 +34,26 @@ def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH
                             (bar.text, LEVEL_STYLE[bar.level] if bar.level == "error" else ""))
 
 
-class SparkRow(Static):
+class LiveText(Static):
+    """A Static for text that is re-rendered every sample: cheap when nothing changed.
+
+    Re-rendering identical text, or asking for a layout pass when the line count is the
+    same, is most of what a 1 Hz panel costs; both are skipped here (see the benchmark).
+    """
+
+    def __init__(self, content: Content | str = "", **kwargs: str) -> None:
+        super().__init__(content, **kwargs)
+        self._shown: Content | str = content
+
+    def set_text(self, content: Content) -> None:
+        if content == self._shown:
+            return
+        lines_before = str(self._shown).count("\n")
+        self._shown = content
+        self.update(content, layout=content.plain.count("\n") != lines_before)
+
+
+class SparkRow(LiveText):
     """A label, a fixed-scale sparkline as wide as the row, and the newest value."""
 
     def __init__(self, label: str, unit: str, **kwargs: str) -> None:
@@ -55,6 +74,6 @@ class SparkRow(Static):
         now = f" {self._values[-1]:5.1f}{self.unit}" if self._values else " " * (6 + len(
             self.unit))
         width = self.content_size.width - LABEL_WIDTH - 1 - len(now)
-        self.update(Content.assemble((self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
-                                     (spark_text(self._values, width, self._high), "$primary"),
-                                     now))
+        self.set_text(Content.assemble((self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
+                                      (spark_text(self._values, width, self._high),
+                                       "$primary"), now))

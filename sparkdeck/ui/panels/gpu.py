@@ -7,11 +7,10 @@ from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from sparkdeck.telemetry import TelemetrySnapshot
 from sparkdeck.telemetry_view import gpu_rows, rail_rows
-from sparkdeck.ui.panels import SparkRow, rows_content
+from sparkdeck.ui.panels import LiveText, SparkRow, rows_content
 from sparkdeck.ui.panels.memory import WAITING
 
 
@@ -20,7 +19,7 @@ class GpuPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         # Kept as attributes: a sample that lands while the app shuts down finds them still.
-        self._rows = Static(WAITING, id="gpu-rows", classes="panel-body")
+        self._rows = LiveText(WAITING, id="gpu-rows", classes="panel-body")
         self._util_spark = SparkRow("util 5m", " %", id="gpu-util-spark", classes="spark-row")
         self._power_spark = SparkRow("power 5m", " W", id="gpu-power-spark", classes="spark-row")
         yield self._rows
@@ -32,7 +31,7 @@ class GpuPanel(Vertical):
 
     def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
         has_gpu = bool(snapshot.gpu.gpus)
-        self._rows.update(
+        self._rows.set_text(
             rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
         self._util_spark.display = self._power_spark.display = has_gpu
         if has_gpu:

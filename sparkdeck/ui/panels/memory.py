@@ -8,12 +8,11 @@ from collections.abc import Mapping
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Static
 
 from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry import TelemetrySnapshot
 from sparkdeck.telemetry_view import memory_bars, pressure_rows
-from sparkdeck.ui.panels import SparkRow, bar_content, rows_content
+from sparkdeck.ui.panels import LiveText, SparkRow, bar_content, rows_content
 
 WAITING = Content.styled("reading…", "$text-muted")
 
@@ -27,8 +26,8 @@ class MemoryPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         # Kept as attributes: a sample that lands while the app shuts down finds them still.
-        self._bars = Static(WAITING, id="memory-bars")
-        self._pressure = Static("", id="pressure")
+        self._bars = LiveText(WAITING, id="memory-bars")
+        self._pressure = LiveText("", id="pressure")
         self._used_spark = SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
         self._psi_spark = SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
         with Horizontal(classes="panel-body"):
@@ -43,11 +42,11 @@ class MemoryPanel(Vertical):
     def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
         """Render one sample and the history that came with it."""
         if snapshot.memory is None:
-            self._bars.update(Content.styled(snapshot.memory_error or "n/a", "$error"))
+            self._bars.set_text(Content.styled(snapshot.memory_error or "n/a", "$error"))
         else:
-            self._bars.update(Content("\n").join(bar_content(bar, label_width=10)
+            self._bars.set_text(Content("\n").join(bar_content(bar, label_width=10)
                                            for bar in memory_bars(snapshot.memory, self.guard)))
-        self._pressure.update(
+        self._pressure.set_text(
             rows_content(pressure_rows(snapshot, self.guard), 7))
         self._used_spark.show(history["memory_used_pct"], 100.0)
         psi = history["psi_some_pct"]
