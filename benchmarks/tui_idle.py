@@ -10,7 +10,10 @@ settings.toml choosing a theme), and measures from outside, like a person would 
   as a percentage of one core; the screen is not captured during the window;
 - resident memory: VmRSS (and the peak, VmHWM) from /proc/PID/status after the window.
 
-Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1]
+With --baseline, a bare Textual app (a header and one line of text) is measured the same
+way first, so figures from a loaded machine can be read against what Textual alone costs there.
+
+Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1] [--baseline]
 """
 
 from __future__ import annotations
@@ -81,10 +84,35 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path) -> dict[st
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
 
 
+BARE_APP = """\
+from textual.app import App
+from textual.widgets import Header, Static
+
+
+class Bare(App):
+    TITLE, SUB_TITLE = "sparkdeck", "bare Textual baseline"
+
+    def compose(self):
+        yield Header()
+        yield Static("available  - 0.0 GiB")
+
+
+Bare().run()
+"""
+
+
+def report(name: str, r: dict[str, float]) -> None:
+    print(f"{name}: first frame {r['first_frame_s']:.2f} s, first data {r['first_data_s']:.2f} s, "
+          f"idle CPU {r['idle_cpu_pct']:.2f} % of one core, RSS {r['rss_mib']:.1f} MiB "
+          f"(peak {r['peak_rss_mib']:.1f} MiB)", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="idle window (default 30)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--baseline", action="store_true",
+                        help="measure a bare Textual app first, for comparison")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed: apt-get install tmux")
@@ -93,15 +121,17 @@ def main() -> int:
         config, data = Path(tmp, "config"), Path(tmp, "data")
         config.mkdir()
         (config / "settings.toml").write_text('[ui]\ntheme = "spark-dark"\n')
+        load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
               f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
-              f"{os.cpu_count()} CPUs")
+              f"{os.cpu_count()} CPUs, load average {' '.join(load)}")
         for run in range(1, args.runs + 1):
-            r = one_run(sparkdeck, args.seconds, config, data)
-            print(f"run {run}: first frame {r['first_frame_s']:.2f} s, first data "
-                  f"{r['first_data_s']:.2f} s, idle CPU {r['idle_cpu_pct']:.2f} % of one "
-                  f"core, RSS {r['rss_mib']:.1f} MiB (peak {r['peak_rss_mib']:.1f} MiB)",
-                  flush=True)
+            if args.baseline:
+                bare = Path(tmp, "bare.py")
+                bare.write_text(BARE_APP)
+                report(f"run {run} bare Textual", one_run(f"{sys.executable} {bare}",
+                                                          args.seconds, config, data))
+            report(f"run {run} sparkdeck", one_run(sparkdeck, args.seconds, config, data))
     return 0
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, can_flush
-from sparkdeck.launcher import Launcher
 from sparkdeck.presets import Preset
+
+if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
+    from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.launcher import Launcher
 
 EventSink = Callable[[Any], None]
 
@@ -98,11 +100,14 @@ class LaunchFlow:
     def plan_stop(self) -> StopPlan:
         return StopPlan(tuple(self._connect().engines()))
 
+    def _launcher(self, on_event: EventSink) -> Launcher:
+        from sparkdeck.launcher import Launcher
+
+        return Launcher(self._connect(), on_event=on_event, stop_grace=self._stop_grace)
+
     def run(self, plan: LaunchPlan, on_event: EventSink,
             cancel: threading.Event | None = None) -> EngineState:
-        launcher = Launcher(self._connect(), on_event=on_event, stop_grace=self._stop_grace)
-        return launcher.launch(plan.preset, flush=plan.flush, cancel=cancel)
+        return self._launcher(on_event).launch(plan.preset, flush=plan.flush, cancel=cancel)
 
     def stop(self, on_event: EventSink) -> list[EngineState]:
-        return Launcher(self._connect(), on_event=on_event,
-                        stop_grace=self._stop_grace).stop_all()
+        return self._launcher(on_event).stop_all()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -21,9 +22,7 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime
 from sparkdeck.launch_flow import LaunchFlow, LaunchPlan, StopPlan
-from sparkdeck.log_follow import LogFollower
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.pull_progress import PullTracker
 from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
@@ -43,12 +42,24 @@ from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
 
+if TYPE_CHECKING:
+    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.log_follow import LogFollower
+
 ENGINE_POLL_SECONDS = 2.0
 SAMPLE_SECONDS = 1.0  # telemetry once a second ...
 STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
 
 CatalogLoader = Callable[[], PresetCatalog]
-RuntimeFactory = Callable[[], DockerRuntime]
+RuntimeFactory = Callable[[], "DockerRuntime"]
+
+
+def connect_docker() -> DockerRuntime:
+    """DockerRuntime.connect, imported when first called: the docker SDK is not needed for
+    the first frame, and loading it costs a tenth of a second."""
+    from sparkdeck.docker_runtime import DockerRuntime
+
+    return DockerRuntime.connect()
 
 
 class SparkdeckApp(App[int]):
@@ -75,7 +86,7 @@ class SparkdeckApp(App[int]):
     environment: reactive[EnvironmentReport] = reactive(EnvironmentReport())
 
     def __init__(self, catalog_loader: CatalogLoader = load_catalog,
-                 runtime_factory: RuntimeFactory = DockerRuntime.connect, *,
+                 runtime_factory: RuntimeFactory = connect_docker, *,
                  settings: Settings | None = None, sampler: TelemetrySampler | None = None,
                  history: History | None = None, flush: bool | None = None,
                  health_check: Callable[[str], bool] = endpoint_answers,
@@ -97,7 +108,17 @@ class SparkdeckApp(App[int]):
         self._pull = PullTracker()
         self._log_follower: LogFollower | None = None
         self._sample_lock = threading.Lock()
-        self._theme_names: list[str] = []
+        # Themes are chosen before the stylesheet is first parsed: choosing one on mount
+        # would parse it all again and hold the first frame back (benchmarks/tui_idle.py).
+        themes, self._theme_problems = load_themes()
+        for theme in themes:
+            self.register_theme(theme)
+        self._theme_names = [theme.name for theme in themes] or [self.theme]
+        if self.settings.ui.theme in self.available_themes:
+            self.theme = self.settings.ui.theme
+        else:
+            self._theme_problems.append(
+                f"settings.toml: ui.theme: no theme named {self.settings.ui.theme!r}")
 
     # ----- composition --------------------------------------------------------------------
 
@@ -122,20 +143,16 @@ class SparkdeckApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        themes, problems = load_themes()
-        for theme in themes:
-            self.register_theme(theme)
-        self._theme_names = [theme.name for theme in themes] or [self.theme]
-        for problem in problems:
+        for problem in self._theme_problems:
             self.notify(problem, title="theme not loaded", severity="warning", markup=False)
-        if self.settings.ui.theme in self.available_themes:
-            self.theme = self.settings.ui.theme
-        else:
-            self.notify(f"settings.toml: ui.theme: no theme named {self.settings.ui.theme!r}",
-                        severity="warning", markup=False)
         self.theme_changed_signal.subscribe(self, lambda theme: self.save_theme(theme.name))
-        self.action_refresh()
+        # The first frame is painted before any reader starts: their threads would otherwise
+        # compete with it for the interpreter (see benchmarks/tui_idle.py).
+        self.call_after_refresh(self._start_readers)
+
+    def _start_readers(self) -> None:
         self.sample_telemetry()
+        self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 
     def on_unmount(self) -> None:
@@ -204,7 +221,9 @@ class SparkdeckApp(App[int]):
     def sample_telemetry(self) -> None:
         worker = get_current_worker()
         period = self._sample_periods[1 if self._fast_sampling else 0]
-        while not worker.is_cancelled:
+        # is_running too: a loop started while the app shuts down is never cancelled, and an
+        # endless thread would keep the process from exiting.
+        while not worker.is_cancelled and self.is_running:
             with self._sample_lock:  # a loop being replaced may still be mid-sample
                 snapshot = self._sampler.sample()
                 self._history.add(snapshot)
@@ -305,6 +324,8 @@ class SparkdeckApp(App[int]):
                 self._log_follower.close()
             self._log_follower = None
             if container_id is not None:
+                from sparkdeck.log_follow import LogFollower
+
                 self._log_follower = LogFollower(self._engine_reader.runtime, container_id)
                 self.follow_logs(self._log_follower)
 
@@ -349,7 +370,7 @@ class SparkdeckApp(App[int]):
 
 
 def run_app(catalog_loader: CatalogLoader = load_catalog,
-            runtime_factory: RuntimeFactory = DockerRuntime.connect) -> int:
+            runtime_factory: RuntimeFactory = connect_docker) -> int:
     """Run the control panel in this terminal until the user quits; return the exit status."""
     problem = None
     try:

@@ -17,10 +17,6 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from sparkdeck.launcher import (
-    CacheFlushed, ContainerStarted, EngineReady, FlushSkipped, PreviousStopped, PreviousStopping,
-    PullStarted,
-)
 from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.telemetry_view import Bar, Row
 from sparkdeck.ui.panels import bar_content, rows_content
@@ -63,6 +59,11 @@ def uptime_text(seconds: float) -> str:
 
 def report_after(report: EngineReport, event: object, tracker: PullTracker) -> EngineReport:
     """The card after one launch-flow event (sparkdeck.launcher's events)."""
+    from sparkdeck.launcher import (  # loaded with the first launch, not with the UI
+        CacheFlushed, ContainerStarted, EngineReady, FlushSkipped, PreviousStopped,
+        PreviousStopping, PullStarted,
+    )
+
     if isinstance(event, PullStarted):
         return replace(report, phase="pulling", detail=f"pulling {event.image}",
                        pull_fraction=None)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.presets import PresetCatalog
+
+if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
+    from sparkdeck.docker_runtime import DockerRuntime, EngineState
 
 HEALTH_TIMEOUT_S = 1.5
 
@@ -37,6 +38,8 @@ def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
 
 def endpoint_answers(url: str) -> bool:
     """True when GET url answers 200: the engine's own word that it is ready."""
+    import httpx
+
     try:
         return httpx.get(url, timeout=HEALTH_TIMEOUT_S).status_code == 200
     except httpx.HTTPError:
