@@ -129,17 +129,15 @@ class SparkdeckApp(App[int]):
         with Horizontal(id="main-area"):
             with Vertical(id="left-area"):
                 yield PresetTable(id="preset-table")
-                with Horizontal(id="engine-row"):
-                    yield EngineCard(id="engine-card").data_bind(
-                        report=SparkdeckApp.engine_report)
-                    yield EnvironmentPanel(id="environment-panel").data_bind(
-                        report=SparkdeckApp.environment)
+                yield EngineCard(id="engine-card").data_bind(report=SparkdeckApp.engine_report)
                 yield LogPane(id="log-pane")
             # Tabs leave room for the engine-metrics, chat and memory-guard panes.
             with TabbedContent(id="side-tabs"):
                 with TabPane("machine", id="machine-tab"):
                     yield self._memory_panel
                     yield self._gpu_panel
+                    yield EnvironmentPanel(id="environment-panel").data_bind(
+                        report=SparkdeckApp.environment)
         yield Footer()
 
     def on_mount(self) -> None:
