@@ -68,25 +68,18 @@ class StopPlan:
 
 
 class LaunchFlow:
-    """Plans and runs launches and stops against one Docker runtime (connected lazily).
+    """Plans and runs launches and stops against the Docker runtime `runtime()` returns.
 
-    `flush` None means "flush when this process may" (root or sudo -n); tests pass False
-    where dropping the machine's page cache is not wanted.
+    `runtime` is called for every plan and run (the app passes EngineReader.runtime, which
+    connects once and again after a loss). `flush` None means "flush when this process may"
+    (root or sudo -n); tests pass False where dropping the machine's page cache is not wanted.
     """
 
-    def __init__(self, runtime_factory: Callable[[], DockerRuntime],
+    def __init__(self, runtime: Callable[[], DockerRuntime],
                  flush: bool | None = None, stop_grace: float = 30.0) -> None:
-        self._runtime_factory = runtime_factory
-        self._runtime: DockerRuntime | None = None
+        self._connect = runtime
         self._flush = flush
         self._stop_grace = stop_grace
-        self._lock = threading.Lock()
-
-    def _connect(self) -> DockerRuntime:
-        with self._lock:
-            if self._runtime is None:
-                self._runtime = self._runtime_factory()
-            return self._runtime
 
     def plan(self, preset: Preset) -> LaunchPlan:
         engines = tuple(self._connect().engines())

@@ -22,23 +22,22 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.launch_flow import LaunchFlow, LaunchPlan, StopPlan
+from sparkdeck.launch_flow import LaunchFlow
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.pull_progress import PullTracker
 from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
 from sparkdeck.telemetry import History, TelemetrySampler
-from sparkdeck.ui.engine_card import EngineCard, EngineReport, report_after
+from sparkdeck.ui.engine_card import EngineCard, EngineReport
 from sparkdeck.ui.help_screen import HelpScreen, binding_rows
+from sparkdeck.ui.launch_controls import LaunchControls
 from sparkdeck.ui.log_pane import LogPane
 from sparkdeck.ui.messages import (
-    CatalogLoaded, DockerConnectionFailed, EngineStateRead, LaunchFinished, LaunchPlanned,
-    LaunchProgressed, LogLinesRead, TelemetrySampled,
+    CatalogLoaded, DockerConnectionFailed, EngineStateRead, LogLinesRead, TelemetrySampled,
 )
 from sparkdeck.ui.palette import PaletteCommand, SparkdeckCommands
 from sparkdeck.ui.panels.gpu import GpuPanel
 from sparkdeck.ui.panels.memory import MemoryPanel
 from sparkdeck.ui.readers import EngineReader, endpoint_answers, preset_rows
-from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
 
@@ -62,7 +61,7 @@ def connect_docker() -> DockerRuntime:
     return DockerRuntime.connect()
 
 
-class SparkdeckApp(App[int]):
+class SparkdeckApp(LaunchControls, App[int]):
     """The dashboard: presets, engine card and log on the left; the machine on the right."""
 
     TITLE = "sparkdeck"
@@ -168,24 +167,6 @@ class SparkdeckApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS)))
 
-    def action_launch(self) -> None:
-        preset_id = self.query_one(PresetTable).selected_id()
-        if preset_id is None or preset_id not in self._catalog.presets:
-            self.notify("no preset selected", severity="warning")
-        elif self._busy():
-            self.notify("a launch or stop is already running", severity="warning")
-        else:
-            self.plan_launch(preset_id)
-
-    def on_data_table_row_selected(self, event: PresetTable.RowSelected) -> None:
-        self.action_launch()  # enter on a preset row
-
-    def action_stop(self) -> None:
-        if self._busy():
-            self.notify("a launch or stop is already running", severity="warning")
-        else:
-            self.plan_stop()
-
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)
 
@@ -198,9 +179,6 @@ class SparkdeckApp(App[int]):
                                     lambda name=name: setattr(self, "theme", name))
                      for name in sorted(self.available_themes)]
         return commands
-
-    def _busy(self) -> bool:
-        return any(w.group == "launch" and not w.is_finished for w in self.workers)
 
     def _poll_engine(self) -> None:
         # A timer tick never queues behind a read that is still waiting on a slow daemon.
@@ -247,32 +225,6 @@ class SparkdeckApp(App[int]):
             message = DockerConnectionFailed(str(exc))
         if not get_current_worker().is_cancelled:
             self.post_message(message)
-
-    @work(thread=True, group="launch", name="plan launch", exit_on_error=False,
-          description="ask Docker what a launch would stop")
-    def plan_launch(self, preset_id: str) -> None:
-        self.post_message(LaunchPlanned(self._flow.plan(self._catalog.get(preset_id))))
-
-    @work(thread=True, group="launch", name="plan stop", exit_on_error=False,
-          description="ask Docker what a stop would stop")
-    def plan_stop(self) -> None:
-        self.post_message(LaunchPlanned(self._flow.plan_stop()))
-
-    @work(thread=True, group="launch", name="launch", exit_on_error=False,
-          description="pull, stop the running engine, flush, start, wait for health")
-    def run_launch(self, plan: LaunchPlan) -> None:
-        try:
-            self._flow.run(plan, lambda event: self.post_message(LaunchProgressed(event)))
-        finally:
-            self.post_message(LaunchFinished("launch"))
-
-    @work(thread=True, group="launch", name="stop", exit_on_error=False,
-          description="stop the engine sparkdeck started")
-    def run_stop(self) -> None:
-        try:
-            self._flow.stop(lambda event: self.post_message(LaunchProgressed(event)))
-        finally:
-            self.post_message(LaunchFinished("stop"))
 
     @work(thread=True, exclusive=True, group="logs", name="follow logs", exit_on_error=False,
           description="follow the engine container's log")
@@ -335,36 +287,6 @@ class SparkdeckApp(App[int]):
         self._memory_panel.show(message.snapshot, message.history)
         self._gpu_panel.show(message.snapshot, message.history)
 
-    def on_launch_planned(self, message: LaunchPlanned) -> None:
-        plan = message.plan
-        if isinstance(plan, StopPlan):
-            if not plan.stopping:
-                self.notify(plan.lines()[0])
-                return
-            screen = ConfirmScreen("Stop the engine?", plan.lines(), "Stop")
-            self.push_screen(screen, lambda yes: self.run_stop() if yes else None)
-            return
-        title = (f"Switch to {plan.preset.id}?" if plan.is_switch
-                 else f"Launch {plan.preset.id}?")
-        self.push_screen(ConfirmScreen(title, plan.lines(), "Switch" if plan.is_switch
-                                       else "Launch"),
-                         lambda yes: self._start_launch(plan) if yes else None)
-
-    def _start_launch(self, plan: LaunchPlan) -> None:
-        self._pull = PullTracker()
-        self._set_fast_sampling(True)
-        self.run_launch(plan)
-
-    def on_launch_progressed(self, message: LaunchProgressed) -> None:
-        self.engine_report = report_after(self.engine_report, message.event, self._pull)
-        engine = self.engine_report.reading.engine if self.engine_report.reading else None
-        if engine is not None:
-            self._follow(engine.container_id, engine.name)
-
-    def on_launch_finished(self, message: LaunchFinished) -> None:
-        self.engine_report = replace(self.engine_report, phase=None, detail="",
-                                     pull_fraction=None)
-        self.read_engine()
 
 
 def run_app(catalog_loader: CatalogLoader = load_catalog,
