@@ -18,6 +18,7 @@ from sparkdeck.presets import Preset
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
     from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.guard.fit import FitCheck
     from sparkdeck.launcher import Launcher
 
 EventSink = Callable[[Any], None]
@@ -32,6 +33,8 @@ class LaunchPlan:
     claim: str  # what the new engine asks of unified memory (preset.memory_setting())
     flush: bool
     flush_note: str | None = None  # why the page cache will not be flushed
+    fit: FitCheck | None = None  # the memory guard's verdict, read when the plan was made
+    fit_error: str | None = None  # why there is no verdict
 
     @property
     def is_switch(self) -> bool:
@@ -50,6 +53,11 @@ class LaunchPlan:
                    else f"keep the page cache ({self.flush_note or 'flush turned off'})")
         out.append(f"launch {self.preset.id}: {self.preset.image}")
         out.append(f"memory it will claim: {self.claim}")
+        if self.fit is not None:
+            out.append(f"the guard sizes it at {self.fit.claim.describe()}")
+            out.append(f"fit: {self.fit.verdict}: {self.fit.reason}")
+        elif self.fit_error:
+            out.append(f"fit not checked: {self.fit_error}")
         return out
 
 
@@ -88,7 +96,12 @@ class LaunchFlow:
             note = None if flush else HOW_TO_ALLOW
         else:
             flush, note = self._flush, None if self._flush else "flush turned off"
-        return LaunchPlan(preset, engines, preset.memory_setting(), flush, note)
+        fit, fit_error = None, None
+        try:
+            fit = self._launcher(lambda event: None).check_fit(preset, flush_possible=flush)
+        except (OSError, ValueError) as exc:  # /proc unreadable, a record that is not JSON
+            fit_error = str(exc)
+        return LaunchPlan(preset, engines, preset.memory_setting(), flush, note, fit, fit_error)
 
     def plan_stop(self) -> StopPlan:
         return StopPlan(tuple(self._connect().engines()))

@@ -70,6 +70,8 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
             assert "no engine is running: nothing will be stopped" in text
             assert f"memory it will claim: {claim}" in text and claim.startswith("-c 2048")
             assert "keep the page cache (flush turned off)" in text
+            # The memory guard's verdict, from this machine's real /proc/meminfo.
+            assert any(line.startswith("• fit: ") for line in text.splitlines()), text
             await pilot.press("n")  # cancelled: nothing may start
             await pilot.pause(1.0)
             assert not isinstance(app.screen, ConfirmScreen)

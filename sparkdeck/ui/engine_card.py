@@ -60,8 +60,8 @@ def uptime_text(seconds: float) -> str:
 def report_after(report: EngineReport, event: object, tracker: PullTracker) -> EngineReport:
     """The card after one launch-flow event (sparkdeck.launcher's events)."""
     from sparkdeck.launcher import (  # loaded with the first launch, not with the UI
-        CacheFlushed, ContainerStarted, EngineReady, FlushSkipped, PreviousStopped,
-        PreviousStopping, PullStarted,
+        CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped,
+        PreviousStopped, PreviousStopping, PullStarted, SwitchWaited,
     )
 
     if isinstance(event, PullStarted):
@@ -70,6 +70,11 @@ def report_after(report: EngineReport, event: object, tracker: PullTracker) -> E
     if isinstance(event, PullProgress):
         tracker.update(event)
         return replace(report, phase="pulling", pull_fraction=tracker.fraction)
+    if isinstance(event, FitChecked):
+        forced = " (forced)" if event.forced else ""
+        return replace(report, detail=f"fit: {event.fit.verdict}{forced}")
+    if isinstance(event, SwitchWaited):
+        return replace(report, phase="stopping", detail=event.progress.describe())
     if isinstance(event, PreviousStopping):
         return replace(report, phase="stopping", pull_fraction=None,
                        detail=f"stopping {event.engine.preset_id or event.engine.name}")
