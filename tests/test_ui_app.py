@@ -469,3 +469,30 @@ def test_telemetry_messages_coalesce() -> None:
     older, newer = (TelemetrySampled(sampler.sample(), {}) for _ in range(2))
     assert newer.can_replace(older)
     assert not newer.can_replace(DockerConnectionFailed("x"))
+
+
+def test_the_card_follows_a_pull_then_the_start() -> None:
+    from sparkdeck.launcher import ContainerStarted, FlushSkipped, PullStarted
+    from sparkdeck.pull_progress import PullProgress, PullTracker
+    from sparkdeck.ui.engine_card import report_after
+
+    tracker, report = PullTracker(), EngineReport(reading=EngineReading(None))
+    image = "vllm/vllm-openai:latest"
+    report = report_after(report, PullStarted(image), tracker)
+    assert "state    pulling" in engine_content(report, NOW).plain
+    assert "waiting for sizes" in engine_content(report, NOW).plain
+    for event in (PullProgress(image, "a", "Downloading", 50, 100),
+                  PullProgress(image, "b", "Downloading", 100, 300)):
+        report = report_after(report, event, tracker)
+    text = engine_content(report, NOW).plain
+    assert "38 %" in text and f"pulling {image}" in text  # (50 + 100) / (100 + 300)
+    bar = next(line for line in text.splitlines() if line.startswith("pull"))
+    assert bar.count("█") == 4 and bar.count("░") == 6  # 38 % of a 10-cell bar
+    report = report_after(report, PullProgress(image, "a", "Pull complete", None, None),
+                          tracker)
+    assert "50 %" in engine_content(report, NOW).plain  # (100 + 100) / 400
+    report = report_after(report, FlushSkipped("--no-flush"), tracker)
+    report = report_after(report, ContainerStarted(engine_state("running")), tracker)
+    text = engine_content(report, NOW).plain
+    assert "state    starting" in text and "pull" not in text.split("step")[0]
+    assert "waiting for the health endpoint" in text and "tiny-llama" in text
