@@ -1,5 +1,5 @@
 """`python -m sparkdeck` runs the same entry point as the `sparkdeck` console script."""
 
-from sparkdeck.cli import main
+from sparkdeck.entry import main
 
 raise SystemExit(main())

@@ -25,13 +25,14 @@ from textual.widget import Widget
 from sparkdeck.docker_errors import DockerUnavailable
 from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.settings import load_settings, settings_path
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.help_screen import HelpScreen
-from sparkdeck.ui.messages import DockerConnectionFailed, EnvironmentChecked
-from sparkdeck.ui.readers import NO_DRIVER, EngineReading, GpuStatus, probe_gpu
-from sparkdeck.ui.widgets import (
-    EnginePanel, EngineReport, EnvironmentPanel, PresetTable, engine_content,
-)
+from sparkdeck.host.nvml import NvmlReader
+from sparkdeck.ui.engine_card import EngineCard, EngineReport, engine_content
+from sparkdeck.ui.messages import DockerConnectionFailed, TelemetrySampled
+from sparkdeck.ui.readers import EngineReading
+from sparkdeck.ui.widgets import EnvironmentPanel, PresetTable
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
 SIZE = (160, 48)
@@ -133,7 +134,7 @@ def environment_text(app: SparkdeckApp) -> str:
 
 
 def engine_text(app: SparkdeckApp) -> str:
-    return text_of(app.query_one("#engine-panel", EnginePanel))
+    return text_of(app.query_one("#engine-card", EngineCard))
 
 
 # ----- the app, driven by Pilot -----------------------------------------------------------
@@ -147,13 +148,13 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
             table = app.query_one("#preset-table", PresetTable)
             await wait_until(pilot, lambda: table.row_count == 2, what="two preset rows")
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
-            expected = [(p.id, p.title, p.kind, p.image, p.memory_setting())
+            expected = [(p.id, p.memory_setting(), p.image, p.model, p.kind)
                         for _, p in sorted(catalog.presets.items())]
             assert rows == expected
             assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
-            assert rows[1][4].startswith("-c ")  # llama.cpp's memory setting is its context
+            assert rows[1][1].startswith("-c ")  # llama.cpp's memory setting is its context
             labels = [str(c.label) for c in table.columns.values()]
-            assert labels == ["id", "title", "kind", "image", "memory"]
+            assert labels == ["id", "claims", "image", "model", "kind"]
 
     run(scenario)
 
@@ -171,18 +172,23 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
             text = environment_text(app)
             assert "unreachable" in text
             assert "2 loaded" in text and "problem" not in text
-            gpu_line = next(line for line in text.splitlines() if line.startswith("GPU"))
-            # This machine's answer, whatever it is: a GPU name or the missing driver.
-            assert gpu_line.split(maxsplit=1)[1] == probe_gpu().summary
-            if Path("/proc/meminfo").exists():
-                assert "total" in text and "available" in text and "page cache" in text
-                assert "GiB" in text
             assert "Docker unreachable" in engine_text(app)
+            await wait_until(pilot, lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
+                             what="the first telemetry sample")
+            gpu = text_of(app.query_one("#gpu-rows")).splitlines()[0]
+            # This machine's real answer, whatever it is: a GPU name or the missing driver.
+            reading = NvmlReader().read()
+            assert gpu.split(maxsplit=1)[1] == (
+                f"0: {reading.gpus[0].name}" if reading.gpus else reading.error)
+            bars = text_of(app.query_one("#memory-bars"))
+            assert [line.split()[0] for line in bars.splitlines()] == [
+                "used", "available", "cache", "swap"]
+            assert "GiB" in bars
 
     run(scenario)
     failures = [m for m in posted if isinstance(m, DockerConnectionFailed)]
     assert [m.error for m in failures] == [DOCKER_ERROR]
-    assert sum(isinstance(m, EnvironmentChecked) for m in posted) == 1
+    assert any(isinstance(m, TelemetrySampled) for m in posted)
 
 
 def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
@@ -209,7 +215,9 @@ def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> Non
                              what="the help screen")
             text = text_of(app.screen.query_one("#help-keys"))
             lines = text.splitlines()
-            for keys, what in (("r", "Refresh"), ("q", "Quit"), ("? / f1", "Help")):
+            for keys, what in (("r", "Refresh"), ("q", "Quit"), ("? / f1", "Help"),
+                               ("l", "Launch"), ("enter", "launch"), ("s", "Stop"), ("t", "Theme"),
+                               ("^p", "palette")):
                 assert any(line.split()[0] == keys.split()[0] and what in line
                            for line in lines), (keys, text)
             assert "f1" in text and "esc" in text
@@ -328,7 +336,10 @@ def engine_state(docker_state: str, exit_code: int | None = None,
         kind="llamacpp", image="local/llama-server:test", model="/models/tiny.gguf",
         base_url="http://127.0.0.1:8080", health_path="/health", metrics_path="/metrics",
         spec_hash="abc", docker_state=docker_state, exit_code=exit_code,
-        started_at="2025-01-01T00:00:00Z", log_tail=log_tail)
+        started_at="2025-01-01T00:00:00.123456789Z", log_tail=log_tail)
+
+
+NOW = 1735689600.0 + 125.5  # 2 min 5 s after engine_state()'s StartedAt
 
 
 @pytest.mark.parametrize(("docker_state", "healthy", "status"), [
@@ -340,29 +351,24 @@ def engine_state(docker_state: str, exit_code: int | None = None,
 def test_engine_panel_states(docker_state: str, healthy: bool, status: str) -> None:
     reading = EngineReading(engine_state(docker_state), healthy)
     assert reading.status == status
-    text = engine_content(EngineReport(reading=reading)).plain
+    text = engine_content(EngineReport(reading=reading), NOW).plain
     assert "tiny-llama" in text and f"state    {status}" in text
     assert "http://127.0.0.1:8080" in text
+    assert ("uptime   2m 05s" in text) == reading.engine.alive
 
 
 def test_engine_panel_crashed_shows_exit_code_and_log() -> None:
     tail = tuple(f"line {n}" for n in range(10)) + ("CUDA error: out of memory",)
     reading = EngineReading(engine_state("exited", exit_code=137, log_tail=tail))
-    text = engine_content(EngineReport(reading=reading)).plain
-    assert "crashed (exit code 137)" in text
+    text = engine_content(EngineReport(reading=reading), NOW).plain
+    assert "crashed (exit code 137)" in text and "uptime" not in text
     assert "CUDA error: out of memory" in text and "line 0" not in text
 
 
 def test_engine_panel_without_engine_or_docker() -> None:
-    assert engine_content(EngineReport(reading=EngineReading(None))).plain == "no engine running"
-    assert "Docker unreachable" in engine_content(EngineReport(docker_error="x")).plain
-
-
-def test_probe_gpu_never_raises() -> None:
-    status = probe_gpu()
-    assert isinstance(status, GpuStatus)
-    assert status.names or (status.problem and (status.problem.startswith(NO_DRIVER)
-                                                or "NVML" in status.problem))
+    text = engine_content(EngineReport(reading=EngineReading(None)), NOW).plain
+    assert text == "state    stopped"
+    assert "Docker unreachable" in engine_content(EngineReport(docker_error="x"), NOW).plain
 
 
 def test_readers_do_not_import_textual() -> None:
@@ -370,3 +376,123 @@ def test_readers_do_not_import_textual() -> None:
     code = ("import sys, sparkdeck.ui, sparkdeck.ui.readers; "
             "sys.exit('textual' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# ----- theme, palette, responsiveness ------------------------------------------------------
+
+def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            assert app.theme == "spark-dark"
+            await pilot.press("t")
+            assert app.theme == "spark-light"  # the next bundled theme in name order
+            await wait_until(pilot, lambda: settings_path().exists()
+                             and load_settings().ui.theme == "spark-light",
+                             what="settings.toml to say spark-light")
+
+    run(scenario)
+    # The next start picks the saved theme up.
+    again, _ = make_app(tmp_path, settings=load_settings())
+
+    async def restart() -> None:
+        async with again.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert again.theme == "spark-light"
+            await pilot.press("t")
+            assert again.theme == "solarized-night"  # wraps round, in name order
+
+    run(restart)
+
+
+def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            names = [command.name for command in app.palette_commands()]
+            assert names[:6] == ["Launch", "Stop", "Theme", "Refresh", "Help", "Quit"]
+            assert {"Theme: spark-dark", "Theme: spark-light",
+                    "Theme: solarized-night"} <= set(names)
+            await pilot.press("ctrl+p")
+            await pilot.press(*"solarized-night")
+            await pilot.pause(0.5)
+            await pilot.press("down", "enter")
+            await wait_until(pilot, lambda: app.theme == "solarized-night",
+                             what="the palette to switch the theme")
+            await wait_until(pilot, lambda: settings_path().exists()
+                             and load_settings().ui.theme == "solarized-night",
+                             what="the palette's theme to be saved too")
+
+    run(scenario)
+
+
+class SlowDocker:
+    """A daemon that takes `seconds` to answer and then is unreachable (a wedged socket)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = 0
+        self.finished = 0
+
+    def __call__(self) -> DockerRuntime:
+        self.started += 1
+        time.sleep(self.seconds)
+        self.finished += 1
+        raise DockerUnavailable(DOCKER_ERROR)
+
+
+def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> None:
+    docker = SlowDocker(4.0)
+    app, _ = make_app(tmp_path, docker=docker)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: docker.started == 1, what="the Docker call")
+            started = time.monotonic()
+            await pilot.press("question_mark")
+            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
+                             what="the help screen while Docker hangs", timeout=3.0)
+            assert docker.finished == 0 and time.monotonic() - started < 3.0
+            await pilot.press("escape", "t")
+            assert app.theme == "spark-light" and docker.finished == 0
+            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
+                             what="the late answer", timeout=10.0)
+
+    run(scenario)
+
+
+def test_telemetry_messages_coalesce() -> None:
+    from tests.support.telemetry import GB10, replay_sampler
+    sampler = replay_sampler(GB10, 0)
+    older, newer = (TelemetrySampled(sampler.sample(), {}) for _ in range(2))
+    assert newer.can_replace(older)
+    assert not newer.can_replace(DockerConnectionFailed("x"))
+
+
+def test_the_card_follows_a_pull_then_the_start() -> None:
+    from sparkdeck.launcher import ContainerStarted, FlushSkipped, PullStarted
+    from sparkdeck.pull_progress import PullProgress, PullTracker
+    from sparkdeck.ui.engine_card import report_after
+
+    tracker, report = PullTracker(), EngineReport(reading=EngineReading(None))
+    image = "vllm/vllm-openai:latest"
+    report = report_after(report, PullStarted(image), tracker)
+    assert "state    pulling" in engine_content(report, NOW).plain
+    assert "waiting for sizes" in engine_content(report, NOW).plain
+    for event in (PullProgress(image, "a", "Downloading", 50, 100),
+                  PullProgress(image, "b", "Downloading", 100, 300)):
+        report = report_after(report, event, tracker)
+    text = engine_content(report, NOW).plain
+    assert "38 %" in text and f"pulling {image}" in text  # (50 + 100) / (100 + 300)
+    bar = next(line for line in text.splitlines() if line.startswith("pull"))
+    assert bar.count("█") == 4 and bar.count("░") == 6  # 38 % of a 10-cell bar
+    report = report_after(report, PullProgress(image, "a", "Pull complete", None, None),
+                          tracker)
+    assert "50 %" in engine_content(report, NOW).plain  # (100 + 100) / 400
+    report = report_after(report, FlushSkipped("--no-flush"), tracker)
+    report = report_after(report, ContainerStarted(engine_state("running")), tracker)
+    text = engine_content(report, NOW).plain
+    assert "state    starting" in text and "pull" not in text.split("step")[0]
+    assert "waiting for the health endpoint" in text and "tiny-llama" in text

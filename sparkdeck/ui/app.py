@@ -1,137 +1,211 @@
 """The sparkdeck Textual app: composition, key bindings, thin worker wrappers, message handlers.
 
-Readers come in through the constructor, never from module globals, so tests hand the app
-their own preset directories and Docker connections. Every blocking read runs in a thread
-worker that posts a message; worker failures all end in `on_worker_state_changed`.
+Readers, settings and the sampler come in through the constructor, never from module globals,
+so tests hand the app their own preset directories, Docker connections and fixed telemetry.
+Every blocking call (Docker, NVML, /proc, files) runs in a thread worker that posts a message;
+worker failures all end in `on_worker_state_changed`.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime
-from sparkdeck.host.meminfo import MemInfoError, MemorySnapshot, read_meminfo
+from sparkdeck.launch_flow import LaunchFlow
 from sparkdeck.presets import PresetCatalog, load_catalog
-from sparkdeck.ui.help_screen import HelpRow, HelpScreen
+from sparkdeck.pull_progress import PullTracker
+from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
+from sparkdeck.telemetry import History, TelemetrySampler
+from sparkdeck.ui.engine_card import EngineCard, EngineReport
+from sparkdeck.ui.help_screen import HelpScreen, binding_rows
+from sparkdeck.ui.launch_controls import LaunchControls
+from sparkdeck.ui.log_pane import LogPane
 from sparkdeck.ui.messages import (
-    CatalogLoaded, DockerConnectionFailed, EngineStateRead, EnvironmentChecked,
+    CatalogLoaded, DockerConnectionFailed, EngineStateRead, LogLinesRead, TelemetrySampled,
 )
-from sparkdeck.ui.readers import EngineReader, GpuStatus, endpoint_answers, preset_rows, probe_gpu
-from sparkdeck.ui.themes import load_themes
-from sparkdeck.ui.widgets import (
-    EnginePanel, EngineReport, EnvironmentPanel, EnvironmentReport, PresetTable,
-)
+from sparkdeck.ui.palette import PaletteCommand, SparkdeckCommands
+from sparkdeck.ui.panels.gpu import GpuPanel
+from sparkdeck.ui.panels.memory import MemoryPanel
+from sparkdeck.ui.readers import EngineReader, endpoint_answers, preset_rows
+from sparkdeck.ui.themes import load_themes, next_theme
+from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
+
+if TYPE_CHECKING:
+    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.log_follow import LogFollower
 
 ENGINE_POLL_SECONDS = 2.0
+SAMPLE_SECONDS = 1.0  # telemetry once a second ...
+STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
 
 CatalogLoader = Callable[[], PresetCatalog]
-RuntimeFactory = Callable[[], DockerRuntime]
+RuntimeFactory = Callable[[], "DockerRuntime"]
 
 
-DEFAULT_THEME = "spark-dark"
+def connect_docker() -> DockerRuntime:
+    """DockerRuntime.connect, imported when first called: the docker SDK is not needed for
+    the first frame, and loading it costs a tenth of a second."""
+    from sparkdeck.docker_runtime import DockerRuntime
+
+    return DockerRuntime.connect()
 
 
-class SparkdeckApp(App[int]):
-    """The control panel: presets on the left, the engine and the machine on the right."""
+class SparkdeckApp(LaunchControls, App[int]):
+    """The dashboard: presets, engine card and log on the left; the machine on the right."""
 
     TITLE = "sparkdeck"
     SUB_TITLE = "inference engines on a DGX Spark"
     CSS_PATH = "sparkdeck.tcss"
-    ENABLE_COMMAND_PALETTE = False
+    COMMANDS = App.COMMANDS | {SparkdeckCommands}
 
     BINDINGS = [
-        Binding("r", "refresh", "Refresh", tooltip="Read presets, Docker and the host again",
+        Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
+                "(switching from) the running engine after a confirmation", id="launch"),
+        Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
+        Binding("t", "next_theme", "Theme", tooltip="Switch to the next theme (kept in "
+                "settings.toml)", id="theme"),
+        Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again",
                 id="refresh"),
-        Binding("q", "quit", "Quit", id="quit"),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
     ]
 
     engine_report: reactive[EngineReport] = reactive(EngineReport())
     environment: reactive[EnvironmentReport] = reactive(EnvironmentReport())
 
     def __init__(self, catalog_loader: CatalogLoader = load_catalog,
-                 runtime_factory: RuntimeFactory = DockerRuntime.connect, *,
-                 gpu_probe: Callable[[], GpuStatus] = probe_gpu,
-                 memory_reader: Callable[[], MemorySnapshot] = read_meminfo,
+                 runtime_factory: RuntimeFactory = connect_docker, *,
+                 settings: Settings | None = None, sampler: TelemetrySampler | None = None,
+                 history: History | None = None, flush: bool | None = None,
                  health_check: Callable[[str], bool] = endpoint_answers,
-                 engine_poll_seconds: float = ENGINE_POLL_SECONDS) -> None:
+                 engine_poll_seconds: float = ENGINE_POLL_SECONDS,
+                 sample_seconds: float = SAMPLE_SECONDS,
+                 starting_sample_seconds: float = STARTING_SAMPLE_SECONDS) -> None:
         super().__init__()
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
-        self._gpu_probe = gpu_probe
-        self._memory_reader = memory_reader
+        self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush)
+        self.settings = settings or Settings()
+        self._saved_theme = self.settings.ui.theme
+        self._sampler = sampler or TelemetrySampler()
+        self._history = history or History()
         self._engine_poll_seconds = engine_poll_seconds
+        self._sample_periods = (sample_seconds, starting_sample_seconds)
+        self._fast_sampling = False
+        self._catalog = PresetCatalog({}, [])
+        self._pull = PullTracker()
+        self._log_follower: LogFollower | None = None
+        self._sample_lock = threading.Lock()
+        # Themes are chosen before the stylesheet is first parsed: choosing one on mount
+        # would parse it all again and hold the first frame back (benchmarks/tui_idle.py).
+        themes, self._theme_problems = load_themes()
+        for theme in themes:
+            self.register_theme(theme)
+        self._theme_names = [theme.name for theme in themes] or [self.theme]
+        if self.settings.ui.theme in self.available_themes:
+            self.theme = self.settings.ui.theme
+        else:
+            self._theme_problems.append(
+                f"settings.toml: ui.theme: no theme named {self.settings.ui.theme!r}")
 
     # ----- composition --------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        self._memory_panel = MemoryPanel(self.settings.guard, id="memory-panel")
+        self._gpu_panel = GpuPanel(id="gpu-panel")
         yield Header()
         with Horizontal(id="main-area"):
-            yield PresetTable(id="preset-table")
-            with Vertical(id="side-area"):
-                yield EnginePanel(id="engine-panel").data_bind(
-                    report=SparkdeckApp.engine_report)
-                yield EnvironmentPanel(id="environment-panel").data_bind(
-                    report=SparkdeckApp.environment)
+            with Vertical(id="left-area"):
+                yield PresetTable(id="preset-table")
+                yield EngineCard(id="engine-card").data_bind(report=SparkdeckApp.engine_report)
+                yield LogPane(id="log-pane")
+            # Tabs leave room for the engine-metrics, chat and memory-guard panes.
+            with TabbedContent(id="side-tabs"):
+                with TabPane("machine", id="machine-tab"):
+                    yield self._memory_panel
+                    yield self._gpu_panel
+                    yield EnvironmentPanel(id="environment-panel").data_bind(
+                        report=SparkdeckApp.environment)
         yield Footer()
 
     def on_mount(self) -> None:
-        themes, problems = load_themes()
-        for theme in themes:
-            self.register_theme(theme)
-        if DEFAULT_THEME in self.available_themes:
-            self.theme = DEFAULT_THEME
-        for problem in problems:
-            self.notify(problem, title="theme not loaded", severity="warning")
+        for problem in self._theme_problems:
+            self.notify(problem, title="theme not loaded", severity="warning", markup=False)
+        self.theme_changed_signal.subscribe(self, lambda theme: self.save_theme(theme.name))
+        # The first frame is painted before any reader starts: their threads would otherwise
+        # compete with it for the interpreter (see benchmarks/tui_idle.py).
+        self.call_after_refresh(self._start_readers)
+
+    def _start_readers(self) -> None:
+        self.sample_telemetry()
         self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
+
+    def on_unmount(self) -> None:
+        if self._log_follower is not None:
+            self._log_follower.close()
 
     # ----- actions ------------------------------------------------------------------------
 
     def action_refresh(self) -> None:
-        """Run every reader again (each worker group keeps only its newest run)."""
+        """Run the preset and engine readers again (each group keeps only its newest run)."""
         self.load_presets()
         self.read_engine()
-        self.check_environment()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.help_rows()))
+            self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS)))
 
-    def help_rows(self) -> list[HelpRow]:
-        """One line per key: the app's bindings, then keys that widgets and Textual add."""
-        rows: list[HelpRow] = []
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            keys = [self.get_key_display(replace(binding, key=key, key_display=None))
-                    for key in binding.key.split(",")]
-            rows.append((" / ".join(keys), binding.description))
-        rows += [
-            ("↑ / ↓", "move through the presets"),
-            ("← / →", "scroll the table sideways"),
-            ("PgUp / PgDn", "a page up or down"),
-            ("^home / ^end", "first / last preset"),
-            ("^q", "quit, from any screen"),
-            ("esc", "close this help"),
-        ]
-        return rows
+    def action_next_theme(self) -> None:
+        self.theme = next_theme(self._theme_names, self.theme)
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        """Every key action, and each theme by name, for the command palette."""
+        commands = [PaletteCommand(b.description, b.tooltip or b.description,
+                                   lambda action=b.action: self.run_action(action))
+                    for b in self.BINDINGS if isinstance(b, Binding)]
+        commands += [PaletteCommand(f"Theme: {name}", f"switch to the {name} theme",
+                                    lambda name=name: setattr(self, "theme", name))
+                     for name in sorted(self.available_themes)]
+        return commands
 
     def _poll_engine(self) -> None:
         # A timer tick never queues behind a read that is still waiting on a slow daemon.
         if not any(w.group == "engine" and not w.is_finished for w in self.workers):
             self.read_engine()
 
-    # ----- workers: blocking reads, results posted as messages -----------------------------
+    def _set_fast_sampling(self, fast: bool) -> None:
+        if fast != self._fast_sampling:
+            self._fast_sampling = fast
+            self.sample_telemetry()  # exclusive: the running loop ends, a new one starts now
+
+    # ----- workers: blocking calls, results posted as messages -----------------------------
+
+    @work(thread=True, exclusive=True, group="telemetry", name="sample telemetry",
+          description="read memory, PSI, NVML and power rails", exit_on_error=False)
+    def sample_telemetry(self) -> None:
+        worker = get_current_worker()
+        period = self._sample_periods[1 if self._fast_sampling else 0]
+        # is_running too: a loop started while the app shuts down is never cancelled, and an
+        # endless thread would keep the process from exiting.
+        while not worker.is_cancelled and self.is_running:
+            with self._sample_lock:  # a loop being replaced may still be mid-sample
+                snapshot = self._sampler.sample()
+                self._history.add(snapshot)
+                history = self._history.frozen()
+            self.post_message(TelemetrySampled(snapshot, history))
+            worker.cancelled_event.wait(period)
 
     @work(thread=True, exclusive=True, group="catalog", name="load presets",
           description="read and check the preset files", exit_on_error=False)
@@ -145,24 +219,18 @@ class SparkdeckApp(App[int]):
           description="ask Docker for the current sparkdeck engine", exit_on_error=False)
     def read_engine(self) -> None:
         try:
-            reading = self._engine_reader.read()
+            message: EngineStateRead | DockerConnectionFailed = EngineStateRead(
+                self._engine_reader.read())
         except DockerUnavailable as exc:
-            message: EngineStateRead | DockerConnectionFailed = DockerConnectionFailed(str(exc))
-        else:
-            message = EngineStateRead(reading)
+            message = DockerConnectionFailed(str(exc))
         if not get_current_worker().is_cancelled:
             self.post_message(message)
 
-    @work(thread=True, exclusive=True, group="environment", name="check environment",
-          description="look for the NVIDIA driver and read unified memory", exit_on_error=False)
-    def check_environment(self) -> None:
-        gpu = self._gpu_probe()
-        try:
-            memory, memory_error = self._memory_reader(), None
-        except MemInfoError as exc:
-            memory, memory_error = None, str(exc)
-        if not get_current_worker().is_cancelled:
-            self.post_message(EnvironmentChecked(gpu, memory, memory_error))
+    @work(thread=True, exclusive=True, group="logs", name="follow logs", exit_on_error=False,
+          description="follow the engine container's log")
+    def follow_logs(self, follower: LogFollower) -> None:
+        for lines in follower.batches():
+            self.post_message(LogLinesRead(follower.container_id, lines))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up: a notification naming the error."""
@@ -171,31 +239,67 @@ class SparkdeckApp(App[int]):
             self.notify(str(error) or type(error).__name__, title=f"{event.worker.name} failed",
                         severity="error", markup=False)
 
+    @work(thread=True, exclusive=True, group="settings", name="save theme",
+          description="keep the theme in settings.toml", exit_on_error=False)
+    def save_theme(self, name: str) -> None:
+        if name != self._saved_theme:
+            save_setting("ui", "theme", name)
+            self._saved_theme = name
+
     # ----- messages to state --------------------------------------------------------------
 
     def on_catalog_loaded(self, message: CatalogLoaded) -> None:
+        self._catalog = message.catalog
         self.query_one(PresetTable).show_rows(message.rows)
         self.environment = replace(
             self.environment, preset_count=len(message.catalog.presets),
             problems=tuple(str(problem) for problem in message.catalog.problems))
 
     def on_engine_state_read(self, message: EngineStateRead) -> None:
-        self.engine_report = EngineReport(reading=message.reading)
+        if self.engine_report.phase is None:  # a running launch reports more than Docker
+            self.engine_report = EngineReport(reading=message.reading)
         self.environment = replace(self.environment, docker_reachable=True, docker_error=None)
+        engine = message.reading.engine
+        self._follow(engine.container_id if engine else None, engine.name if engine else "")
+        self._set_fast_sampling(message.reading.status == "starting" or self._busy())
 
     def on_docker_connection_failed(self, message: DockerConnectionFailed) -> None:
         self.engine_report = EngineReport(docker_error=message.error)
         self.environment = replace(self.environment, docker_reachable=False,
                                    docker_error=message.error)
 
-    def on_environment_checked(self, message: EnvironmentChecked) -> None:
-        self.environment = replace(self.environment, gpu=message.gpu, memory=message.memory,
-                                   memory_error=message.memory_error)
+    def _follow(self, container_id: str | None, name: str) -> None:
+        if self.query_one(LogPane).follow(container_id, name):
+            if self._log_follower is not None:
+                self._log_follower.close()
+            self._log_follower = None
+            if container_id is not None:
+                from sparkdeck.log_follow import LogFollower
+
+                self._log_follower = LogFollower(self._engine_reader.runtime, container_id)
+                self.follow_logs(self._log_follower)
+
+    def on_log_lines_read(self, message: LogLinesRead) -> None:
+        self.query_one(LogPane).add_lines(message.container_id, message.lines)
+
+    def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
+        # Held by reference: a sample may land while the app is tearing its screen down.
+        self._memory_panel.show(message.snapshot, message.history)
+        self._gpu_panel.show(message.snapshot, message.history)
+
 
 
 def run_app(catalog_loader: CatalogLoader = load_catalog,
-            runtime_factory: RuntimeFactory = DockerRuntime.connect) -> int:
+            runtime_factory: RuntimeFactory = connect_docker) -> int:
     """Run the control panel in this terminal until the user quits; return the exit status."""
-    app = SparkdeckApp(catalog_loader, runtime_factory)
+    problem = None
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        settings, problem = Settings(), str(exc)
+    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings)
+    if problem:
+        app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
+                       markup=False)
     app.run()
     return app.return_code or 0

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.binding import Binding
+from collections.abc import Sequence
+from dataclasses import replace
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -11,6 +14,31 @@ from textual.widgets import Static
 
 HelpRow = tuple[str, str]
 """One line of the help: the key as shown, and what it does."""
+
+
+def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:
+    """One line per key: the app's bindings, then keys that widgets and Textual add."""
+    rows: list[HelpRow] = []
+    for binding in bindings:
+        assert isinstance(binding, Binding)
+        keys = [app.get_key_display(replace(binding, key=key, key_display=None))
+                for key in binding.key.split(",")]
+        what = f"{binding.description}: {binding.tooltip}" if binding.tooltip \
+            else binding.description
+        rows.append((" / ".join(keys), what))
+    rows += [
+        ("enter", "on a preset: launch it (or switch to it), after a confirmation"),
+        ("↑ / ↓", "move through the presets"),
+        ("← / →", "scroll the table sideways"),
+        ("PgUp / PgDn", "a page up or down"),
+        ("^home / ^end", "first / last preset"),
+        ("tab", "move between the table, the log and the side tabs"),
+        ("^p", "command palette: every action and theme by name"),
+        ("y / n", "answer a launch, switch or stop confirmation"),
+        ("^q", "quit, from any screen"),
+        ("esc", "close this help"),
+    ]
+    return rows
 
 
 def help_content(rows: list[HelpRow]) -> Content:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from textual.message import Message
 
-from sparkdeck.host.meminfo import MemorySnapshot
+from sparkdeck.launch_flow import LaunchPlan, StopPlan
 from sparkdeck.presets import PresetCatalog
-from sparkdeck.ui.readers import EngineReading, GpuStatus, PresetRow
+from sparkdeck.pull_progress import PullProgress
+from sparkdeck.telemetry import TelemetrySnapshot
+from sparkdeck.ui.readers import EngineReading, PresetRow
 
 
 class CatalogLoaded(Message):
@@ -41,12 +46,54 @@ class DockerConnectionFailed(Message):
         return isinstance(message, (EngineStateRead, DockerConnectionFailed))
 
 
-class EnvironmentChecked(Message):
-    """The host was looked at: what NVML said, and unified memory (or why it is unreadable)."""
+class TelemetrySampled(Message):
+    """The sampler read the machine; `history` holds each sparkline series up to now."""
 
-    def __init__(self, gpu: GpuStatus, memory: MemorySnapshot | None,
-                 memory_error: str | None) -> None:
+    def __init__(self, snapshot: TelemetrySnapshot,
+                 history: Mapping[str, tuple[float, ...]]) -> None:
         super().__init__()
-        self.gpu = gpu
-        self.memory = memory
-        self.memory_error = memory_error
+        self.snapshot = snapshot
+        self.history = history
+
+    def can_replace(self, message: Message) -> bool:
+        # The history travels with every sample, so dropping an older unhandled one loses
+        # nothing: a slow UI skips frames instead of falling behind the sampler.
+        return isinstance(message, TelemetrySampled)
+
+
+class LaunchPlanned(Message):
+    """A launch (or stop) was planned; the app asks the user to confirm it."""
+
+    def __init__(self, plan: LaunchPlan | StopPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+
+class LaunchProgressed(Message):
+    """The launch or stop reported a step (a sparkdeck.launcher event)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        # A pull sends many progress events; only the newest of a run of them matters.
+        return (isinstance(self.event, PullProgress) and isinstance(message, LaunchProgressed)
+                and isinstance(message.event, PullProgress))
+
+
+class LaunchFinished(Message):
+    """The launch or stop ended, done or failed (a failure is reported by the worker's error)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action = action
+
+
+class LogLinesRead(Message):
+    """New lines from the engine container's log."""
+
+    def __init__(self, container_id: str, lines: list[str]) -> None:
+        super().__init__()
+        self.container_id = container_id
+        self.lines = lines

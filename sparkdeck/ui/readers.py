@@ -1,8 +1,8 @@
 """Blocking reads the UI runs in thread workers, returning frozen values it can render.
 
 Nothing here imports Textual: each reader is a plain function or class that a worker calls
-and that tests can call directly. GPU identification lives here until sparkdeck has its own
-NVML reader in sparkdeck.host; then `probe_gpu` should delegate to it.
+and that tests can call directly. Machine telemetry (memory, PSI, GPU) is read by
+sparkdeck.telemetry.TelemetrySampler; this module holds the preset and engine reads.
 """
 
 from __future__ import annotations
@@ -10,58 +10,36 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
-from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.presets import PresetCatalog
 
-NO_DRIVER = "no NVIDIA driver"
+if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
+    from sparkdeck.docker_runtime import DockerRuntime, EngineState
+
 HEALTH_TIMEOUT_S = 1.5
 
 PresetRow = tuple[str, str, str, str, str]
-"""One line of the preset table: id, title, kind, image, memory setting."""
+"""One line of the preset table: id, the memory it will claim, image, model, kind.
+
+The claim comes second so that it stays in view on a narrow terminal (the rest scrolls)."""
 
 
 def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
     """The preset table's lines, in id order (memory_setting() is computed here, off the UI)."""
     return [
-        (preset.id, preset.title, preset.kind, preset.image, preset.memory_setting())
+        (preset.id, preset.memory_setting(), preset.image, preset.model or "-", preset.kind)
         for _, preset in sorted(catalog.presets.items())
     ]
-
-
-# ----- GPU --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GpuStatus:
-    """What NVML said about the GPUs: their names, or why it could not say."""
-
-    names: tuple[str, ...] = ()
-    problem: str | None = None
-
-    @property
-    def summary(self) -> str:
-        if self.problem:
-            return self.problem
-        return ", ".join(self.names) if self.names else "NVML found no GPU"
-
-
-def probe_gpu() -> GpuStatus:
-    """What the GPU panel says, from the one NVML presence check in sparkdeck.host.gpu."""
-    presence = gpu_presence()
-    if presence.available and presence.name:
-        more = f" (+{presence.count - 1} more)" if presence.count > 1 else ""
-        return GpuStatus(names=(presence.name + more,))
-    return GpuStatus(problem=presence.reason or NO_DRIVER)
 
 
 # ----- the engine -------------------------------------------------------------------------
 
 def endpoint_answers(url: str) -> bool:
     """True when GET url answers 200: the engine's own word that it is ready."""
+    import httpx
+
     try:
         return httpx.get(url, timeout=HEALTH_TIMEOUT_S).status_code == 200
     except httpx.HTTPError:
@@ -103,16 +81,22 @@ class EngineReader:
         self._runtime: DockerRuntime | None = None
         self._lock = threading.Lock()
 
-    def read(self) -> EngineReading:
-        """Raises DockerUnavailable when the daemon cannot be reached."""
+    def runtime(self) -> DockerRuntime:
+        """The connected runtime (connecting now if needed); raises DockerUnavailable."""
         with self._lock:
             if self._runtime is None:
                 self._runtime = self._runtime_factory()
-            try:
-                engine = self._runtime.current()
-            except DockerUnavailable:
+            return self._runtime
+
+    def read(self) -> EngineReading:
+        """Raises DockerUnavailable when the daemon cannot be reached."""
+        runtime = self.runtime()
+        try:
+            engine = runtime.current()
+        except DockerUnavailable:
+            with self._lock:
                 self._runtime = None
-                raise
+            raise
         healthy = (engine is not None and engine.docker_state == "running"
                    and self._health_check(engine.base_url + engine.health_path))
         return EngineReading(engine, healthy)

@@ -56,3 +56,11 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems
+
+
+def next_theme(names: list[str], current: str) -> str:
+    """The theme after `current` in name order (the first when current is not among them)."""
+    ordered = sorted(names)
+    if current not in ordered:
+        return ordered[0]
+    return ordered[(ordered.index(current) + 1) % len(ordered)]

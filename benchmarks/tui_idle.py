@@ -1,0 +1,139 @@
+"""Start-up time, idle CPU and memory of the sparkdeck TUI, measured as a user runs it.
+
+Runs `sparkdeck` in a detached tmux session at 120x40 with a config dir of its own (a
+settings.toml choosing a theme), and measures from outside, like a person would see it:
+
+- first frame: from spawning the process until the header is on the screen (capture-pane);
+- first real data: until the memory panel shows a figure read from /proc/meminfo;
+- idle CPU: the process's utime+stime from /proc/PID/stat over a window (default 30 s) with
+  every panel live (telemetry at 1 Hz, Docker polled every 2 s when DOCKER_HOST is set),
+  as a percentage of one core; the screen is not captured during the window;
+- resident memory: VmRSS (and the peak, VmHWM) from /proc/PID/status after the window.
+
+With --baseline, a bare Textual app (a header and one line of text) is measured the same
+way first, so figures from a loaded machine can be read against what Textual alone costs there.
+
+Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1] [--baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SESSION = f"sparkdeck-bench-{os.getpid()}"
+HEADER = re.compile(r"sparkdeck\s+—")
+MEMORY_FIGURE = re.compile(r"available\s+\S+\s+\d+\.\d GiB")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+def screen() -> str:
+    return tmux("capture-pane", "-p", "-t", SESSION)
+
+
+def wait_for(pattern: re.Pattern[str], since: float, timeout: float = 30.0) -> float:
+    while time.monotonic() - since < timeout:
+        if pattern.search(screen()):
+            return time.monotonic() - since
+        time.sleep(0.01)
+    raise SystemExit(f"gave up after {timeout} s waiting for {pattern.pattern!r}:\n{screen()}")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (all threads)
+
+
+def status_kib(pid: int, key: str) -> int:
+    match = re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+    assert match, key
+    return int(match.group(1))
+
+
+def one_run(sparkdeck: str, seconds: float, config: Path, data: Path) -> dict[str, float]:
+    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
+           "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    started = time.monotonic()
+    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
+         f"exec env {exports} {sparkdeck}")
+    try:
+        pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
+        first_frame = wait_for(HEADER, started)
+        first_data = wait_for(MEMORY_FIGURE, started)
+        time.sleep(5.0)  # let start-up work (preset load, first Docker read) finish
+        cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
+        time.sleep(seconds)
+        cpu_used, wall = cpu_seconds(pid) - cpu_before, time.monotonic() - wall_before
+        return {"first_frame_s": first_frame, "first_data_s": first_data,
+                "idle_cpu_pct": 100.0 * cpu_used / wall,
+                "rss_mib": status_kib(pid, "VmRSS") / 1024,
+                "peak_rss_mib": status_kib(pid, "VmHWM") / 1024}
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+
+
+BARE_APP = """\
+from textual.app import App
+from textual.widgets import Header, Static
+
+
+class Bare(App):
+    TITLE, SUB_TITLE = "sparkdeck", "bare Textual baseline"
+
+    def compose(self):
+        yield Header()
+        yield Static("available  - 0.0 GiB")
+
+
+Bare().run()
+"""
+
+
+def report(name: str, r: dict[str, float]) -> None:
+    print(f"{name}: first frame {r['first_frame_s']:.2f} s, first data {r['first_data_s']:.2f} s, "
+          f"idle CPU {r['idle_cpu_pct']:.2f} % of one core, RSS {r['rss_mib']:.1f} MiB "
+          f"(peak {r['peak_rss_mib']:.1f} MiB)", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="idle window (default 30)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--baseline", action="store_true",
+                        help="measure a bare Textual app first, for comparison")
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is needed: apt-get install tmux")
+    sparkdeck = str(Path(sys.executable).with_name("sparkdeck"))
+    with tempfile.TemporaryDirectory(prefix="sparkdeck-bench-") as tmp:
+        config, data = Path(tmp, "config"), Path(tmp, "data")
+        config.mkdir()
+        (config / "settings.toml").write_text('[ui]\ntheme = "spark-dark"\n')
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        print(f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
+              f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
+              f"{os.cpu_count()} CPUs, load average {' '.join(load)}")
+        for run in range(1, args.runs + 1):
+            if args.baseline:
+                bare = Path(tmp, "bare.py")
+                bare.write_text(BARE_APP)
+                report(f"run {run} bare Textual", one_run(f"{sys.executable} {bare}",
+                                                          args.seconds, config, data))
+            report(f"run {run} sparkdeck", one_run(sparkdeck, args.seconds, config, data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
