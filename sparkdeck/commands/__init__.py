@@ -9,7 +9,7 @@ code. A command that cannot do its job raises `CommandFailed` (or another error 
 from __future__ import annotations
 
 # Modules listed here are imported when the parser is built, in this order.
-MODULES: tuple[str, ...] = ()
+MODULES: tuple[str, ...] = ("sparkdeck.commands.bench",)
 
 
 class CommandFailed(Exception):

@@ -1,0 +1,275 @@
+"""The benchmark run: size the prompt, warm up, sweep the concurrency levels, watch memory.
+
+Each level sends `concurrency` streamed chat requests together, `runs` times; every request
+has its own word order (no shared prefix) unless a context depth with prefix caching on is
+asked for, in which case all requests share one context that a priming request cached first.
+The runner is plain threads and callbacks: the CLI prints progress from them and the TUI
+turns them into messages; storing is the caller's business (see sparkdeck.bench.store).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+
+from sparkdeck.bench.measure import request_figures
+from sparkdeck.bench.prompt import PromptPlan, make_counter, plan_prompt
+from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler, StopCheck
+from sparkdeck.bench.send_clock import SendClockTransport
+from sparkdeck.bench.stats import PointSummary, RequestFigures, RoundFigures, summarise_point
+from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
+from sparkdeck.engines import EngineKind
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure. Token counts are as the server counts them (chat template included)."""
+
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    runs: int = 3
+    warmup: int = 1
+    depth_tokens: int = 0
+    prefix_cache: bool = False
+    model: str | None = None
+    sampler_hz: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.prompt_tokens < 1 or self.output_tokens < 2:
+            raise ValueError("prompt tokens must be >= 1 and output tokens >= 2 (decode speed "
+                             "needs two tokens)")
+        if not self.concurrency or min(self.concurrency) < 1 or self.runs < 1 or self.warmup < 0:
+            raise ValueError("concurrency levels and runs must be >= 1, warm-up >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "concurrency": list(self.concurrency)}
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Where a run stands; `phase` is sizing, warmup, measuring or done."""
+
+    phase: str
+    concurrency: int | None = None
+    repeat: int | None = None
+    requests_done: int = 0
+    requests_total: int = 0
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    """A whole run. `status`: complete, stopped (watchdog or user; `reason` says which) or
+    failed (no request succeeded; `reason` holds the first error)."""
+
+    config: BenchConfig
+    model: str
+    status: str
+    reason: str | None
+    plan: PromptPlan | None
+    points: tuple[PointSummary, ...]
+    rounds: tuple[RoundFigures, ...]
+    peaks: ResourcePeaks
+    warnings: tuple[str, ...]
+    started_at: str
+    finished_at: str
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class _Live:
+    """State shared between the run thread, request threads, sampler and a canceller."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    reason: str | None = None
+    streams: set[ChatStream] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class BenchRunner:
+    """Runs one benchmark against an OpenAI-compatible server at `base_url`."""
+
+    def __init__(self, base_url: str, kind: EngineKind, config: BenchConfig, *,
+                 api_key: str | None = None, stop_check: StopCheck | None = None,
+                 on_progress: Callable[[BenchProgress], None] | None = None,
+                 on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
+                 sampler: ResourceSampler | None = None):
+        self.base_url, self.kind, self.config = base_url.rstrip("/"), kind, config
+        self.api_key = api_key
+        self.on_progress = on_progress or (lambda p: None)
+        self.on_point = on_point or (lambda p, r: None)
+        self._live = _Live()
+        self.sampler = sampler or ResourceSampler(config.sampler_hz)
+        self.sampler.stop_check = stop_check or self.sampler.stop_check
+        self.sampler.on_stop = lambda reason: self.cancel(f"memory watchdog: {reason}")
+        self._nonce = random.SystemRandom().randrange(1 << 30)
+        self._send_clock = SendClockTransport()
+
+    def cancel(self, reason: str) -> None:
+        """Stop the run from any thread: in-flight replies are aborted, the reason recorded."""
+        live = self._live
+        with live.lock:
+            if live.reason is None:
+                live.reason = reason
+            live.stop.set()
+            streams = list(live.streams)
+        for stream in streams:
+            stream.cancel()
+
+    def _seed(self, *parts: int) -> int:
+        return hash((self._nonce, *parts)) & 0x7FFFFFFF
+
+    def _request(self, plan: PromptPlan, model: str, seed: int, context_seed: int) -> ChatRequest:
+        cfg = self.config
+        return ChatRequest(plan.messages(seed, context_seed), model=model,
+                           max_tokens=cfg.output_tokens, temperature=0.0,
+                           extra=self.kind.exact_length_fields(cfg.output_tokens))
+
+    def _one(self, client: ChatClient, request: ChatRequest, plan: PromptPlan,
+             start: threading.Barrier | None) -> RequestFigures:
+        stream = client.stream(request)
+        with self._live.lock:
+            self._live.streams.add(stream)
+        events: list[Timed] = []
+        error: str | None = None
+        if start is not None:
+            start.wait()
+        self._send_clock.reset()
+        try:
+            with stream:
+                for timed in stream:
+                    events.append(timed)
+        except ChatError as exc:
+            error = str(exc)
+        finally:
+            with self._live.lock:
+                self._live.streams.discard(stream)
+        done_at = time.perf_counter()
+        # the socket write if it happened, else the moment the stream was asked for
+        sent_at = self._send_clock.sent_at() or stream.started_at or done_at
+        if stream.cancelled and error is None:
+            error = f"stopped: {self._live.reason}"
+        return request_figures(sent_at, events, done_at, prompt_fallback=plan.total_tokens,
+                               prompt_fallback_source=plan.counted_by, error=error)
+
+    def _round(self, client: ChatClient, plan: PromptPlan, model: str, level: int,
+               repeat: int) -> RoundFigures:
+        shared = self._seed(0, 0, 0) if self.config.prefix_cache else None
+        results: list[RequestFigures | None] = [None] * level
+        barrier = threading.Barrier(level) if level > 1 else None
+
+        def work(i: int) -> None:
+            seed = self._seed(level, repeat, i)
+            request = self._request(plan, model, seed, shared if shared is not None else seed)
+            results[i] = self._one(client, request, plan, barrier)
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"bench-{level}-{i}")
+                   for i in range(level)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return RoundFigures(level, repeat, tuple(r for r in results if r is not None))
+
+    def run(self) -> BenchOutcome:
+        cfg, started = self.config, now_iso()
+        warnings: list[str] = []
+        points: list[PointSummary] = []
+        rounds: list[RoundFigures] = []
+        plan: PromptPlan | None = None
+        model = cfg.model or ""
+        self.sampler.start()
+        try:
+            with ChatClient(self.base_url, api_key=self.api_key,
+                            transport=self._send_clock) as client:
+                model = cfg.model or client.default_model()
+                self.on_progress(BenchProgress("sizing"))
+                plan = self._plan(model)
+                if abs(plan.total_tokens - cfg.depth_tokens - cfg.prompt_tokens) > 1:
+                    warnings.append(f"the prompt comes to {plan.total_tokens} tokens, the "
+                                    f"closest to {cfg.depth_tokens + cfg.prompt_tokens} this "
+                                    "tokenizer allows")
+                total = sum(cfg.concurrency) * cfg.runs
+                done = 0
+                # a shared context must be in the cache before anything is measured
+                primes = 1 if cfg.prefix_cache and cfg.depth_tokens else 0
+                for i in range(max(cfg.warmup, primes)):
+                    if self._live.stop.is_set():
+                        break
+                    self.on_progress(BenchProgress("warmup", 1, i, 0, total))
+                    self._round(client, plan, model, 1, -1 - i)
+                for level in cfg.concurrency:
+                    level_rounds: list[RoundFigures] = []
+                    for repeat in range(cfg.runs):
+                        if self._live.stop.is_set():
+                            break
+                        self.on_progress(BenchProgress("measuring", level, repeat, done, total))
+                        level_rounds.append(self._round(client, plan, model, level, repeat))
+                        done += level
+                    if level_rounds:
+                        point = summarise_point(level, level_rounds)
+                        points.append(point)
+                        rounds.extend(level_rounds)
+                        self.on_point(point, level_rounds)
+                    if self._live.stop.is_set():
+                        break
+                self.on_progress(BenchProgress("done", None, None, done, total))
+        except (ChatError, httpx.HTTPError, ValueError) as exc:
+            self._live.reason = self._live.reason or str(exc)
+            return self._outcome(model, "failed", plan, points, rounds, warnings, started)
+        warnings += check_counts(cfg, plan, rounds)
+        if self._live.stop.is_set():
+            return self._outcome(model, "stopped", plan, points, rounds, warnings, started)
+        if not any(r.ok for rnd in rounds for r in rnd.requests):
+            first = next((r.error for rnd in rounds for r in rnd.requests if r.error), None)
+            self._live.reason = f"no request succeeded: {first}"
+            return self._outcome(model, "failed", plan, points, rounds, warnings, started)
+        return self._outcome(model, "complete", plan, points, rounds, warnings, started)
+
+    def _plan(self, model: str) -> PromptPlan:
+        with httpx.Client(timeout=60.0, headers=(
+                {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})) as http:
+            counter, counted_by = make_counter(self.kind, http, self.base_url, model)
+            return plan_prompt(counter, counted_by, self.config.prompt_tokens,
+                               self.config.depth_tokens)
+
+    def _outcome(self, model: str, status: str, plan: PromptPlan | None,
+                 points: list[PointSummary], rounds: list[RoundFigures], warnings: list[str],
+                 started: str) -> BenchOutcome:
+        peaks = self.sampler.stop()
+        return BenchOutcome(self.config, model, status, self._live.reason, plan, tuple(points),
+                            tuple(rounds), peaks, tuple(warnings), started, now_iso())
+
+
+def check_counts(config: BenchConfig, plan: PromptPlan | None,
+                 rounds: list[RoundFigures]) -> list[str]:
+    """Warnings where the server's counts disagree with what the run asked for."""
+    ok = [r for rnd in rounds for r in rnd.requests if r.ok]
+    found: list[str] = []
+    if plan is not None:
+        off = sorted({r.prompt_tokens for r in ok if r.prompt_source == "usage"
+                      and r.prompt_tokens != plan.total_tokens})
+        if off:
+            found.append(f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
+                         f"where the prompt was sized to {plan.total_tokens}")
+        if plan.counted_by == "estimate":
+            found.append("the server counts no tokens (no tokenizer endpoint, no usage): "
+                         "prompt sizes are estimates")
+    short = [r.output_tokens for r in ok if (r.output_tokens or 0) < config.output_tokens]
+    if short:
+        found.append(f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
+                     f"{config.output_tokens} tokens (fewest {min(t or 0 for t in short)}): the "
+                     "engine stopped at end-of-sequence; decode figures use the real counts")
+    return found

@@ -1,0 +1,105 @@
+"""Which engine `sparkdeck bench` measures, and the memory watchdog that runs beside it.
+
+The target is --endpoint when given, else the engine sparkdeck runs, else the one attached
+engine. While the benchmark runs the memory watchdog keeps its thresholds (settings.toml,
+[guard]): when they trip, the run ends with the reason on record and, for an engine
+sparkdeck launched, the engine is stopped as the guard would; an engine sparkdeck did not
+start is never stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ContextManager
+
+from sparkdeck.bench.runner import BenchRunner
+from sparkdeck.bench.sampler import ResourceSample, StopCheck
+from sparkdeck.docker_errors import DockerRuntimeError
+from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.endpoints import AttachedRegistry, Endpoint, endpoint_for, normalise_url
+from sparkdeck.settings import GuardSettings, load_settings
+
+Watch = Callable[[BenchRunner], ContextManager[None]]
+
+
+class NoBenchTarget(Exception):
+    """Nothing to benchmark, or more than one candidate; the message says what to pass."""
+
+
+def threshold_stop_check(guard: GuardSettings) -> StopCheck:
+    """The guard's stop thresholds applied to the benchmark's own samples.
+
+    Stop when MemAvailable is under `stop_available_pct` of MemTotal, or when the PSI full
+    stall rate is over `stop_full_rate_pct` for `stop_consecutive` samples in a row. In
+    warn-only mode nothing stops.
+    """
+    over = [0]
+
+    def check(sample: ResourceSample) -> str | None:
+        if guard.mode != "stop":
+            return None
+        mem = sample.memory
+        if mem is not None and mem.total:
+            pct = 100.0 * mem.available / mem.total
+            if pct < guard.stop_available_pct:
+                return f"MemAvailable {pct:.1f} % < {guard.stop_available_pct:g} %"
+        rate = sample.rates.full_pct if sample.rates is not None else None
+        over[0] = over[0] + 1 if rate is not None and rate > guard.stop_full_rate_pct else 0
+        if over[0] >= guard.stop_consecutive:
+            return (f"PSI full stall rate > {guard.stop_full_rate_pct:g} % for "
+                    f"{guard.stop_consecutive} samples")
+        return None
+
+    return check
+
+
+def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None) -> Watch:
+    """A context for the run: the watchdog's check on the sampler, and stopping sparkdeck's
+    own engine when it trips."""
+    guard = load_settings().guard
+
+    @contextmanager
+    def watch(runner: BenchRunner) -> Iterator[None]:
+        check = threshold_stop_check(guard)
+        cancel = runner.sampler.on_stop
+
+        def on_stop(reason: str) -> None:
+            if cancel is not None:
+                cancel(reason)  # end the benchmark first: its requests load the engine
+            if runtime is not None and managed is not None:
+                runtime.stop(managed.container_id)
+
+        runner.sampler.stop_check, runner.sampler.on_stop = check, on_stop
+        yield
+
+    return watch
+
+
+def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineState | None,
+                                                              Watch]:
+    """The endpoint to measure, sparkdeck's running engine (if any) and the watch to use."""
+    try:
+        runtime: DockerRuntime | None = DockerRuntime.connect()
+        current = runtime.current() if runtime else None
+    except DockerRuntimeError:
+        runtime, current = None, None  # engines sparkdeck did not start work without Docker
+    managed = current if current is not None and current.alive else None
+    if url:
+        endpoint = endpoint_for(url, kind)
+        if managed is not None and normalise_url(managed.base_url) != endpoint.url:
+            managed = None  # --endpoint names another server: never stop ours for it
+        return endpoint, managed, watch_with_guard(runtime, managed)
+    if managed is not None:
+        endpoint = Endpoint(managed.name, normalise_url(managed.base_url), managed.kind,
+                            managed.health_path, managed.metrics_path, "managed",
+                            managed.preset_id)
+        return endpoint, managed, watch_with_guard(runtime, managed)
+    attached = AttachedRegistry().load()
+    if len(attached) == 1:
+        return attached[0], None, watch_with_guard(None, None)
+    if attached:
+        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
+        raise NoBenchTarget(f"several attached engines ({names}): pass --endpoint URL")
+    raise NoBenchTarget("no engine to benchmark: launch one (`sparkdeck launch PRESET`), attach "
+                        "one (`sparkdeck attach URL`) or pass --endpoint URL")

@@ -1,0 +1,203 @@
+"""`sparkdeck bench`: benchmark the running engine and keep the results.
+
+`sparkdeck bench [--json] [--concurrency 1,2,4,8] [--prompt-tokens N] [--output-tokens M]
+[--runs K] [--endpoint URL --kind K]` measures TTFT, prefill and decode per request and in
+total at each concurrency level, records memory and pressure, and stores everything with
+the launch fingerprint. `bench history` lists stored runs; `bench export csv|json` writes
+them out. Progress goes to stderr (never into --json output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from sparkdeck.bench import report
+from sparkdeck.bench.export import FORMATS
+from sparkdeck.bench.fingerprint import fingerprint, read_engine_version
+from sparkdeck.bench.runner import (DEFAULT_CONCURRENCY, BenchConfig, BenchOutcome, now_iso,
+                                    BenchProgress, BenchRunner)
+from sparkdeck.bench.store import BenchStore, BenchStoreError
+from sparkdeck.bench.prompt import PromptError
+from sparkdeck.bench.target import NoBenchTarget, bench_target
+from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
+from sparkdeck.commands import CommandFailed
+from sparkdeck.engines import get_kind
+from sparkdeck.paths import atomic_write_text
+
+API_KEY_ENV = ("SPARKDECK_API_KEY",)
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give levels like 1,2,4,8") from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: levels must be whole numbers >= 1")
+    return levels
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    from sparkdeck.cli import _endpoint_args  # the same --endpoint/--kind as `status`
+
+    bench = subparsers.add_parser(
+        "bench", help="benchmark the running engine (TTFT, prefill, decode, concurrency)")
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
+    bench.add_argument("--concurrency", type=_levels, default=DEFAULT_CONCURRENCY,
+                       metavar="1,2,4,8", help="requests sent together, per level")
+    bench.add_argument("--prompt-tokens", type=_positive, default=512, metavar="N",
+                       help="prompt size in the server's tokens (default 512)")
+    bench.add_argument("--output-tokens", type=_positive, default=128, metavar="M",
+                       help="tokens generated per request (default 128)")
+    bench.add_argument("--runs", type=_positive, default=3, metavar="K",
+                       help="repeats per level; figures are medians (default 3)")
+    bench.add_argument("--warmup", type=_positive, default=1, metavar="W",
+                       help="unrecorded requests first (default 1)")
+    bench.add_argument("--depth", type=_positive, default=0, metavar="D",
+                       help="context tokens before the prompt (default 0)")
+    bench.add_argument("--prefix-cache", choices=("on", "off"), default="off",
+                       help="on: requests share the context, cached first; off: nothing "
+                            "shared (default)")
+    bench.add_argument("--model", help="model to ask for (default: the first listed)")
+    _endpoint_args(bench)
+    bench.set_defaults(run=cmd_bench)
+    sub = bench.add_subparsers(dest="bench_command", metavar="history|export")
+    history = sub.add_parser("history", help="list stored benchmark runs")
+    history.add_argument("--model", help="only this model")
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(run=cmd_history)
+    export = sub.add_parser("export", help="write stored runs as CSV or JSON")
+    export.add_argument("format", choices=sorted(FORMATS))
+    export.add_argument("--model", help="only this model")
+    export.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout)")
+    export.set_defaults(run=cmd_export)
+
+
+class ProgressPrinter:
+    """One line per step on stderr; on a terminal the line is rewritten in place."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def __call__(self, p: BenchProgress) -> None:
+        if p.phase == "sizing":
+            text = "sizing the prompt against the server's token count"
+        elif p.phase == "warmup":
+            text = "warming up"
+        elif p.phase == "measuring":
+            text = (f"concurrency {p.concurrency}, run {p.repeat + 1 if p.repeat is not None else 0}"
+                    f": {p.requests_done}/{p.requests_total} requests done")
+        else:
+            text = f"done: {p.requests_done}/{p.requests_total} requests"
+        end = "\n" if not self.tty or p.phase == "done" else ""
+        prefix = "\r\033[K" if self.tty else ""
+        print(f"{prefix}bench: {text}", end=end, file=self.stream, flush=True)
+
+
+def _run_in_thread(runner: BenchRunner) -> BenchOutcome:
+    """Run in a worker thread so Ctrl-C in the main thread can stop it with a record."""
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.update(outcome=runner.run()), daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        runner.cancel("interrupted (Ctrl-C)")
+        worker.join()
+    return box["outcome"]
+
+
+def _as_command_failure(func: Callable[[argparse.Namespace], int]
+                        ) -> Callable[[argparse.Namespace], int]:
+    """Report the benchmark's own expected errors as one line and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (NoBenchTarget, BenchStoreError, PromptError) as exc:
+            raise CommandFailed(str(exc)) from None
+
+    return wrapper
+
+
+@_as_command_failure
+def cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        config = BenchConfig(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                             concurrency=args.concurrency, runs=args.runs, warmup=args.warmup,
+                             depth_tokens=args.depth, prefix_cache=args.prefix_cache == "on",
+                             model=args.model)
+    except ValueError as exc:
+        raise CommandFailed(str(exc)) from None
+    endpoint, managed, watch = bench_target(args.endpoint, args.kind)
+    api_key = api_key_from_env(API_KEY_ENV)
+    try:
+        with ChatClient(endpoint.url, api_key=api_key) as client:
+            model = config.model or client.default_model()
+    except ChatError as exc:
+        raise CommandFailed(f"cannot benchmark {endpoint.url}: {exc}") from None
+    with httpx.Client(timeout=5.0) as http:
+        version = read_engine_version(endpoint, http)
+    fp = fingerprint(endpoint, model, version, managed)
+    store = BenchStore()
+    runner = BenchRunner(endpoint.url, get_kind(endpoint.kind),
+                         BenchConfig(**{**config.__dict__, "model": model}), api_key=api_key,
+                         on_progress=(lambda p: None) if args.json else ProgressPrinter(sys.stderr))
+    run_id = store.begin_run(fp, runner.config, now_iso())
+    runner.on_point = lambda point, rounds: store.add_point(run_id, point, rounds)
+    with watch(runner):
+        outcome = _run_in_thread(runner)
+    store.finish_run(run_id, outcome)
+    stored = next(r for r in store.runs(model) if r.id == run_id)
+    if args.json:
+        print(json.dumps({**stored.to_dict(), "store": str(store.path)}, indent=2))
+    else:
+        report.print_run(stored, sys.stdout)
+        print(f"saved as run {run_id} in {store.path}")
+    if outcome.status != "complete":
+        raise CommandFailed(f"benchmark {outcome.status}: {outcome.reason}; what was measured "
+                            f"is saved as run {run_id}")
+    return 0
+
+
+@_as_command_failure
+def cmd_history(args: argparse.Namespace) -> int:
+    runs = BenchStore().runs(args.model)
+    if args.json:
+        print(json.dumps({"runs": [r.to_dict() for r in runs]}, indent=2))
+    else:
+        report.print_history(runs, sys.stdout)
+    return 0
+
+
+@_as_command_failure
+def cmd_export(args: argparse.Namespace) -> int:
+    text = FORMATS[args.format](BenchStore().runs(args.model, limit=100_000))
+    if args.output:
+        atomic_write_text(Path(args.output), text, mode=0o644)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
