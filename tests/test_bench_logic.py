@@ -154,3 +154,13 @@ def test_watchdog_thresholds_stop_on_low_memory_and_sustained_stalls() -> None:
     assert "full stall rate" in check(stall)
     assert threshold_stop_check(GuardSettings(mode="warn"))(
         ResourceSample(0, memory(1), None, None)) is None
+
+
+def test_padding_lands_on_the_exact_count_when_words_cost_several_tokens() -> None:
+    def counter(messages: list[dict[str, str]]) -> int:  # a tiny vocabulary: one token a letter
+        return 11 + sum(len(w) for w in messages[0]["content"].split())
+
+    for target in (200, 201, 517):
+        plan = plan_prompt(counter, "tokenize", prompt_tokens=target)
+        assert plan.total_tokens == target and counter(plan.messages(3, 4)) == target
+        assert plan.pad.startswith(" a") or plan.pad == ""

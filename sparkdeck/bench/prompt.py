@@ -49,10 +49,15 @@ def filler(count: int, seed: int) -> str:
     return " ".join(words)
 
 
+# Units that cost one token each in most tokenizers; whole words cost 1-5 (a tiny test
+# vocabulary spells them out), so the last few tokens of a prompt are padded with these.
+PAD_UNITS = (" a", ".", "\n")
+
+
 def chat_messages(context_words: int, body_words: int, context_seed: int,
-                  body_seed: int) -> Messages:
+                  body_seed: int, pad: str = "") -> Messages:
     parts = [filler(context_words, context_seed)] if context_words else []
-    parts += [filler(body_words, body_seed)] if body_words else []
+    parts += [filler(body_words, body_seed) + pad] if body_words or pad else []
     return [{"role": "user", "content": "\n\n".join([*parts, INSTRUCTION])}]
 
 
@@ -65,9 +70,11 @@ class PromptPlan:
     context_tokens: int  # tokens of the context alone, chat template included
     total_tokens: int  # depth + prompt as the counter counted them
     counted_by: str  # "tokenize", "usage" or "estimate"
+    pad: str = ""  # one-token units after the words, to land on the exact count
 
     def messages(self, request_seed: int, context_seed: int) -> Messages:
-        return chat_messages(self.context_words, self.body_words, context_seed, request_seed)
+        return chat_messages(self.context_words, self.body_words, context_seed, request_seed,
+                             self.pad)
 
 
 def fit_words(count: Callable[[int], int], target: int, max_calls: int = 12) -> tuple[int, int]:
@@ -140,6 +147,18 @@ def plan_prompt(counter: Counter, counted_by: str, prompt_tokens: int,
     if depth_tokens:
         context_words, context_tokens = fit_words(
             lambda k: exact(chat_messages(k, 0, 0, 0)), depth_tokens)
+    target = depth_tokens + prompt_tokens
     body_words, total = fit_words(
-        lambda k: exact(chat_messages(context_words, k, 0, 0)), depth_tokens + prompt_tokens)
-    return PromptPlan(context_words, body_words, context_tokens, total, counted_by)
+        lambda k: exact(chat_messages(context_words, k, 0, 0)), target)
+    if total > target and body_words:
+        body_words -= 1  # pad up from below: padding cannot take tokens away
+        total = exact(chat_messages(context_words, body_words, 0, 0))
+    pad = ""
+    for unit in PAD_UNITS if total != target else ():
+        units, padded = fit_words(
+            lambda k: exact(chat_messages(context_words, body_words, 0, 0, unit * k)), target)
+        if abs(padded - target) < abs(total - target):
+            pad, total = unit * units, padded
+        if total == target:
+            break
+    return PromptPlan(context_words, body_words, context_tokens, total, counted_by, pad)

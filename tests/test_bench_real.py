@@ -1,0 +1,84 @@
+"""The benchmark against real engines: llama-server in a container sparkdeck launched (the
+fingerprint then names the preset, image id and argv), and vLLM's CPU build."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparkdeck.bench.runner import BenchConfig, BenchRunner
+from sparkdeck.bench.store import BenchStore
+from sparkdeck.engines import get_kind
+from sparkdeck.ui.bench_view import BenchComparison
+from tests.conftest import free_port, llama_preset_fields, write_preset
+from tests.test_cli_engine import cli_env, run_cli  # noqa: F401  (fixture)
+from tests.test_ui_bench_view import Host, settle
+
+
+def show_in_tui(store: BenchStore) -> list[tuple]:
+    """The rows the comparison screen shows for the store's newest model."""
+    async def scenario() -> list[tuple]:
+        app = Host(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            view = app.screen.query_one(BenchComparison)
+            await settle(pilot, lambda: len(view.runs) > 0)
+            table = view.query_one("#bench-table")
+            return [tuple(table.get_row_at(i)) for i in range(table.row_count)]
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.docker
+@pytest.mark.llama
+def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image,  # noqa: F811
+                                             docker_client) -> None:
+    port = free_port()
+    write_preset(isolated_dirs["config"] / "presets", "bench-tiny",
+                 **llama_preset_fields(llama_image, port))
+    launched = run_cli("launch", "bench-tiny", "--no-flush", "--timeout", "60", env=cli_env)
+    assert launched.returncode == 0, launched.stderr
+    # no --endpoint: the engine sparkdeck runs is the target
+    done = run_cli("bench", "--json", "--concurrency", "1,2,4", "--runs", "2",
+                   "--prompt-tokens", "200", "--output-tokens", "48", env=cli_env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    fp = run["fingerprint"]
+    assert (fp["source"], fp["preset_id"], fp["kind"]) == ("managed", "bench-tiny", "llamacpp")
+    assert fp["image_id"] == docker_client.images.get(llama_image).id
+    # this build was made from an sdist without git data: it calls itself "b0-unknown"
+    props = httpx.get(f"http://127.0.0.1:{port}/props", timeout=5).json()
+    assert "--metrics" in fp["argv"] and fp["engine_version"] == props["build_info"]
+    # llama-server's own tokenizer sized the prompt, and its usage agrees
+    assert run["prompt_plan"]["counted_by"] == "tokenize"
+    assert run["prompt_plan"]["total_tokens"] == 200 and run["warnings"] == []
+    assert [p["concurrency"] for p in run["points"]] == [1, 2, 4]
+    for point in run["points"]:
+        assert point["errors"] == 0 and point["decode_tps"] > 0 and point["ttft_s"] > 0
+        assert point["summary"]["output_tokens"]["median"] == 48  # ignore_eos held
+        assert point["summary"]["prompt_tokens"]["median"] == 200
+    store = BenchStore(Path(run["store"]))
+    [stored] = store.runs()
+    assert stored.status == "complete" and len(stored.points) == 3
+    rows = show_in_tui(store)
+    assert rows[0][0] == "bench-tiny" and rows[0][3] == "complete" and rows[0][4] != "-"
+    shown = run_cli("bench", "history", env=cli_env)
+    assert "bench-tiny" in shown.stdout and "complete" in shown.stdout
+
+
+@pytest.mark.vllm
+def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
+    config = BenchConfig(prompt_tokens=128, output_tokens=32, concurrency=(1, 2, 4, 8),
+                         runs=1, warmup=1)
+    outcome = BenchRunner(vllm_server.base_url, get_kind("vllm"), config,
+                          ).run()
+    assert outcome.status == "complete", outcome.reason
+    assert outcome.plan.counted_by == "tokenize" and outcome.plan.total_tokens == 128
+    assert [p.concurrency for p in outcome.points] == [1, 2, 4, 8]
+    for point in outcome.points:
+        assert point.errors == 0 and point.decode_tps.median > 0
+        assert point.output_tokens.median == 32  # ignore_eos + min_tokens held
+        assert point.prompt_tokens.median == 128
