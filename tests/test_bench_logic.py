@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sparkdeck.bench.measure import request_figures
+from sparkdeck.bench.stats import request_figures
 from sparkdeck.bench.prompt import chat_messages, filler, fit_words, plan_prompt
 from sparkdeck.bench.runner import BenchConfig, check_counts
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSample, fold

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.bench.export import to_csv, to_json
-from sparkdeck.bench.fingerprint import LaunchFingerprint, fingerprint
+from sparkdeck.bench.report import to_csv, to_json
+from sparkdeck.bench.target import LaunchFingerprint, fingerprint
 from sparkdeck.bench.prompt import PromptPlan
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.sampler import ResourcePeaks

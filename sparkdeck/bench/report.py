@@ -1,7 +1,11 @@
-"""Benchmark results as text for the terminal: one run's table, and the history list."""
+"""Stored benchmark results for people and programs: one run's table and the history list
+for the terminal, and CSV (one row per run and concurrency level) or JSON (everything)."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -42,8 +46,9 @@ def print_run(run: StoredRun, out: IO[str]) -> None:
     version = f" ({fp.engine_version})" if fp.engine_version else ""
     print(f"run {run.id}: {fp.label} {fp.kind}{version}, model {fp.model}: {run.status}"
           + (f" ({run.reason})" if run.reason else ""), file=out)
-    depth = f", depth {cfg['depth_tokens']} (prefix cache {'on' if cfg['prefix_cache'] else 'off'})" \
-        if cfg.get("depth_tokens") else ""
+    cache = "on" if cfg.get("prefix_cache") else "off"
+    depth = f", depth {cfg['depth_tokens']} (prefix cache {cache})" if cfg.get("depth_tokens") \
+        else ""
     print(f"prompt {plan.get('total_tokens', cfg['prompt_tokens'])} tokens (counted by "
           f"{plan.get('counted_by', '?')}), output {cfg['output_tokens']} tokens, "
           f"{cfg['runs']} run(s) per level{depth}", file=out)
@@ -76,3 +81,58 @@ def print_history(runs: Sequence[StoredRun], out: IO[str]) -> None:
                      f"{run.config.get('prompt_tokens')}/{run.config.get('output_tokens')}",
                      _num(best)])
     _table(rows, out)
+
+
+CSV_COLUMNS = (
+    "run_id", "started_at", "status", "reason", "label", "kind", "model", "engine_version",
+    "preset_id", "image", "image_id", "argv", "fingerprint", "prompt_tokens", "output_tokens",
+    "depth_tokens", "prefix_cache", "runs", "concurrency", "requests", "errors",
+    "ttft_median_s", "decode_median_tps", "prefill_median_tps", "total_output_tps",
+    "total_decode_tps", "ttft_stdev_s", "decode_stdev_tps", "peak_used_bytes",
+    "min_available_bytes", "max_psi_some_avg10", "max_psi_full_avg10",
+)
+
+
+def _stdev(summary: dict, name: str) -> float | None:
+    figure = summary.get(name) or {}
+    return figure.get("stdev")
+
+
+def to_csv(runs: Sequence[StoredRun]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for run in runs:
+        fp, cfg, peaks = run.fingerprint, run.config, run.peaks or {}
+        common = {
+            "run_id": run.id, "started_at": run.started_at, "status": run.status,
+            "reason": run.reason or "", "label": fp.label, "kind": fp.kind, "model": fp.model,
+            "engine_version": fp.engine_version or "", "preset_id": fp.preset_id or "",
+            "image": fp.image or "", "image_id": fp.image_id or "", "argv": " ".join(fp.argv),
+            "fingerprint": fp.key, "prompt_tokens": cfg.get("prompt_tokens"),
+            "output_tokens": cfg.get("output_tokens"), "depth_tokens": cfg.get("depth_tokens"),
+            "prefix_cache": cfg.get("prefix_cache"), "runs": cfg.get("runs"),
+            "peak_used_bytes": peaks.get("peak_used_bytes"),
+            "min_available_bytes": peaks.get("min_available_bytes"),
+            "max_psi_some_avg10": peaks.get("max_some_avg10"),
+            "max_psi_full_avg10": peaks.get("max_full_avg10"),
+        }
+        for p in run.points or ():
+            writer.writerow({**common, "concurrency": p.concurrency, "requests": p.requests,
+                             "errors": p.errors, "ttft_median_s": p.ttft_s,
+                             "decode_median_tps": p.decode_tps,
+                             "prefill_median_tps": p.prefill_tps,
+                             "total_output_tps": p.total_output_tps,
+                             "total_decode_tps": p.total_decode_tps,
+                             "ttft_stdev_s": _stdev(p.summary, "ttft_s"),
+                             "decode_stdev_tps": _stdev(p.summary, "decode_tps")})
+        if not run.points:  # a run stopped before any level finished still shows up
+            writer.writerow(common)
+    return out.getvalue()
+
+
+def to_json(runs: Sequence[StoredRun]) -> str:
+    return json.dumps({"runs": [r.to_dict() for r in runs]}, indent=2)
+
+
+FORMATS = {"csv": to_csv, "json": to_json}

@@ -19,15 +19,48 @@ from typing import Any
 
 import httpx
 
-from sparkdeck.bench.measure import request_figures
-from sparkdeck.bench.prompt import PromptPlan, make_counter, plan_prompt
+from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler, StopCheck
-from sparkdeck.bench.send_clock import SendClockTransport
-from sparkdeck.bench.stats import PointSummary, RequestFigures, RoundFigures, summarise_point
+from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, request_figures,
+                                   summarise_point)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8)
+
+
+# When a request really left. Reading the clock before calling the client also counts the
+# client's own work (encoding a long prompt as JSON, taking a pooled connection), which on a
+# busy machine is milliseconds. httpcore reports `send_request_headers.started` through its
+# trace extension just before the first byte is written to the socket; this transport turns
+# that on for every request and keeps the time per thread, since each benchmark request runs
+# in a thread of its own.
+_SENT_EVENTS = ("http11.send_request_headers.started", "http2.send_request_headers.started")
+
+
+class SendClockTransport(httpx.HTTPTransport):
+    """An HTTPTransport that records, per thread, when the last request started sending."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._local = threading.local()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        local = self._local
+
+        def trace(name: str, info: Any) -> None:
+            if name in _SENT_EVENTS:
+                local.sent_at = time.perf_counter()
+
+        request.extensions["trace"] = trace
+        return super().handle_request(request)
+
+    def reset(self) -> None:
+        self._local.sent_at = None
+
+    def sent_at(self) -> float | None:
+        """The send time of this thread's latest request since `reset()`, if it got that far."""
+        return getattr(self._local, "sent_at", None)
 
 
 @dataclass(frozen=True)
@@ -226,7 +259,7 @@ class BenchRunner:
                     if self._live.stop.is_set():
                         break
                 self.on_progress(BenchProgress("done", None, None, done, total))
-        except (ChatError, httpx.HTTPError, ValueError) as exc:
+        except (ChatError, PromptError, httpx.HTTPError, ValueError) as exc:
             self._live.reason = self._live.reason or str(exc)
             return self._outcome(model, "failed", plan, points, rounds, warnings, started)
         warnings += check_counts(cfg, plan, rounds)

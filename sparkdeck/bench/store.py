@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
-from sparkdeck.bench.fingerprint import LaunchFingerprint
+from sparkdeck.bench.target import LaunchFingerprint
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
 

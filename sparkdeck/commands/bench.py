@@ -14,6 +14,7 @@ import functools
 import json
 import sys
 import threading
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -21,8 +22,8 @@ from typing import IO, Any
 import httpx
 
 from sparkdeck.bench import report
-from sparkdeck.bench.export import FORMATS
-from sparkdeck.bench.fingerprint import fingerprint, read_engine_version
+from sparkdeck.bench.report import FORMATS
+from sparkdeck.bench.target import fingerprint, read_engine_version
 from sparkdeck.bench.runner import (DEFAULT_CONCURRENCY, BenchConfig, BenchOutcome, now_iso,
                                     BenchProgress, BenchRunner)
 from sparkdeck.bench.store import BenchStore, BenchStoreError
@@ -105,8 +106,9 @@ class ProgressPrinter:
         elif p.phase == "warmup":
             text = "warming up"
         elif p.phase == "measuring":
-            text = (f"concurrency {p.concurrency}, run {p.repeat + 1 if p.repeat is not None else 0}"
-                    f": {p.requests_done}/{p.requests_total} requests done")
+            run = (p.repeat or 0) + 1
+            text = (f"concurrency {p.concurrency}, run {run}: {p.requests_done}/"
+                    f"{p.requests_total} requests done")
         else:
             text = f"done: {p.requests_done}/{p.requests_total} requests"
         end = "\n" if not self.tty or p.phase == "done" else ""
@@ -117,7 +119,14 @@ class ProgressPrinter:
 def _run_in_thread(runner: BenchRunner) -> BenchOutcome:
     """Run in a worker thread so Ctrl-C in the main thread can stop it with a record."""
     box: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: box.update(outcome=runner.run()), daemon=True)
+
+    def work() -> None:
+        try:
+            box["outcome"] = runner.run()
+        except BaseException as exc:  # handed to the main thread, which raises it
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="bench-run", daemon=True)
     worker.start()
     try:
         while worker.is_alive():
@@ -125,6 +134,8 @@ def _run_in_thread(runner: BenchRunner) -> BenchOutcome:
     except KeyboardInterrupt:
         runner.cancel("interrupted (Ctrl-C)")
         worker.join()
+    if "error" in box:
+        raise box["error"]
     return box["outcome"]
 
 
@@ -163,7 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     fp = fingerprint(endpoint, model, version, managed)
     store = BenchStore()
     runner = BenchRunner(endpoint.url, get_kind(endpoint.kind),
-                         BenchConfig(**{**config.__dict__, "model": model}), api_key=api_key,
+                         replace(config, model=model), api_key=api_key,
                          on_progress=(lambda p: None) if args.json else ProgressPrinter(sys.stderr))
     run_id = store.begin_run(fp, runner.config, now_iso())
     runner.on_point = lambda point, rounds: store.add_point(run_id, point, rounds)
