@@ -10,21 +10,26 @@ from textual.app import App
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
+from sparkdeck.bench.runner import BenchConfig
+from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.ui.bench_view import BenchComparison, BenchCompareScreen, bar
+from tests.test_bench_accuracy import start_timed_server
 from tests.test_bench_store import fp, store_run
 
 
 class Host(App[None]):
     """Stands in for the sparkdeck app: pushes the screen, collects worker failures."""
 
-    def __init__(self, store: BenchStore) -> None:
+    def __init__(self, store: BenchStore, session_factory=None) -> None:
         super().__init__()
         self.store = store
+        self.session_factory = session_factory
         self.failures: list[str] = []
 
     def on_mount(self) -> None:
-        self.push_screen(BenchCompareScreen(lambda: self.store))
+        extra = {"session_factory": self.session_factory} if self.session_factory else {}
+        self.push_screen(BenchCompareScreen(lambda: self.store, **extra))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
@@ -106,3 +111,61 @@ def test_a_broken_history_reaches_the_hosts_failure_handler(tmp_path: Path) -> N
         assert str(broken) in app.failures[0]
 
     asyncio.run(scenario())
+
+
+def timed_session(url: str, runs: int, output_tokens: int):
+    def factory(store: BenchStore, on_progress) -> BenchSession:
+        config = BenchConfig(prompt_tokens=100, output_tokens=output_tokens,
+                             concurrency=(1, 2), runs=runs, warmup=0)
+        return BenchSession(config, url=url, kind="openai", store=store,
+                            on_progress=on_progress)
+    return factory
+
+
+def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> None:
+    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=400.0)
+
+    async def scenario() -> None:
+        app = Host(BenchStore(tmp_path / "bench.sqlite3"), timed_session(url, 1, 40))
+        async with app.run_test(size=(120, 40)) as pilot:
+            view = app.screen.query_one(BenchComparison)
+            progress = app.screen.query_one("#bench-progress", Static)
+            await pilot.press("b")
+            await settle(pilot, lambda: "benchmark:" in str(progress.render()), tries=200)
+            await settle(pilot, lambda: len(view.runs) == 1, tries=400)
+            table = view.query_one("#bench-table", DataTable)
+            row = table.get_row_at(0)
+            assert row[0] == f"openai@{url.split('//')[1]}" and row[3] == "complete"
+            assert float(row[4]) > 0 and float(row[5]) > 0
+            await settle(pilot, lambda: str(progress.render()).strip() == "")
+        assert app.failures == []
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
+    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=20.0)
+    store = BenchStore(tmp_path / "bench.sqlite3")
+
+    async def scenario() -> None:
+        app = Host(store, timed_session(url, 5, 200))  # ~10 s a request: stopped long before
+        async with app.run_test(size=(120, 40)) as pilot:
+            progress = app.screen.query_one("#bench-progress", Static)
+            await pilot.press("b")
+            await settle(pilot, lambda: "concurrency 1" in str(progress.render()), tries=200)
+            await pilot.press("x")
+            await settle(pilot, lambda: bool(store.runs()) and store.runs()[0].status
+                         != "running", tries=200)
+        assert app.failures == []
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    [run] = store.runs()
+    assert run.status == "stopped" and run.reason == "stopped from the comparison screen"

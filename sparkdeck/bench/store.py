@@ -199,6 +199,13 @@ class BenchStore:
                 tuple(_loads(r["warnings"]) or ()), tuple(points[r["id"]])))
         return found
 
+    def run(self, run_id: int) -> StoredRun:
+        """One stored run by its id."""
+        found = [r for r in self.runs(limit=1_000_000) if r.id == run_id]
+        if not found:
+            raise BenchStoreError(f"{self.path}: no run {run_id}")
+        return found[0]
+
     def models(self) -> list[str]:
         """Models with at least one run, most recently benchmarked first."""
         with self._db() as conn:

@@ -14,27 +14,19 @@ import functools
 import json
 import sys
 import threading
-from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
-
 from sparkdeck.bench import report
-from sparkdeck.bench.report import FORMATS
-from sparkdeck.bench.target import fingerprint, read_engine_version
-from sparkdeck.bench.runner import (DEFAULT_CONCURRENCY, BenchConfig, BenchOutcome, now_iso,
-                                    BenchProgress, BenchRunner)
-from sparkdeck.bench.store import BenchStore, BenchStoreError
 from sparkdeck.bench.prompt import PromptError
-from sparkdeck.bench.target import NoBenchTarget, bench_target
-from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
+from sparkdeck.bench.report import FORMATS
+from sparkdeck.bench.runner import DEFAULT_CONCURRENCY, BenchConfig, BenchProgress
+from sparkdeck.bench.session import BenchSession
+from sparkdeck.bench.store import BenchStore, BenchStoreError, StoredRun
+from sparkdeck.bench.target import NoBenchTarget
 from sparkdeck.commands import CommandFailed
-from sparkdeck.engines import get_kind
 from sparkdeck.paths import atomic_write_text
-
-API_KEY_ENV = ("SPARKDECK_API_KEY",)
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -116,13 +108,13 @@ class ProgressPrinter:
         print(f"{prefix}bench: {text}", end=end, file=self.stream, flush=True)
 
 
-def _run_in_thread(runner: BenchRunner) -> BenchOutcome:
+def _run_in_thread(session: BenchSession) -> StoredRun:
     """Run in a worker thread so Ctrl-C in the main thread can stop it with a record."""
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["outcome"] = runner.run()
+            box["run"] = session.run()
         except BaseException as exc:  # handed to the main thread, which raises it
             box["error"] = exc
 
@@ -132,11 +124,11 @@ def _run_in_thread(runner: BenchRunner) -> BenchOutcome:
         while worker.is_alive():
             worker.join(0.2)
     except KeyboardInterrupt:
-        runner.cancel("interrupted (Ctrl-C)")
+        session.cancel("interrupted (Ctrl-C)")
         worker.join()
     if "error" in box:
         raise box["error"]
-    return box["outcome"]
+    return box["run"]
 
 
 def _as_command_failure(func: Callable[[argparse.Namespace], int]
@@ -162,33 +154,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              model=args.model)
     except ValueError as exc:
         raise CommandFailed(str(exc)) from None
-    endpoint, managed, watch = bench_target(args.endpoint, args.kind)
-    api_key = api_key_from_env(API_KEY_ENV)
-    try:
-        with ChatClient(endpoint.url, api_key=api_key) as client:
-            model = config.model or client.default_model()
-    except ChatError as exc:
-        raise CommandFailed(f"cannot benchmark {endpoint.url}: {exc}") from None
-    with httpx.Client(timeout=5.0) as http:
-        version = read_engine_version(endpoint, http)
-    fp = fingerprint(endpoint, model, version, managed)
-    store = BenchStore()
-    runner = BenchRunner(endpoint.url, get_kind(endpoint.kind),
-                         replace(config, model=model), api_key=api_key,
-                         on_progress=(lambda p: None) if args.json else ProgressPrinter(sys.stderr))
-    run_id = store.begin_run(fp, runner.config, now_iso())
-    runner.on_point = lambda point, rounds: store.add_point(run_id, point, rounds)
-    with watch(runner):
-        outcome = _run_in_thread(runner)
-    store.finish_run(run_id, outcome)
-    stored = next(r for r in store.runs(model) if r.id == run_id)
+    session = BenchSession(config, url=args.endpoint, kind=args.kind, on_progress=(
+        None if args.json else ProgressPrinter(sys.stderr)))
+    session.prepare()
+    stored = _run_in_thread(session)
+    run_id, store = stored.id, session.store
     if args.json:
         print(json.dumps({**stored.to_dict(), "store": str(store.path)}, indent=2))
     else:
         report.print_run(stored, sys.stdout)
         print(f"saved as run {run_id} in {store.path}")
-    if outcome.status != "complete":
-        raise CommandFailed(f"benchmark {outcome.status}: {outcome.reason}; what was measured "
+    if stored.status != "complete":
+        raise CommandFailed(f"benchmark {stored.status}: {stored.reason}; what was measured "
                             f"is saved as run {run_id}")
     return 0
 

@@ -3,7 +3,12 @@
 `BenchCompareScreen` reads the history (sparkdeck.bench.store) in a thread worker and posts
 `BenchHistoryLoaded`; the `BenchComparison` widget only renders what it is given. Rows are
 launch fingerprints (preset, image, arguments, version), each with its latest run; columns
-are the concurrency levels; `m` switches the figure shown, `[`/`]` the model.
+are the concurrency levels; `m` switches the figure shown, `[`/`]` the model. `b` runs a
+benchmark of the current engine (sparkdeck.bench.session) in a thread worker that posts
+`BenchProgressed` and `BenchRunEnded`; `x` stops it, and the stop is on record.
+
+Wiring into the app: push `BenchCompareScreen()` from a binding (e.g. `c`, "Compare"); the
+screen's workers belong to the app, so their failures reach its on_worker_state_changed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from sparkdeck.bench.runner import BenchConfig, BenchProgress
+from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore, StoredPoint, StoredRun
 
 
@@ -75,6 +82,43 @@ class BenchHistoryLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, BenchHistoryLoaded)  # only the newest reading matters
+
+
+class BenchProgressed(Message):
+    """A running benchmark moved on; only the newest position matters."""
+
+    def __init__(self, progress: BenchProgress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, BenchProgressed)
+
+
+class BenchRunEnded(Message):
+    """A benchmark ended (complete, stopped or failed) and is stored as `run`."""
+
+    def __init__(self, run: StoredRun) -> None:
+        super().__init__()
+        self.run = run
+
+
+def describe_progress(p: BenchProgress) -> str:
+    if p.phase == "measuring":
+        return (f"benchmark: concurrency {p.concurrency}, run {(p.repeat or 0) + 1}: "
+                f"{p.requests_done}/{p.requests_total} requests  [x] stop")
+    return {"sizing": "benchmark: sizing the prompt  [x] stop",
+            "warmup": "benchmark: warming up  [x] stop", "ended": ""}.get(
+                p.phase, "benchmark: finishing")
+
+
+SessionFactory = Callable[[BenchStore, Callable[[BenchProgress], None]], BenchSession]
+
+
+def default_session(store: BenchStore, on_progress: Callable[[BenchProgress], None]
+                    ) -> BenchSession:
+    """The CLI's defaults against the engine sparkdeck runs (or the one attached)."""
+    return BenchSession(BenchConfig(), store=store, on_progress=on_progress)
 
 
 class BenchComparison(Vertical):
@@ -161,17 +205,27 @@ class BenchCompareScreen(Screen[None]):
         Binding("right_square_bracket", "model(1)", "Next model", id="bench-next-model"),
         Binding("left_square_bracket", "model(-1)", "Previous model", id="bench-prev-model"),
         Binding("r", "reload", "Reload", id="bench-reload"),
+        Binding("b", "run_bench", "Benchmark", id="bench-run"),
+        Binding("x", "stop_bench", "Stop benchmark", id="bench-stop"),
         Binding("escape", "close", "Back", id="bench-close"),
     ]
 
+    DEFAULT_CSS = """
+    BenchCompareScreen #bench-progress { padding: 0 1; color: $warning; height: auto; }
+    """
+
     def __init__(self, store_factory: Callable[[], BenchStore] = BenchStore,
-                 model: str | None = None) -> None:
+                 model: str | None = None,
+                 session_factory: SessionFactory = default_session) -> None:
         super().__init__()
         self._store_factory = store_factory
+        self._session_factory = session_factory
         self._model = model
         self._models: list[str] = []
+        self._session: BenchSession | None = None
 
     def compose(self) -> ComposeResult:
+        yield Static(id="bench-progress")
         yield BenchComparison(id="bench-comparison")
         yield Footer()
 
@@ -210,6 +264,44 @@ class BenchCompareScreen(Screen[None]):
 
     def action_reload(self) -> None:
         self.load_history(self._model)
+
+    def action_run_bench(self) -> None:
+        if self._session is not None:
+            self.notify("a benchmark is already running", severity="warning")
+            return
+        session = self._session_factory(self._store_factory(),
+                                        lambda p: self.post_message(BenchProgressed(p)))
+        self._session = session
+        self.query_one("#bench-progress", Static).update("benchmark: finding the engine")
+        self.app.run_worker(partial(self._run_bench, session), thread=True, exclusive=True,
+                            group="bench-run", exit_on_error=False, name="bench-run",
+                            description="benchmark the running engine")
+
+    def _run_bench(self, session: BenchSession) -> None:
+        try:
+            self.post_message(BenchRunEnded(session.run()))
+        finally:
+            # also after a failure (reported by the app's worker handler): clear the line
+            self._session = None
+            self.post_message(BenchProgressed(BenchProgress("ended")))
+
+    def on_bench_progressed(self, message: BenchProgressed) -> None:
+        self.query_one("#bench-progress", Static).update(describe_progress(message.progress))
+
+    def on_bench_run_ended(self, message: BenchRunEnded) -> None:
+        run = message.run
+        self.query_one("#bench-progress", Static).update("")
+        why = f": {run.reason}" if run.reason else ""
+        self.notify(f"benchmark run {run.id} {run.status}{why}", markup=False,
+                    severity="information" if run.status == "complete" else "warning")
+        self.load_history(run.fingerprint.model)
+
+    def action_stop_bench(self) -> None:
+        if self._session is not None:
+            self._session.cancel("stopped from the comparison screen")
+
+    def on_unmount(self) -> None:
+        self.action_stop_bench()  # leaving the screen never leaves a run going unseen
 
     def action_close(self) -> None:
         self.dismiss(None)
