@@ -123,6 +123,12 @@ def test_warnings_name_short_replies_and_miscounted_prompts() -> None:
     text = " ".join(check_counts(cfg, plan, [RoundFigures(1, 0, (short, figs(0, .1, .2, .3)))]))
     assert "104 prompt tokens" in text and "1 reply ended before 11 tokens" in text
     assert check_counts(cfg, plan, [RoundFigures(1, 0, (figs(0, .1, .2, .3, 11),))]) == []
+    burst = RequestFigures(True, None, 0, 0.9, 0.901, 1.0, 100, "usage", 11, "usage",
+                           text_chunks=11)
+    steady = RequestFigures(True, None, 0, 0.1, 0.9, 1.0, 100, "usage", 11, "usage",
+                            text_chunks=11)
+    [text] = check_counts(cfg, plan, [RoundFigures(2, 0, (burst, steady))])
+    assert text.startswith("1 of 2 replies arrived in one burst")
 
 
 def memory(available_gib: float, total_gib: float = 128.0) -> MemorySnapshot:

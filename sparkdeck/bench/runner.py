@@ -300,6 +300,14 @@ def check_counts(config: BenchConfig, plan: PromptPlan | None,
         if plan.counted_by == "estimate":
             found.append("the server counts no tokens (no tokenizer endpoint, no usage): "
                          "prompt sizes are estimates")
+    # A server that falls behind its clients (seen with vLLM on a starved CPU) sends most of
+    # a reply in one burst: its decode rate then measures delivery, not decoding.
+    bursts = [r for r in ok if r.text_chunks > 8 and r.first_at is not None
+              and r.last_at is not None and (r.last_at - r.first_at) < 0.1 * r.e2e_s]
+    if bursts:
+        found.append(f"{len(bursts)} of {len(ok)} replies arrived in one burst after their "
+                     "first token: their decode rates say how fast text was delivered, not "
+                     "decoded; the total figures still hold")
     short = [r.output_tokens for r in ok if (r.output_tokens or 0) < config.output_tokens]
     if short:
         found.append(f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
