@@ -14,7 +14,7 @@ from sparkdeck.bench.sampler import ResourcePeaks, ResourceSample, fold
 from sparkdeck.bench.stats import RequestFigures, RoundFigures, summarise, summarise_point
 from sparkdeck.bench.target import threshold_stop_check
 from sparkdeck.chat.client import Timed
-from sparkdeck.chat.deltas import Content, Done, Opened, Reasoning, Timings, Usage
+from sparkdeck.chat.deltas import Content, Done, Finished, Opened, Reasoning, Timings, Usage
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.host.psi import PsiLine, PsiRates, PsiSnapshot
 from sparkdeck.settings import GuardSettings
@@ -37,13 +37,15 @@ def stream(*items: tuple[float, object]) -> list[Timed]:
 def test_figures_start_at_the_first_text_not_at_the_stream_opening() -> None:
     # Opened and Done carry no text; the role-only chunk produced no Content at all
     events = stream((10.001, Opened(200)), (10.5, Content("a")), (10.6, Content("b")),
-                    (11.5, Content("c")), (11.6, Usage(400, 11, 411)), (11.6, Done()))
+                    (11.5, Content("c")), (11.5, Finished("length")), (11.6, Usage(400, 11, 411)),
+                    (11.6, Done()))
     fig = request_figures(10.0, events, 11.7, prompt_fallback=390,
                           prompt_fallback_source="usage")
     assert fig.ok and fig.ttft_s == pytest.approx(0.5)
     assert fig.decode_tps == pytest.approx(10 / 1.0)  # 11 tokens: 10 after the first, in 1 s
     assert fig.prefill_tps == pytest.approx(400 / 0.5)
     assert (fig.prompt_source, fig.output_source) == ("usage", "usage")
+    assert fig.finish_reason == "length"
 
 
 def test_figures_without_usage_count_text_events_and_reasoning() -> None:
@@ -119,16 +121,18 @@ def test_plan_prompt_sizes_context_and_prompt_with_the_servers_counter() -> None
 def test_warnings_name_short_replies_and_miscounted_prompts() -> None:
     cfg = BenchConfig(prompt_tokens=100, output_tokens=11, concurrency=(1,), runs=1)
     plan = plan_prompt(lambda m: 100, "usage", 100)
-    short = RequestFigures(True, None, 0, 0.1, 0.2, 0.3, 104, "usage", 5, "usage")
+    short = RequestFigures(True, None, 0, 0.1, 0.2, 0.3, 104, "usage", 5, "usage",
+                           finish_reason="stop")
     text = " ".join(check_counts(cfg, plan, [RoundFigures(1, 0, (short, figs(0, .1, .2, .3)))]))
-    assert "104 prompt tokens" in text and "1 reply ended before 11 tokens" in text
+    assert "104 prompt tokens" in text
+    assert "1 reply ended before 11 tokens (fewest 5; finish reason: stop)" in text
     assert check_counts(cfg, plan, [RoundFigures(1, 0, (figs(0, .1, .2, .3, 11),))]) == []
-    burst = RequestFigures(True, None, 0, 0.9, 0.901, 1.0, 100, "usage", 11, "usage",
-                           text_chunks=11)
-    steady = RequestFigures(True, None, 0, 0.1, 0.9, 1.0, 100, "usage", 11, "usage",
-                            text_chunks=11)
-    [text] = check_counts(cfg, plan, [RoundFigures(2, 0, (burst, steady))])
-    assert text.startswith("1 of 2 replies arrived in one burst")
+    alone = RequestFigures(True, None, 0, 0.1, 1.1, 1.2, 100, "usage", 11, "usage")  # 10/s
+    burst = RequestFigures(True, None, 0, 0.9, 0.95, 1.0, 100, "usage", 11, "usage")  # 200/s
+    steady = RequestFigures(True, None, 0, 0.1, 1.5, 1.6, 100, "usage", 11, "usage")
+    [text] = check_counts(cfg, plan, [RoundFigures(1, 0, (alone,)),
+                                      RoundFigures(2, 0, (burst, steady))])
+    assert text.startswith("1 of 3 replies arrived in bursts")
 
 
 def memory(available_gib: float, total_gib: float = 128.0) -> MemorySnapshot:

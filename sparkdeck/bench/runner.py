@@ -22,7 +22,7 @@ import httpx
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler, StopCheck
 from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, request_figures,
-                                   summarise_point)
+                                   summarise, summarise_point)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
 
@@ -178,7 +178,10 @@ class BenchRunner:
         events: list[Timed] = []
         error: str | None = None
         if start is not None:
-            start.wait()
+            try:
+                start.wait()
+            except threading.BrokenBarrierError:
+                pass  # a sibling never came: send anyway, the round is still measured
         self._send_clock.reset()
         try:
             with stream:
@@ -186,6 +189,8 @@ class BenchRunner:
                     events.append(timed)
         except ChatError as exc:
             error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - any failure is this request's record
+            error = f"{type(exc).__name__}: {exc}"
         finally:
             with self._live.lock:
                 self._live.streams.discard(stream)
@@ -201,7 +206,7 @@ class BenchRunner:
                repeat: int) -> RoundFigures:
         shared = self._seed(0, 0, 0) if self.config.prefix_cache else None
         results: list[RequestFigures | None] = [None] * level
-        barrier = threading.Barrier(level) if level > 1 else None
+        barrier = threading.Barrier(level, timeout=30.0) if level > 1 else None
 
         def work(i: int) -> None:
             seed = self._seed(level, repeat, i)
@@ -301,16 +306,22 @@ def check_counts(config: BenchConfig, plan: PromptPlan | None,
             found.append("the server counts no tokens (no tokenizer endpoint, no usage): "
                          "prompt sizes are estimates")
     # A server that falls behind its clients (seen with vLLM on a starved CPU) sends most of
-    # a reply in one burst: its decode rate then measures delivery, not decoding.
-    bursts = [r for r in ok if r.text_chunks > 8 and r.first_at is not None
-              and r.last_at is not None and (r.last_at - r.first_at) < 0.1 * r.e2e_s]
+    # a reply in one burst: its decode rate then measures delivery, not decoding. One stream
+    # alone decodes fastest, so a rate far above the single-stream median gives it away.
+    alone = summarise(r.decode_tps for rnd in rounds if rnd.concurrency == 1
+                      for r in rnd.requests if r.ok).median
+    bursts = [r for rnd in rounds if rnd.concurrency > 1 for r in rnd.requests
+              if r.ok and alone and r.decode_tps and r.decode_tps > 3 * alone]
     if bursts:
-        found.append(f"{len(bursts)} of {len(ok)} replies arrived in one burst after their "
-                     "first token: their decode rates say how fast text was delivered, not "
-                     "decoded; the total figures still hold")
-    short = [r.output_tokens for r in ok if (r.output_tokens or 0) < config.output_tokens]
+        found.append(f"{len(bursts)} of {len(ok)} replies arrived in bursts (decode over 3x "
+                     "the single-stream rate): their decode rates say how fast text was "
+                     "delivered, not decoded; the total figures still hold")
+    short = [r for r in ok if (r.output_tokens or 0) < config.output_tokens]
     if short:
+        reasons = ", ".join(sorted({r.finish_reason or "none given" for r in short}))
+        fewest = min(r.output_tokens or 0 for r in short)
         found.append(f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
-                     f"{config.output_tokens} tokens (fewest {min(t or 0 for t in short)}): the "
-                     "engine stopped at end-of-sequence; decode figures use the real counts")
+                     f"{config.output_tokens} tokens (fewest {fewest}; finish reason: "
+                     f"{reasons}): an end-of-sequence the engine would not ignore, or its "
+                     "context ran out; decode figures use the real counts")
     return found

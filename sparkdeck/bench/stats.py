@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sparkdeck.chat.client import Timed
-from sparkdeck.chat.deltas import Content, Reasoning, Timings, Usage
+from sparkdeck.chat.deltas import Content, Finished, Reasoning, Timings, Usage
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class RequestFigures:
     output_source: str
     cached_tokens: int = 0
     text_chunks: int = 0
+    finish_reason: str | None = None  # the server's own: "length", "stop", ...
 
     @property
     def ttft_s(self) -> float | None:
@@ -187,6 +188,7 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
     text_events: set[float] = set()
     usage: Usage | None = None
     cached = 0
+    finish: str | None = None
     for timed in events:
         delta = timed.delta
         if isinstance(delta, (Content, Reasoning)) and delta.text:
@@ -198,6 +200,8 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
             usage = delta  # the last one wins: vLLM's continuous stats grow per chunk
         elif isinstance(delta, Timings) and delta.cache_n:
             cached = delta.cache_n
+        elif isinstance(delta, Finished):
+            finish = delta.reason
     prompt, prompt_source = prompt_fallback, prompt_fallback_source
     if usage is not None and usage.prompt_tokens is not None:
         prompt, prompt_source = usage.prompt_tokens, "usage"
@@ -211,4 +215,4 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
         sent_at=sent_at, first_at=first_at, last_at=last_at, done_at=done_at,
         prompt_tokens=prompt, prompt_source=prompt_source, output_tokens=output,
         output_source=output_source, cached_tokens=min(cached, prompt or 0),
-        text_chunks=len(text_events))
+        text_chunks=len(text_events), finish_reason=finish)
