@@ -21,10 +21,6 @@ from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
 from sparkdeck.endpoints import Endpoint
 from sparkdeck.engines import get_kind
 
-# The key for an engine that wants one comes from the environment only, never from a file.
-API_KEY_ENV = ("SPARKDECK_API_KEY",)
-
-
 class BenchSession:
     """A benchmark of the engine at `url` (or the one sparkdeck runs, or the one attached)."""
 
@@ -34,7 +30,7 @@ class BenchSession:
         self.config, self.url, self.kind = config, url, kind
         self.store = store or BenchStore()
         self.on_progress = on_progress
-        self.api_key = api_key_from_env(API_KEY_ENV)
+        self.api_key: str | None = None
         self.endpoint: Endpoint | None = None
         self.fingerprint: LaunchFingerprint | None = None
         self.runner: BenchRunner | None = None
@@ -45,6 +41,8 @@ class BenchSession:
         """Find the engine and fingerprint its launch. Raises NoBenchTarget when the engine
         cannot be reached or names no model."""
         endpoint, managed, self._watch = bench_target(self.url, self.kind)
+        # a key, for an engine that wants one, comes from the environment, never from a file
+        self.api_key = api_key_from_env(get_kind(endpoint.kind).api_key_env)
         try:
             with ChatClient(endpoint.url, api_key=self.api_key) as client:
                 model = self.config.model or client.default_model()

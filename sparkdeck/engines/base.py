@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import httpx
 
 from sparkdeck.container_spec import GeneratedFile, Mount
+from sparkdeck.metrics.exposition import parse_body
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -66,6 +69,16 @@ class EngineKind:
     # Flags sparkdeck sets from an option; putting them in `args` would bypass its checks
     # (e.g. the memory-share ceiling), so the preset loader refuses them there.
     owned_flags: ClassVar[Mapping[str, str]] = {}
+    # Environment variables that may hold the API key a server of this kind was started with,
+    # looked up in order by the chat client (keys never go into files).
+    api_key_env: ClassVar[tuple[str, ...]] = ("SPARKDECK_API_KEY", "OPENAI_API_KEY")
+    # `reasoning_effort` sent when thinking is switched off, on engines that accept it:
+    # gpt-oss (harmony) always reasons, and "low" is the nearest it has to off.
+    thinking_off_effort: ClassVar[str | None] = None
+    # Which of the engine's metric names mean what (None: sparkdeck reads no numbers).
+    metrics_map: ClassVar[MetricsMap | None] = None
+    # What a user does when the metrics endpoint answers "off" (404/501).
+    metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -92,6 +105,17 @@ class EngineKind:
     def metrics(self, preset: Preset) -> str | None:
         return self.metrics_path
 
+    def metrics_map_for(self, options: Mapping[str, Any] | None) -> MetricsMap | None:
+        """The metric names to read; `options` are a preset's kind options when known."""
+        return self.metrics_map
+
+    def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
+        """Where the sampler reads this engine's numbers; None when it has no endpoint."""
+        if not metrics_path:
+            return None
+        return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
+                             self.metrics_hint)
+
     def memory_setting(self, preset: Preset) -> str:
         """How this preset limits the engine's memory, in the engine's own words."""
         return "not set"
@@ -101,6 +125,19 @@ class EngineKind:
     ]:
         """Problems that involve more than one key, as (dotted key, message) pairs."""
         return []
+
+    def thinking_fields(self, enabled: bool) -> dict[str, Any]:
+        """Chat-request body fields that turn the model's thinking on or off on this engine.
+
+        The default is how Qwen-style chat templates are switched on servers that render
+        templates with request kwargs: `enable_thinking` (Qwen3, GLM) and `thinking`
+        (DeepSeek-V3.1); a template ignores the variables it does not use.
+        """
+        fields: dict[str, Any] = {
+            "chat_template_kwargs": {"enable_thinking": enabled, "thinking": enabled}}
+        if not enabled and self.thinking_off_effort:
+            fields["reasoning_effort"] = self.thinking_off_effort
+        return fields
 
     def identify(self, probe: EndpointProbe) -> bool:
         """True when the probed server looks like this engine kind."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -23,6 +24,25 @@ class LlamaCpp(EngineKind):
     version_paths = ("/props",)
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
+    api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
+    # tools/server/server.cpp (seen on build b11434). Token counters move when a request
+    # ends; tokens over the seconds spent generating is the speed of one stream. Cached
+    # prompt tokens over all prompt tokens is the prefix-cache hit rate.
+    metrics_map = MetricsMap(
+        generation_tokens=("llamacpp:tokens_predicted_total",),
+        prompt_tokens=("llamacpp:prompt_tokens_total",),
+        generation_seconds=("llamacpp:tokens_predicted_seconds_total",),
+        running=("llamacpp:requests_processing",),
+        waiting=("llamacpp:requests_deferred",),
+        prefix_hits=("llamacpp:prompt_tokens_cached_total",),
+        prefix_misses=("llamacpp:prompt_tokens_total",),
+        spec_accepted=("llamacpp:spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("llamacpp:spec_decode_num_draft_tokens_total",),
+        counters_move_at_request_end=True,
+        note="llama-server reports no KV-cache use or TTFT histogram",
+    )
+    metrics_hint = ("llama-server serves /metrics only with --metrics: add it to the server's "
+                    "arguments (sparkdeck's llama.cpp presets add it)")
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
                           minimum=128, maximum=4_194_304),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
@@ -20,6 +21,25 @@ class SGLang(EngineKind):
     detect_order = 20
     owned_flags = {"--mem-fraction-static": "sglang.mem_fraction_static",
                    "--port": "port", "--host": "lan"}
+    thinking_off_effort = "low"
+    # python/sglang/srt/metrics/collector.py. Its token counters move only when a request
+    # ends, so the live tok/s is its own gen_throughput gauge.
+    metrics_map = MetricsMap(
+        generation_tokens=("sglang:generation_tokens_total",),
+        prompt_tokens=("sglang:prompt_tokens_total",),
+        generation_rate_gauge=("sglang:gen_throughput",),
+        running=("sglang:num_running_reqs",),
+        waiting=("sglang:num_queue_reqs",),
+        kv_usage=("sglang:token_usage",),
+        prefix_hit_rate_gauge=("sglang:cache_hit_rate",),
+        ttft_histogram=("sglang:time_to_first_token_seconds",),
+        itl_histogram=("sglang:inter_token_latency_seconds",
+                       "sglang:time_per_output_token_seconds"),
+        spec_accept_rate_gauge=("sglang:spec_accept_rate",),
+        counters_move_at_request_end=True,
+    )
+    metrics_hint = ("SGLang serves metrics only with --enable-metrics: add it to the launch "
+                    "command (sparkdeck's SGLang presets add it)")
     options = {
         "mem_fraction_static": share_option(
             "(weights + KV pool) / whole pool; activations and CUDA graphs come on top"

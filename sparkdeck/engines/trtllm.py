@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import GeneratedFile
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -26,6 +27,26 @@ class TensorRTLLM(EngineKind):
                    "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--port": "port", "--host": "lan"}
+    thinking_off_effort = "low"
+    # tensorrt_llm/metrics/collector.py (names from its source, not seen on a live server).
+    # trtllm-serve's /metrics is JSON iteration stats; Prometheus text is /prometheus/metrics.
+    metrics_path = "/prometheus/metrics"
+    metrics_map = MetricsMap(
+        generation_tokens=("trtllm_generation_tokens_total",),
+        prompt_tokens=("trtllm_prompt_tokens_total",),
+        running=("trtllm_num_requests_running",),
+        waiting=("trtllm_num_requests_waiting",),
+        kv_usage=("trtllm_kv_cache_utilization",),
+        prefix_hits=("trtllm_kv_cache_reused_blocks_total",),
+        prefix_misses=("trtllm_kv_cache_missed_blocks_total",),
+        prefix_hit_rate_gauge=("trtllm_kv_cache_hit_rate",),
+        ttft_histogram=("trtllm_time_to_first_token_seconds",),
+        itl_histogram=("trtllm_time_per_output_token_seconds",),
+        spec_accepted=("trtllm_spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("trtllm_spec_decode_num_draft_tokens_total",),
+    )
+    metrics_hint = ("trtllm-serve has no Prometheus metrics at this path: use a release that "
+                    "serves /prometheus/metrics, or set the engine's metrics path")
     options = {
         "free_gpu_memory_fraction": share_option(
             "share of the memory left after weights that the KV cache may take"

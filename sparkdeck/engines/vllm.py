@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -23,6 +24,24 @@ class VLLM(EngineKind):
     detect_order = 10
     owned_flags = {"--gpu-memory-utilization": "vllm.gpu_memory_utilization",
                    "--port": "port", "--host": "lan"}
+    api_key_env = ("VLLM_API_KEY", *EngineKind.api_key_env)  # what `vllm serve` reads
+    thinking_off_effort = "low"
+    # vllm/v1/metrics/loggers.py; older releases spell some names differently (second).
+    metrics_map = MetricsMap(
+        generation_tokens=("vllm:generation_tokens_total",),
+        prompt_tokens=("vllm:prompt_tokens_total",),
+        running=("vllm:num_requests_running",),
+        waiting=("vllm:num_requests_waiting",),
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        prefix_queries=("vllm:prefix_cache_queries_total",
+                        "vllm:gpu_prefix_cache_queries_total"),
+        ttft_histogram=("vllm:time_to_first_token_seconds",),
+        itl_histogram=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        spec_accepted=("vllm:spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("vllm:spec_decode_num_draft_tokens_total",),
+    )
+    metrics_hint = "vLLM always serves /metrics: check the URL and that nothing proxies it away"
     options = {
         "gpu_memory_utilization": share_option(
             "share of the whole unified pool for weights, activations and KV cache"

@@ -1,0 +1,1 @@
+"""Chat with a running engine: streaming client, reply measurements, saved conversations."""

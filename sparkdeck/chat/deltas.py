@@ -1,0 +1,168 @@
+"""Typed pieces of a streamed chat reply, and how one OpenAI-style chunk becomes them.
+
+Engines disagree on where things go in a `chat.completion.chunk`: reasoning arrives as
+`delta.reasoning` (new vLLM, Ollama) or `delta.reasoning_content` (older vLLM, SGLang,
+llama.cpp); usage comes in its own chunk with empty `choices` when `stream_options.include_usage`
+is set (or in every chunk with vLLM's `continuous_usage_stats`); llama.cpp adds a `timings`
+object with the server's own speed. This module absorbs those differences so the rest of
+sparkdeck sees one vocabulary. It is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The server answered with an event stream (HTTP status and headers arrived)."""
+
+    status: int
+
+
+@dataclass(frozen=True)
+class Content:
+    """A piece of the visible answer."""
+
+    text: str
+    choice: int = 0
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """A piece of the model's thinking; `field` is the key the engine used."""
+
+    text: str
+    field: str = "reasoning_content"
+    choice: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool-call fragment exactly as the server sent it (shown raw, never executed)."""
+
+    raw: str
+    index: int = 0
+    choice: int = 0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts the server reported (`usage`)."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Timings:
+    """llama.cpp's own measurements of this request (`timings`)."""
+
+    predicted_per_second: float | None
+    prompt_per_second: float | None
+    predicted_n: int | None
+    prompt_n: int | None
+    cache_n: int | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A choice ended; `reason` is the server's finish_reason (stop, length, tool_calls...)."""
+
+    reason: str
+    choice: int = 0
+
+
+@dataclass(frozen=True)
+class Done:
+    """The `[DONE]` sentinel: the server closed the stream normally."""
+
+
+Delta = Opened | Content | Reasoning | ToolCall | Usage | Timings | Finished | Done
+
+# Newest name first: servers in transition (vLLM ~0.10) sent the same text under both keys,
+# which must not be shown twice.
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _choice_deltas(choice: Mapping[str, Any]) -> list[Delta]:
+    index = _int(choice.get("index")) or 0
+    delta = choice.get("delta")
+    found: list[Delta] = []
+    if isinstance(delta, Mapping):
+        for key in REASONING_FIELDS:
+            text = delta.get(key)
+            if isinstance(text, str) and text:
+                found.append(Reasoning(text, key, index))
+                break
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            found.append(Content(text, index))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                position = _int(call.get("index")) if isinstance(call, Mapping) else None
+                found.append(ToolCall(json.dumps(call, ensure_ascii=False), position or 0, index))
+    reason = choice.get("finish_reason")
+    if isinstance(reason, str) and reason:
+        found.append(Finished(reason, index))
+    return found
+
+
+def parse_chunk(chunk: Mapping[str, Any]) -> list[Delta]:
+    """Every delta one decoded `chat.completion.chunk` carries, in a stable order."""
+    found: list[Delta] = []
+    choices = chunk.get("choices")
+    if isinstance(choices, list):
+        for choice in choices:
+            if isinstance(choice, Mapping):
+                found.extend(_choice_deltas(choice))
+    usage = chunk.get("usage")
+    if isinstance(usage, Mapping):
+        found.append(Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")),
+                           _int(usage.get("total_tokens"))))
+    timings = chunk.get("timings")
+    if isinstance(timings, Mapping):
+        found.append(Timings(_float(timings.get("predicted_per_second")),
+                             _float(timings.get("prompt_per_second")),
+                             _int(timings.get("predicted_n")), _int(timings.get("prompt_n")),
+                             _int(timings.get("cache_n"))))
+    return found
+
+
+def error_in(payload: Any) -> tuple[str, Any] | None:
+    """The (message, code) of an error object in a decoded body or event, else None.
+
+    Shapes seen: `{"error": {"message", "type", "code"}}` (OpenAI, llama.cpp, new vLLM, Ollama,
+    SGLang), `{"object": "error", "message"}` (older vLLM, flat), `{"error": "text"}`, and
+    FastAPI's `{"detail": ...}` for a body that fails validation.
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    error = payload.get("error")
+    if isinstance(error, Mapping):
+        message = error.get("message") or error.get("msg") or json.dumps(error)
+        return str(message), error.get("code")
+    if isinstance(error, str) and error:
+        return error, payload.get("code")
+    if payload.get("object") == "error":
+        return str(payload.get("message") or json.dumps(payload)), payload.get("code")
+    detail = payload.get("detail")
+    if detail:
+        if isinstance(detail, list):
+            detail = "; ".join(str(d.get("msg", d)) if isinstance(d, Mapping) else str(d)
+                               for d in detail)
+        return str(detail), None
+    return None

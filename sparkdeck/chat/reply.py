@@ -1,0 +1,116 @@
+"""One reply being assembled from timed deltas, and the figures measured on it.
+
+TTFT runs from the moment the request was sent to the first generated token, reasoning or
+content (a thinking model's first token is a reasoning token, and that is what the user waits
+for). Decode speed is measured by the client from the first generated token to the last:
+(tokens - 1) / (t_last - t_first), since the first token's time belongs to TTFT. Token counts
+come from the server's `usage` when it sends one; otherwise each streamed piece counts as one
+token, which engines that stream token by token make exact and others make an estimate
+(`tokens_from` says which). The server's own speed (llama.cpp `timings`) is kept beside the
+client's figure, never mixed into it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkdeck.chat.client import Timed
+from sparkdeck.chat.deltas import Content, Finished, Reasoning, Timings, ToolCall, Usage
+
+
+@dataclass(frozen=True)
+class ReplyFigures:
+    """What the user sees beside a reply: speed and size, each with where it came from."""
+
+    ttft_s: float | None
+    decode_tps: float | None
+    completion_tokens: int | None
+    prompt_tokens: int | None
+    tokens_from: str  # "usage" (the server's count) or "chunks" (one per streamed piece)
+    server_tps: float | None
+    elapsed_s: float | None
+    finish_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """A one-line caption such as `TTFT 0.21 s · 41.3 tok/s (server 42.0) · 512 tok`."""
+        parts = []
+        if self.ttft_s is not None:
+            parts.append(f"TTFT {self.ttft_s:.2f} s")
+        if self.decode_tps is not None:
+            speed = f"{self.decode_tps:.1f} tok/s"
+            if self.server_tps is not None:
+                speed += f" (server {self.server_tps:.1f})"
+            parts.append(speed)
+        elif self.server_tps is not None:
+            parts.append(f"server {self.server_tps:.1f} tok/s")
+        if self.completion_tokens is not None:
+            approx = "" if self.tokens_from == "usage" else "~"
+            parts.append(f"{approx}{self.completion_tokens} tok")
+        if self.finish_reason and self.finish_reason != "stop":
+            parts.append(self.finish_reason)
+        return " · ".join(parts)
+
+
+@dataclass
+class ReplyBuilder:
+    """Collects one reply's text and timings from the `Timed` deltas of a stream."""
+
+    sent_at: float
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    pieces: int = 0
+    usage: Usage | None = None
+    timings: Timings | None = None
+    finish_reason: str | None = None
+    ended_at: float | None = None
+
+    def add(self, timed: Timed) -> None:
+        delta = timed.delta
+        if isinstance(delta, (Content, Reasoning)):
+            (self.content if isinstance(delta, Content) else self.reasoning).append(delta.text)
+            if self.first_token_at is None:
+                self.first_token_at = timed.at
+            self.last_token_at = timed.at
+            self.pieces += 1
+        elif isinstance(delta, ToolCall):
+            self.tool_calls.append(delta.raw)
+        elif isinstance(delta, Usage):
+            self.usage = delta
+        elif isinstance(delta, Timings):
+            self.timings = delta
+        elif isinstance(delta, Finished):
+            self.finish_reason = delta.reason
+        self.ended_at = timed.at
+
+    @property
+    def text(self) -> str:
+        return "".join(self.content)
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    def figures(self) -> ReplyFigures:
+        completion = self.usage.completion_tokens if self.usage else None
+        tokens_from = "usage" if completion is not None else "chunks"
+        if completion is None and self.pieces:
+            completion = self.pieces
+        ttft = self.first_token_at - self.sent_at if self.first_token_at is not None else None
+        decode = None
+        if (completion and completion > 1 and self.first_token_at is not None
+                and self.last_token_at is not None and self.last_token_at > self.first_token_at):
+            decode = (completion - 1) / (self.last_token_at - self.first_token_at)
+        return ReplyFigures(
+            ttft_s=ttft, decode_tps=decode, completion_tokens=completion,
+            prompt_tokens=self.usage.prompt_tokens if self.usage else None,
+            tokens_from=tokens_from,
+            server_tps=self.timings.predicted_per_second if self.timings else None,
+            elapsed_s=self.ended_at - self.sent_at if self.ended_at is not None else None,
+            finish_reason=self.finish_reason)

@@ -1,0 +1,291 @@
+"""The chat pane: talk to the running engine, watch the reply stream, keep the conversation.
+
+The pane owns one `ChatSession`. Sending runs `session.ask` in a thread worker; the worker
+puts each piece of the reply into a `ReplyFeed` and wakes the pane with one `DeltasReady`
+message at a time (never one message per token: at thousands of tokens a second the pane
+drains whatever gathered since the last wake-up). Esc closes the HTTP stream so the engine
+aborts the request. The log follows new text only while the reader is at the bottom (Textual's
+anchor: scrolling up releases it, scrolling back to the end restores it).
+
+Keys: Enter sends, Esc cancels, ctrl+r folds the last reply's reasoning, ctrl+t toggles
+thinking, ctrl+o lists saved conversations, ctrl+n starts a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, Switch
+
+from sparkdeck.chat.client import ChatClient, Timed, api_key_from_env
+from sparkdeck.chat.deltas import Content, Reasoning, ToolCall
+from sparkdeck.chat.session import ChatSession, ChatSettings, ReplyOutcome
+from sparkdeck.chat.store import Conversation, list_conversations, load
+from sparkdeck.engines import EngineKind
+from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
+
+
+class ReplyFeed:
+    """Pieces of a reply handed from the worker thread to the UI, drained in batches."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._tools: list[str] = []
+        self._woken = False
+
+    def push(self, timed: Timed) -> bool:
+        """Keep a piece; True when the UI must be woken (no wake-up is pending)."""
+        delta = timed.delta
+        with self._lock:
+            if isinstance(delta, Content):
+                self._content.append(delta.text)
+            elif isinstance(delta, Reasoning):
+                self._reasoning.append(delta.text)
+            elif isinstance(delta, ToolCall):
+                self._tools.append(delta.raw)
+            else:
+                return False
+            wake, self._woken = not self._woken, True
+            return wake
+
+    def drain(self) -> tuple[str, str, list[str]]:
+        with self._lock:
+            taken = ("".join(self._content), "".join(self._reasoning), self._tools)
+            self._content, self._reasoning, self._tools = [], [], []
+            self._woken = False
+            return taken
+
+
+class ChatPane(Vertical):
+    """Chat with the engine at `base_url` (of `kind`); optionally continue `conversation`."""
+
+    DEFAULT_CSS = """
+    ChatPane { height: 1fr; }
+    ChatPane #chat-settings { height: auto; }
+    ChatPane #chat-settings Input { width: 1fr; }
+    ChatPane #chat-settings #chat-system { width: 3fr; }
+    ChatPane #chat-settings Label { padding: 1 1 0 1; }
+    ChatPane #chat-log { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("escape", "cancel", "cancel reply", id="chat.cancel"),
+        Binding("ctrl+r", "fold_reasoning", "fold reasoning", id="chat.fold"),
+        Binding("ctrl+t", "toggle_thinking", "thinking", id="chat.thinking"),
+        Binding("ctrl+o", "open_conversations", "conversations", id="chat.open"),
+        Binding("ctrl+n", "new_conversation", "new chat", id="chat.new"),
+    ]
+
+    class DeltasReady(Message):
+        """Pieces of the streaming reply are waiting in its feed."""
+
+        def __init__(self, view: ReplyView, feed: ReplyFeed) -> None:
+            super().__init__()
+            self.view, self.feed = view, feed
+
+        def can_replace(self, message: Message) -> bool:
+            # one pending wake-up per reply is enough: the drain takes everything
+            return isinstance(message, ChatPane.DeltasReady) and message.view is self.view
+
+    class ReplyEnded(Message):
+        """The worker finished a reply (outcome None: it failed with an unexpected error)."""
+
+        def __init__(self, view: ReplyView, feed: ReplyFeed,
+                     outcome: ReplyOutcome | None) -> None:
+            super().__init__()
+            self.view, self.feed, self.outcome = view, feed, outcome
+
+    class ConversationLoaded(Message):
+        def __init__(self, conversation: Conversation) -> None:
+            super().__init__()
+            self.conversation = conversation
+
+    def __init__(self, base_url: str, kind: EngineKind, *,
+                 conversation: Conversation | None = None,
+                 settings: ChatSettings | None = None, save: bool = True,
+                 id: str | None = "chat-pane") -> None:
+        super().__init__(id=id)
+        self.base_url, self.kind, self.save = base_url, kind, save
+        self.client = ChatClient(base_url, api_key=api_key_from_env(kind.api_key_env))
+        self._initial = conversation
+        self._settings = settings or ChatSettings()
+        self._thinking_touched = self._settings.thinking is not None
+        self.session = self._new_session()
+        self.streaming = False
+
+    # ----- layout ------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        s = self._settings
+        with Horizontal(id="chat-settings"):
+            yield Input(s.system, placeholder="system prompt", id="chat-system")
+            yield Input("" if s.temperature is None else f"{s.temperature:g}",
+                        placeholder="temperature", type="number", id="chat-temperature")
+            yield Input("" if s.max_tokens is None else str(s.max_tokens),
+                        placeholder="max tokens", type="integer", id="chat-max-tokens")
+            yield Label("thinking: default", id="chat-thinking-label")
+            yield Switch(s.thinking is not False, id="chat-thinking")
+        yield VerticalScroll(id="chat-log")
+        yield Input(placeholder=f"ask {self.kind.title} at {self.base_url} (Enter sends)",
+                    id="chat-input")
+
+    def on_mount(self) -> None:
+        self.query_one("#chat-log", VerticalScroll).anchor()
+        self._show_thinking()
+        if self._initial is not None:
+            self.post_message(self.ConversationLoaded(self._initial))
+        self.query_one("#chat-input", Input).focus()
+
+    def on_unmount(self) -> None:
+        self.session.cancel()
+        self.session.close()
+        self.client.close()
+
+    # ----- settings ----------------------------------------------------------------------
+    def _new_session(self) -> ChatSession:
+        return ChatSession(self.client, self.kind, self._settings, save=self.save)
+
+    def _read_settings(self) -> ChatSettings | None:
+        """The settings inputs as values; None (and a notification) when one is invalid."""
+        try:
+            temperature_text = self.query_one("#chat-temperature", Input).value.strip()
+            max_tokens_text = self.query_one("#chat-max-tokens", Input).value.strip()
+            temperature = float(temperature_text) if temperature_text else None
+            max_tokens = int(max_tokens_text) if max_tokens_text else None
+        except ValueError as exc:
+            self.notify(f"chat settings: {exc}", severity="error")
+            return None
+        if max_tokens is not None and max_tokens < 1:
+            self.notify("chat settings: max tokens must be at least 1", severity="error")
+            return None
+        thinking = self.query_one("#chat-thinking", Switch).value if (
+            self._thinking_touched) else None
+        return ChatSettings(self.query_one("#chat-system", Input).value, temperature,
+                            max_tokens, thinking)
+
+    @on(Switch.Changed, "#chat-thinking")
+    def _thinking_changed(self) -> None:
+        self._thinking_touched = True
+        self._show_thinking()
+
+    def _show_thinking(self) -> None:
+        switch = self.query_one("#chat-thinking", Switch)
+        state = ("on" if switch.value else "off") if self._thinking_touched else "default"
+        self.query_one("#chat-thinking-label", Label).update(f"thinking: {state}")
+
+    def action_toggle_thinking(self) -> None:
+        self.query_one("#chat-thinking", Switch).toggle()
+
+    # ----- sending and streaming ----------------------------------------------------------
+    @on(Input.Submitted, "#chat-input")
+    async def _submitted(self, event: Input.Submitted) -> None:
+        prompt = event.value.strip()
+        if not prompt:
+            return
+        if self.streaming:
+            self.notify("a reply is still streaming; Esc cancels it", severity="warning")
+            return
+        settings = self._read_settings()
+        if settings is None:
+            return
+        event.input.value = ""
+        self.session.settings = settings
+        log = self.query_one("#chat-log", VerticalScroll)
+        view = ReplyView()
+        await log.mount_all([UserMessage(prompt), view])
+        log.anchor()  # the user just asked: follow the answer again
+        self.streaming = True
+        feed = ReplyFeed()
+        self.run_worker(partial(self._reply_worker, prompt, view, feed), thread=True,
+                        name="chat-reply", group="chat", description=f"chat: {prompt[:40]}",
+                        exit_on_error=False)
+
+    def _reply_worker(self, prompt: str, view: ReplyView, feed: ReplyFeed) -> None:
+        """Thread worker: stream one reply; posts messages, never touches widgets."""
+        outcome = None
+
+        def on_delta(timed: Timed) -> None:
+            if feed.push(timed):
+                self.post_message(self.DeltasReady(view, feed))
+
+        try:
+            outcome = self.session.ask(prompt, on_delta=on_delta)
+        finally:
+            # always end the reply on screen; an unexpected error still reaches the app's
+            # worker-failure handler through the worker's ERROR state
+            self.post_message(self.ReplyEnded(view, feed, outcome))
+
+    async def on_chat_pane_deltas_ready(self, message: DeltasReady) -> None:
+        await message.view.feed(*message.feed.drain())
+
+    async def on_chat_pane_reply_ended(self, message: ReplyEnded) -> None:
+        await message.view.feed(*message.feed.drain())
+        await message.view.finish(message.outcome)
+        self.streaming = False
+
+    def action_cancel(self) -> None:
+        if self.streaming:
+            self.session.cancel()
+
+    def action_fold_reasoning(self) -> None:
+        replies = self.query(ReplyView)
+        with_reasoning = [r for r in replies if r.reasoning_text]
+        if with_reasoning:
+            with_reasoning[-1].toggle_reasoning()
+
+    # ----- conversations ------------------------------------------------------------------
+    def action_new_conversation(self) -> None:
+        if self.streaming:
+            self.notify("a reply is still streaming; Esc cancels it", severity="warning")
+            return
+        self.session.close()
+        self.session = self._new_session()
+        self.query_one("#chat-log", VerticalScroll).remove_children()
+
+    def action_open_conversations(self) -> None:
+        self.run_worker(self._list_worker, thread=True, name="chat-list", group="chat-files",
+                        exit_on_error=False)
+
+    def _list_worker(self) -> None:
+        found = list_conversations()
+        self.app.call_from_thread(self.app.push_screen, ConversationsScreen(found),
+                                  self._chosen)
+
+    def _chosen(self, path: Path | None) -> None:
+        if path is None:
+            return
+        if self.streaming:
+            self.notify("a reply is still streaming; Esc cancels it", severity="warning")
+            return
+        self.run_worker(partial(self._load_worker, path), thread=True, name="chat-load",
+                        group="chat-files", exit_on_error=False)
+
+    def _load_worker(self, path: Path) -> None:
+        self.post_message(self.ConversationLoaded(load(path)))
+
+    async def on_chat_pane_conversation_loaded(self, message: ConversationLoaded) -> None:
+        conversation = message.conversation
+        self.session.close()
+        self.session = ChatSession.reopen(self.client, self.kind, conversation,
+                                          self._read_settings() or self._settings)
+        self.query_one("#chat-system", Input).value = self.session.settings.system
+        log = self.query_one("#chat-log", VerticalScroll)
+        await log.remove_children()
+        for turn in conversation.turns:
+            if turn.role == "user":
+                await log.mount(UserMessage(turn.content))
+            else:
+                view = ReplyView()
+                await log.mount(view)
+                await view.show_saved(turn)
+        log.anchor()
+        note = f" ({conversation.skipped_lines} unreadable line(s) skipped)" if (
+            conversation.skipped_lines) else ""
+        self.notify(f"reopened {conversation.title}{note}", title="chat")

@@ -1,0 +1,43 @@
+"""A tiny host App for the chat pane in Pilot tests, and a wait helper instead of sleeps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.worker import Worker, WorkerState
+
+from sparkdeck.engines import get_kind
+from sparkdeck.ui.chat_pane import ChatPane
+
+
+class PaneHost(App):
+    """Hosts one ChatPane; records worker failures the way the real app handles them."""
+
+    def __init__(self, url: str, kind: str = "vllm", **pane_args: Any) -> None:
+        super().__init__()
+        self.url, self.kind, self.pane_args = url, kind, pane_args
+        self.worker_errors: list[BaseException] = []
+
+    def compose(self) -> ComposeResult:
+        yield ChatPane(self.url, get_kind(self.kind), **self.pane_args)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.worker_errors.append(event.worker.error)
+
+    @property
+    def pane(self) -> ChatPane:
+        return self.query_one(ChatPane)
+
+
+async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0,
+                     what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.02)

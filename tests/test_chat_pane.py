@@ -1,0 +1,242 @@
+"""The chat pane in a tiny host app, driven with Pilot against a real loopback HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from sparkdeck.chat.store import ConversationWriter, load
+from sparkdeck.engines import get_kind
+from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
+from textual.containers import VerticalScroll
+from textual.widgets import Input, Label
+from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
+from tests.support.pane_host import PaneHost, wait_until
+
+SSE = Path(__file__).parent / "fixtures" / "sse"
+SIZE = (100, 40)
+
+
+@pytest.fixture
+def server():
+    with LoopbackOpenAI(models=("qwen3",)) as running:
+        yield running
+
+
+def _recorded(name: str) -> Scripted:
+    return Scripted(sse_events((SSE / name).read_text(encoding="utf-8")))
+
+
+def sync(test):
+    """Run an async Pilot test with asyncio.run (the suite has no async plugin)."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        asyncio.run(test(*args, **kwargs))
+    return run
+
+
+async def _send(pilot, text: str) -> ReplyView:
+    before = len(pilot.app.query(ReplyView))
+    pilot.app.query_one("#chat-input", Input).value = text
+    pilot.app.query_one("#chat-input", Input).focus()
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: len(pilot.app.query(ReplyView)) > before, what="reply view")
+    return list(pilot.app.query(ReplyView))[-1]
+
+
+async def _finished(pilot) -> None:
+    await wait_until(pilot, lambda: not pilot.app.pane.streaming, what="reply to end")
+
+
+@sync
+async def test_send_streams_reasoning_and_answer_and_saves_them(server, isolated_dirs):
+    server.answer(_recorded("vllm_new_reasoning.sse"))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "hello")
+        await _finished(pilot)
+        assert view.content_text == "Hello!" and view.content.source == "Hello!"
+        assert view.reasoning_text == "The user greets me." and view.has_class("-has-reasoning")
+        caption = str(view.caption.render())
+        assert "TTFT" in caption and "4 tok" in caption
+        assert [m.text for m in app.query(UserMessage)] == ["hello"]
+        assert app.query_one("#chat-input", Input).value == ""
+        session_id = app.pane.session.conversation_id
+    assert not app.worker_errors
+    (saved,) = (isolated_dirs["data"] / "conversations").glob("*.jsonl")
+    assert saved.stem == session_id
+    user, reply = load(saved).turns
+    assert (user.content, reply.content, reply.reasoning) == (
+        "hello", "Hello!", "The user greets me.")
+
+
+@sync
+async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
+    server.answer(Scripted([chunk_event("word ")] * 3, pause=0.05,
+                           repeat_forever=chunk_event("word ")))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "go on forever")
+        await wait_until(pilot, lambda: view.content_text.count("word") >= 3, what="tokens")
+        await pilot.press("escape")
+        await _finished(pilot)
+        assert str(view.caption.render()).startswith("cancelled")
+        assert server.disconnected.wait(5)
+        # the pane takes the next question
+        server.answer(_recorded("vllm_old_reasoning_content.sse"))
+        second = await _send(pilot, "2+2?")
+        await _finished(pilot)
+        assert second.content_text == "4"
+    sent = [server.next_request()["body"] for _ in range(2)][1]
+    # the cancelled reply's text is part of the history it continues from
+    assert sent["messages"][0] == {"role": "user", "content": "go on forever"}
+    assert sent["messages"][1]["role"] == "assistant"
+    assert sent["messages"][1]["content"].startswith("word word word")
+
+
+@sync
+async def test_fold_reasoning_with_ctrl_r(server):
+    server.answer(_recorded("sglang_reasoning_content.sse"))
+    app = PaneHost(server.url, kind="sglang")
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "hi")
+        await _finished(pilot)
+        assert view.reasoning_text == "Okay, the user says hi."
+        assert view.reasoning_block.collapsed is False
+        await pilot.press("ctrl+r")
+        assert view.reasoning_block.collapsed is True
+        await pilot.press("ctrl+r")
+        assert view.reasoning_block.collapsed is False
+
+
+@sync
+async def test_thinking_switch_is_sent_only_once_touched_and_mapped_per_kind(server):
+    app = PaneHost(server.url, kind="vllm")
+    async with app.run_test(size=SIZE) as pilot:
+        label = app.query_one("#chat-thinking-label", Label)
+        assert str(label.render()) == "thinking: default"
+        server.answer(_recorded("vllm_new_reasoning.sse"))
+        await _send(pilot, "one")
+        await _finished(pilot)
+        await pilot.press("ctrl+t")
+        assert str(label.render()) == "thinking: off"
+        server.answer(_recorded("vllm_new_reasoning.sse"))
+        await _send(pilot, "two")
+        await _finished(pilot)
+    first, second = server.next_request()["body"], server.next_request()["body"]
+    assert "chat_template_kwargs" not in first and "reasoning_effort" not in first
+    for key, value in get_kind("vllm").thinking_fields(False).items():
+        assert second[key] == value
+
+
+@sync
+async def test_settings_inputs_shape_the_request(server):
+    server.answer(_recorded("vllm_new_reasoning.sse"))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one("#chat-system", Input).value = "answer in French"
+        app.query_one("#chat-temperature", Input).value = "0.3"
+        app.query_one("#chat-max-tokens", Input).value = "64"
+        await _send(pilot, "hello")
+        await _finished(pilot)
+    body = server.next_request()["body"]
+    assert body["messages"][0] == {"role": "system", "content": "answer in French"}
+    assert body["temperature"] == 0.3 and body["max_tokens"] == 64
+
+
+@sync
+async def test_http_error_is_shown_in_the_conversation(server):
+    server.answer(Scripted([json.dumps({"error": {"message": "chat template error: roles "
+                                                  "must alternate", "code": 400}}).encode()],
+                           status=400, content_type="application/json"))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "hi")
+        await _finished(pilot)
+        assert view.has_class("-failed")
+        error = str(view.query_one(".chat-error").render())
+        assert "HTTP 400" in error and "roles must alternate" in error
+    assert not app.worker_errors
+
+
+@sync
+async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
+    server.answer(Scripted([chunk_event(f"line {i}\n\n") for i in range(60)], pause=0.01,
+                           repeat_forever=chunk_event("more\n\n")))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        log = app.query_one("#chat-log", VerticalScroll)
+        view = await _send(pilot, "long")
+        await wait_until(pilot, lambda: log.max_scroll_y > 20, what="overflow")
+        await wait_until(pilot, lambda: log.scroll_y >= log.max_scroll_y - 1, what="following")
+        log.scroll_home(animate=False)  # the reader scrolls up to read
+        await pilot.pause(0.3)
+        grown = log.max_scroll_y
+        await wait_until(pilot, lambda: log.max_scroll_y > grown + 5, what="more text")
+        assert log.scroll_y < 5  # left where the reader put it
+        log.scroll_end(animate=False)  # back at the bottom: follows again
+        await pilot.pause(0.3)
+        grown = log.max_scroll_y
+        await wait_until(pilot, lambda: log.max_scroll_y > grown + 5, what="more text")
+        await wait_until(pilot, lambda: log.scroll_y >= log.max_scroll_y - 2, what="follow")
+        await pilot.press("escape")
+        await _finished(pilot)
+        assert view.content_text.startswith("line 0")
+
+
+@sync
+async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs):
+    with ConversationWriter.create({"endpoint": server.url, "kind": "vllm", "model": "qwen3",
+                                    "system": "be brief"}) as w:
+        w.user("What is 2+2?")
+        w.reply_started("qwen3", {})
+        w.reasoning("Simple sum.")
+        w.content("**4**")
+        w.reply_ended({"ttft_s": 0.1, "decode_tps": 20.0, "completion_tokens": 5,
+                       "prompt_tokens": 3, "tokens_from": "usage", "server_tps": None,
+                       "elapsed_s": 0.3, "finish_reason": "stop"})
+        path = w.path
+    with path.open("ab") as fh:
+        fh.write(b'{"type": "user", "content": "cut')  # a crash left half a line
+    server.answer(_recorded("vllm_new_reasoning.sse"))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen),
+                         what="conversation list")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app.query(ReplyView)) == 1, what="reopened reply")
+        (old,) = app.query(ReplyView)
+        assert old.content_text == "**4**" and old.reasoning_text == "Simple sum."
+        assert "TTFT 0.10 s" in str(old.caption.render())
+        assert app.query_one("#chat-system", Input).value == "be brief"
+        await _send(pilot, "And 3+3?")
+        await _finished(pilot)
+    body = server.next_request()["body"]
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "**4**"}, {"role": "user", "content": "And 3+3?"}]
+    turns = load(path).turns
+    assert [t.content for t in turns] == ["What is 2+2?", "**4**", "And 3+3?", "Hello!"]
+
+
+@sync
+async def test_export_from_the_list_writes_markdown(server, isolated_dirs):
+    with ConversationWriter.create({"model": "m"}) as w:
+        w.user("export me")
+        w.reply_started("m", {})
+        w.content("done")
+        w.reply_ended(None)
+    app = PaneHost(server.url)
+    target = isolated_dirs["data"] / "exports" / f"{w.path.stem}.md"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen),
+                         what="conversation list")
+        await pilot.press("e")
+        await wait_until(pilot, target.exists, what="export")
+    assert target.read_text().startswith("# export me\n")
