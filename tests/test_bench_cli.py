@@ -17,9 +17,12 @@ import httpx
 import pytest
 
 import sparkdeck.bench.runner as runner_module
+import sparkdeck.bench.target as target_module
 from sparkdeck import cli
 from sparkdeck.bench.sampler import ResourceSampler
 from sparkdeck.bench.store import BenchStore
+from sparkdeck.guard.readings import HostReadings
+from sparkdeck.guard.records import recent_actions
 from sparkdeck.host.meminfo import MemorySnapshot
 from tests.test_bench_accuracy import start_timed_server
 
@@ -86,23 +89,25 @@ def test_bad_levels_are_a_usage_error(isolated_dirs: dict[str, Path]) -> None:
 
 
 class FakeSparkMemory:
-    """A fake: a 128 GiB Spark whose MemAvailable collapses after a few readings (no Spark
+    """A fake: a 128 GiB Spark whose MemAvailable collapses `healthy_s` seconds in (no Spark
     here, and the test must not starve the real machine of memory)."""
 
-    def __init__(self, healthy_reads: int):
-        self.reads, self.healthy_reads = 0, healthy_reads
+    def __init__(self, healthy_s: float):
+        self.until = time.monotonic() + healthy_s
 
     def __call__(self) -> MemorySnapshot:
-        self.reads += 1
-        available = 60 * GIB if self.reads <= self.healthy_reads else 3 * GIB
+        available = 60 * GIB if time.monotonic() < self.until else 3 * GIB
         return MemorySnapshot(128 * GIB, available, available, 0, 0, 0, 0)
 
 
-def test_a_watchdog_stop_ends_the_run_with_a_clear_record(
+def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     proc, url = start_timed_server("usage_end", prefill=20000.0, decode=50.0)
     try:
-        fake = FakeSparkMemory(healthy_reads=6)
+        fake = FakeSparkMemory(healthy_s=1.5)
+        # the guard's own watchdog and the run's sampler both read the fake
+        monkeypatch.setattr(target_module, "HostReadings",
+                            lambda: HostReadings(read_memory=fake))
         monkeypatch.setattr(runner_module, "ResourceSampler",
                             lambda hz: ResourceSampler(hz, read_memory=fake))
         began = time.monotonic()
@@ -117,9 +122,12 @@ def test_a_watchdog_stop_ends_the_run_with_a_clear_record(
     assert code == 1
     assert "benchmark stopped: memory watchdog: MemAvailable 2.3 % < 5 %" in err
     assert "saved as run 1" in err
-    # 3 runs of 400 tokens at 50 tok/s would take 24 s; the stop came at ~1.5 s and the
-    # reply in flight was aborted, not waited for
+    # 3 runs of 400 tokens at 50 tok/s would take 24 s; the stop came at ~2 s (the guard
+    # reads once a second) and the reply in flight was aborted, not waited for
     assert took < 8 and log == []
     [run] = BenchStore().runs()
     assert run.status == "stopped" and "MemAvailable" in run.reason
     assert run.peaks["min_available_bytes"] == 3 * GIB and run.finished_at
+    # the guard kept its own record of the decision, as for any engine it watches
+    [action] = recent_actions()
+    assert action["action"] == "stopped" and action["engine"] == url.split("//")[1]

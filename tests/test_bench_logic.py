@@ -12,12 +12,10 @@ from sparkdeck.bench.prompt import chat_messages, filler, fit_words, plan_prompt
 from sparkdeck.bench.runner import BenchConfig, check_counts
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSample, fold
 from sparkdeck.bench.stats import RequestFigures, RoundFigures, summarise, summarise_point
-from sparkdeck.bench.target import threshold_stop_check
 from sparkdeck.chat.client import Timed
 from sparkdeck.chat.deltas import Content, Done, Finished, Opened, Reasoning, Timings, Usage
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.host.psi import PsiLine, PsiRates, PsiSnapshot
-from sparkdeck.settings import GuardSettings
 
 GIB = 2**30
 
@@ -152,18 +150,6 @@ def test_peaks_keep_the_extremes() -> None:
     assert peaks.samples == 3 and peaks.min_available_bytes == 60 * GIB
     assert peaks.peak_used_bytes == 68 * GIB and peaks.max_some_avg10 == 9.0
     assert peaks.max_full_avg10 == 4.5 and peaks.max_full_rate_pct == 3.0
-
-
-def test_watchdog_thresholds_stop_on_low_memory_and_sustained_stalls() -> None:
-    check = threshold_stop_check(GuardSettings())  # 5 % available, 5 % full for 3 samples
-    assert check(ResourceSample(0, memory(50), None, None)) is None
-    assert "MemAvailable 3.9 %" in check(ResourceSample(0, memory(5), None, None))
-    stall = ResourceSample(0, memory(50), None, PsiRates(20.0, 9.0, 0.25))
-    calm = ResourceSample(0, memory(50), None, PsiRates(0.0, 0.0, 0.25))
-    assert [check(s) for s in (stall, stall, calm, stall, stall)] == [None] * 5
-    assert "full stall rate" in check(stall)
-    assert threshold_stop_check(GuardSettings(mode="warn"))(
-        ResourceSample(0, memory(1), None, None)) is None
 
 
 def test_padding_lands_on_the_exact_count_when_words_cost_several_tokens() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
-from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler, StopCheck
+from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
 from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, request_figures,
                                    summarise, summarise_point)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
@@ -135,7 +135,7 @@ class BenchRunner:
     """Runs one benchmark against an OpenAI-compatible server at `base_url`."""
 
     def __init__(self, base_url: str, kind: EngineKind, config: BenchConfig, *,
-                 api_key: str | None = None, stop_check: StopCheck | None = None,
+                 api_key: str | None = None,
                  on_progress: Callable[[BenchProgress], None] | None = None,
                  on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
                  sampler: ResourceSampler | None = None):
@@ -145,8 +145,6 @@ class BenchRunner:
         self.on_point = on_point or (lambda p, r: None)
         self._live = _Live()
         self.sampler = sampler or ResourceSampler(config.sampler_hz)
-        self.sampler.stop_check = stop_check or self.sampler.stop_check
-        self.sampler.on_stop = lambda reason: self.cancel(f"memory watchdog: {reason}")
         self._nonce = random.SystemRandom().randrange(1 << 30)
         self._send_clock = SendClockTransport()
 
@@ -267,6 +265,9 @@ class BenchRunner:
         except (ChatError, PromptError, httpx.HTTPError, ValueError) as exc:
             self._live.reason = self._live.reason or str(exc)
             return self._outcome(model, "failed", plan, points, rounds, warnings, started)
+        except BaseException:
+            self.sampler.stop()  # a bug: no sampler thread left behind, and the traceback
+            raise
         warnings += check_counts(cfg, plan, rounds)
         if self._live.stop.is_set():
             return self._outcome(model, "stopped", plan, points, rounds, warnings, started)

@@ -1,10 +1,9 @@
-"""Memory and pressure while a benchmark runs, and the seam through which a run is stopped.
+"""Memory and pressure while a benchmark runs: what the run cost the host.
 
 A thread reads /proc/meminfo and /proc/pressure/memory a few times a second and keeps the
-extremes (peak used, lowest MemAvailable, highest PSI some/full). After every reading it asks
-a stop check - a callable that returns a reason to stop now, or None - so the memory
-watchdog keeps watching while the benchmark loads the engine, and a stop ends the run with
-the reason on record.
+extremes (peak used, lowest MemAvailable, highest PSI some/full) for the run's record.
+Stopping a run that endangers the host is the guard's watchdog's job (see
+sparkdeck.bench.target), which runs beside it at the guard's own rate and thresholds.
 """
 
 from __future__ import annotations
@@ -27,9 +26,6 @@ class ResourceSample:
     memory: MemorySnapshot | None
     pressure: PsiSnapshot | None
     rates: PsiRates | None
-
-
-StopCheck = Callable[[ResourceSample], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -74,24 +70,21 @@ def fold(peaks: ResourcePeaks, sample: ResourceSample) -> ResourcePeaks:
 
 
 class ResourceSampler:
-    """Samples in a daemon thread until stopped; `on_stop(reason)` fires once if a check trips.
+    """Samples in a daemon thread until stopped.
 
     The readers are parameters so a test can feed a Spark-sized memory picture (a fake,
-    since no Spark is here) while the thread, folding and stop path stay the real ones.
+    since no Spark is here) while the thread and the folding stay the real ones.
     """
 
-    def __init__(self, hz: float = 4.0, stop_check: StopCheck | None = None,
-                 on_stop: Callable[[str], None] | None = None,
+    def __init__(self, hz: float = 4.0,
                  read_memory: Callable[[], MemorySnapshot] = read_meminfo,
                  read_psi: Callable[[], PsiSnapshot] = read_pressure):
         self.interval = 1.0 / hz
-        self.stop_check, self.on_stop = stop_check, on_stop
         self._read_memory, self._read_psi = read_memory, read_psi
         self._peaks = ResourcePeaks()
         self._previous_psi: PsiSnapshot | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-sampler", daemon=True)
-        self.stop_reason: str | None = None
 
     def sample_once(self) -> ResourceSample:
         problems = list(self._peaks.problems)
@@ -114,13 +107,7 @@ class ResourceSampler:
 
     def _loop(self) -> None:
         while True:
-            sample = self.sample_once()
-            if self.stop_check is not None and self.stop_reason is None:
-                reason = self.stop_check(sample)
-                if reason:
-                    self.stop_reason = reason
-                    if self.on_stop is not None:
-                        self.on_stop(reason)
+            self.sample_once()
             if self._done.wait(self.interval):
                 return
 

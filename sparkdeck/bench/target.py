@@ -6,16 +6,17 @@ engine. The fingerprint ties results to settings: for an engine sparkdeck launch
 preset, the image's content id, the argv Docker started and when; for any engine the kind,
 the model and the version the server reports (/version, /props, ... per engine kind). Two
 runs with the same key measured the same launch settings, which is what the comparison view
-groups by. While the benchmark runs the memory watchdog keeps its thresholds (settings.toml,
-[guard]): when they trip, the run ends with the reason on record and, for an engine
-sparkdeck launched, the engine is stopped as the guard would; an engine sparkdeck did not
-start is never stopped.
+groups by. While the benchmark runs, the guard's watchdog (sparkdeck.guard) keeps watching
+with its thresholds from settings.toml [guard]: when it decides to stop, the run ends with
+its reasons on record and, for an engine sparkdeck launched, the engine is stopped as the
+guard would; an engine sparkdeck did not start is never stopped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -25,12 +26,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from sparkdeck.bench.runner import BenchRunner
-from sparkdeck.bench.sampler import ResourceSample, StopCheck
 from sparkdeck.docker_errors import DockerRuntimeError
 from sparkdeck.docker_runtime import DockerRuntime, EngineState
 from sparkdeck.endpoints import AttachedRegistry, Endpoint, endpoint_for, normalise_url
 from sparkdeck.engines import get_kind
-from sparkdeck.settings import GuardSettings, load_settings
+from sparkdeck.guard.policy import STOP, Decision, WatchdogPolicy
+from sparkdeck.guard.readings import HostReadings
+from sparkdeck.guard.watchdog import Watchdog
+from sparkdeck.settings import load_settings
 
 Watch = Callable[[BenchRunner], ContextManager[None]]
 
@@ -109,51 +112,44 @@ class NoBenchTarget(Exception):
     """Nothing to benchmark, or more than one candidate; the message says what to pass."""
 
 
-def threshold_stop_check(guard: GuardSettings) -> StopCheck:
-    """The guard's stop thresholds applied to the benchmark's own samples.
+def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
+                     label: str) -> Watch:
+    """A context for the run: the guard's watchdog at its running rate beside the benchmark.
 
-    Stop when MemAvailable is under `stop_available_pct` of MemTotal, or when the PSI full
-    stall rate is over `stop_full_rate_pct` for `stop_consecutive` samples in a row. In
-    warn-only mode nothing stops.
+    When it decides "stop", it stops an engine sparkdeck launched (never another) and ends
+    the benchmark with its reasons; its action record goes where the guard keeps them. If the
+    watchdog itself cannot read the host, the run ends too: unguarded load is not an option.
     """
-    over = [0]
-
-    def check(sample: ResourceSample) -> str | None:
-        if guard.mode != "stop":
-            return None
-        mem = sample.memory
-        if mem is not None and mem.total:
-            pct = 100.0 * mem.available / mem.total
-            if pct < guard.stop_available_pct:
-                return f"MemAvailable {pct:.1f} % < {guard.stop_available_pct:g} %"
-        rate = sample.rates.full_pct if sample.rates is not None else None
-        over[0] = over[0] + 1 if rate is not None and rate > guard.stop_full_rate_pct else 0
-        if over[0] >= guard.stop_consecutive:
-            return (f"PSI full stall rate > {guard.stop_full_rate_pct:g} % for "
-                    f"{guard.stop_consecutive} samples")
-        return None
-
-    return check
-
-
-def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None) -> Watch:
-    """A context for the run: the watchdog's check on the sampler, and stopping sparkdeck's
-    own engine when it trips."""
     guard = load_settings().guard
 
     @contextmanager
     def watch(runner: BenchRunner) -> Iterator[None]:
-        check = threshold_stop_check(guard)
-        cancel = runner.sampler.on_stop
-
-        def on_stop(reason: str) -> None:
-            if cancel is not None:
-                cancel(reason)  # end the benchmark first: its requests load the engine
+        def stop_engine() -> None:
             if runtime is not None and managed is not None:
-                runtime.stop(managed.container_id)
+                runtime.stop(managed.container_id, grace=0)
 
-        runner.sampler.stop_check, runner.sampler.on_stop = check, on_stop
-        yield
+        def decided(decision: Decision) -> None:
+            if decision.level == STOP:
+                runner.cancel(f"memory watchdog: {'; '.join(decision.reasons)}")
+
+        dog = Watchdog(WatchdogPolicy(guard), HostReadings(), stop_engine,
+                       engine=managed.name if managed is not None else label,
+                       on_decision=decided)
+        done = threading.Event()
+
+        def loop() -> None:
+            try:
+                dog.run(done, lambda: guard.running_hz)
+            except Exception as exc:  # a reader broke: never load the engine unguarded
+                runner.cancel(f"memory watchdog failed: {exc}")
+
+        thread = threading.Thread(target=loop, name="bench-watchdog", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=10)
 
     return watch
 
@@ -171,15 +167,15 @@ def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineSta
         endpoint = endpoint_for(url, kind)
         if managed is not None and normalise_url(managed.base_url) != endpoint.url:
             managed = None  # --endpoint names another server: never stop ours for it
-        return endpoint, managed, watch_with_guard(runtime, managed)
+        return endpoint, managed, watch_with_guard(runtime, managed, endpoint.name)
     if managed is not None:
         endpoint = Endpoint(managed.name, normalise_url(managed.base_url), managed.kind,
                             managed.health_path, managed.metrics_path, "managed",
                             managed.preset_id)
-        return endpoint, managed, watch_with_guard(runtime, managed)
+        return endpoint, managed, watch_with_guard(runtime, managed, endpoint.name)
     attached = AttachedRegistry().load()
     if len(attached) == 1:
-        return attached[0], None, watch_with_guard(None, None)
+        return attached[0], None, watch_with_guard(None, None, attached[0].name)
     if attached:
         names = ", ".join(f"{e.name} ({e.url})" for e in attached)
         raise NoBenchTarget(f"several attached engines ({names}): pass --endpoint URL")

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -172,6 +173,9 @@ def main() -> None:
     parser.add_argument("--prefill-rate", type=float, required=True)
     parser.add_argument("--decode-rate", type=float, required=True)
     args = parser.parse_args()
+    # Threads here wait for each other's GIL at most this long (default 5 ms), so a thread
+    # that must send at its deadline is not held up by a sibling.
+    sys.setswitchinterval(0.0002)
     try:
         # This process's schedule is the reference the test measures against; other work
         # on a small CI machine should delay it as little as possible (root only).
