@@ -13,12 +13,16 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck import paths
 from sparkdeck.container_spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.engines import KINDS, EngineKind, get_kind
 from sparkdeck.schema import FileProblem, Option, check_table
+
+if TYPE_CHECKING:
+    from sparkdeck.guard.claims import MemoryClaim
+    from sparkdeck.settings import GuardSettings
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -102,6 +106,10 @@ class Preset:
 
     def memory_setting(self) -> str:
         return self.engine.memory_setting(self)
+
+    def memory_claim(self, total: int, guard: GuardSettings) -> MemoryClaim:
+        """What this preset will take from a pool of `total` bytes (see the engine kind)."""
+        return self.engine.memory_claim(self, total, guard)
 
     def container_spec(self) -> ContainerSpec:
         """Turn the preset into what Docker will be asked for."""

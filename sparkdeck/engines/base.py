@@ -17,15 +17,22 @@ from sparkdeck.container_spec import GeneratedFile, Mount
 from sparkdeck.metrics.exposition import parse_body
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.metrics.reader import MetricsTarget
+from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 # Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
 # 0.8, vLLM recipes cap at 0.85-0.87); above 0.9 the host has too little left and can wedge.
 SHARE_CEILING = 0.9
 DEFAULT_SHARE = 0.8
+
+
+def stated_size_option(what: str) -> Option:
+    """A preset key for the memory the user knows an engine takes (GiB)."""
+    return Option("float", None, f"memory the engine will claim in GiB ({what})", minimum=0.0)
 
 
 def share_option(help_text: str) -> Option:
@@ -79,6 +86,9 @@ class EngineKind:
     metrics_map: ClassVar[MetricsMap | None] = None
     # What a user does when the metrics endpoint answers "off" (404/501).
     metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
+    # Start-up phases as (phase name, regular expression on a log line), in the order the
+    # engine goes through them; the start-up timeline marks the first line matching each.
+    startup_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -119,6 +129,16 @@ class EngineKind:
     def memory_setting(self, preset: Preset) -> str:
         """How this preset limits the engine's memory, in the engine's own words."""
         return "not set"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        """What this preset will take from unified memory of `total` bytes, and why.
+
+        The default is the size the user stated in the preset (`<kind>.memory_gib`).
+        """
+        key = f"{self.name}.memory_gib"
+        if "memory_gib" not in self.options:
+            return MemoryClaim(None, f"sparkdeck cannot size a {self.title} engine")
+        return stated_claim(preset.options["memory_gib"], key)
 
     def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
         tuple[str, str]

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
+from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 
 class LlamaCpp(EngineKind):
@@ -43,6 +47,16 @@ class LlamaCpp(EngineKind):
     )
     metrics_hint = ("llama-server serves /metrics only with --metrics: add it to the server's "
                     "arguments (sparkdeck's llama.cpp presets add it)")
+    # Log lines of llama-server. Older builds log load_tensors / llama_kv_cache lines; build
+    # b11434 at its default verbosity (seen in the test image) only says "loading model",
+    # then "initializing, n_slots" once the context and its KV cache exist, then "listening
+    # on". llama.cpp captures no CUDA graphs at start-up; it reserves compute buffers.
+    startup_phases = (
+        ("weights loading", r"load_model: loading model|load_tensors:|llama_model_loader:"),
+        ("KV-cache allocation", r"llama_kv_cache|KV self size|initializing, n_slots"),
+        ("compute buffers", r"graph_reserve|compute buffer size"),
+        ("ready", r"listening on http"),
+    )
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
                           minimum=128, maximum=4_194_304),
@@ -54,6 +68,7 @@ class LlamaCpp(EngineKind):
         # (seen in build b11434) replaced it with --load-mode none.
         "no_mmap_flag": Option("list[str]", ["--no-mmap"],
                                "the arguments that turn mmap off in this build"),
+        "memory_gib": stated_size_option("used when the GGUF is not on this machine"),
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
 
@@ -73,6 +88,29 @@ class LlamaCpp(EngineKind):
     def memory_setting(self, preset: Preset) -> str:
         mmap = " " + " ".join(preset.options["no_mmap_flag"]) if preset.options["no_mmap"] else ""
         return f"-c {preset.options['context']} -ngl {preset.options['gpu_layers']}{mmap}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        """GGUF size + f16 KV cache for the context when the file is here, else the stated
+        size. Compute buffers are not counted (a few hundred MiB to a few GiB)."""
+        host_file = local_model_file(preset)
+        if host_file is None:
+            return stated_claim(preset.options["memory_gib"], "llamacpp.memory_gib")
+        context = preset.options["context"]
+        try:
+            shape = read_gguf_shape(host_file)
+        except GgufUnreadable as exc:
+            stated = stated_claim(preset.options["memory_gib"], "llamacpp.memory_gib")
+            if stated.known:
+                return stated
+            size = host_file.stat().st_size
+            return MemoryClaim(size, f"file size {size / GIB:.2f} GiB", estimated=True,
+                               note=f"KV cache unknown ({exc})")
+        kv = shape.kv_bytes(context)
+        return MemoryClaim(
+            shape.file_bytes + kv,
+            f"GGUF {shape.file_bytes / GIB:.2f} GiB + f16 KV {kv / GIB:.2f} GiB for -c {context}"
+            f" ({shape.layers} layers x {shape.kv_heads} KV heads)", estimated=True,
+            note="compute buffers not counted")
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "llamacpp:" in probe.body("/metrics") or (
@@ -102,3 +140,21 @@ class LlamaCpp(EngineKind):
         if tokens.status_code != 200:
             return None
         return len(tokens.json().get("tokens", []))
+
+
+def local_model_file(preset: Preset) -> Path | None:
+    """The GGUF on this machine that the container will load, when sparkdeck can find it.
+
+    The model is a path inside the container; a bind mount in `volumes` maps it back to the
+    host. A path that exists as written is taken too (a file mounted at the same place).
+    """
+    model = preset.model
+    if not model.endswith(".gguf"):
+        return None
+    candidates = [Path(model)]
+    for volume in preset.volumes:
+        parts = volume.split(":")
+        source, target = parts[0], parts[1].rstrip("/")
+        if model.startswith(target + "/") and source.startswith(("/", ".", "~")):
+            candidates.append(Path(source).expanduser() / model[len(target) + 1:])
+    return next((c for c in candidates if c.is_file()), None)

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import Mount
-from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.metrics.reader import MetricsTarget
@@ -45,6 +45,7 @@ class Ollama(EngineKind):
         "num_parallel": Option("int", 1, "OLLAMA_NUM_PARALLEL", minimum=1, maximum=64),
         "max_loaded_models": Option("int", 1, "OLLAMA_MAX_LOADED_MODELS", minimum=1,
                                     maximum=8),
+        "memory_gib": stated_size_option("model weights + context, as `ollama ps` shows"),
         "volume": Option("str", "ollama", "named Docker volume for /root/.ollama"),
     }
 

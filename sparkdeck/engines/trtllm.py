@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Any
 from sparkdeck.container_spec import GeneratedFile
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option, stated_size_option
+from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 OPTIONS_PATH = "/etc/sparkdeck/trtllm-options.yaml"
 
@@ -52,6 +55,8 @@ class TensorRTLLM(EngineKind):
             "share of the memory left after weights that the KV cache may take"
         ),
         # trtllm-serve 1.x reads --extra_llm_api_options; newer releases call it --config.
+        "weights_gib": stated_size_option("the model's weights; the KV share is of what is "
+                                          "left after them"),
         "options_flag": Option("str", "--extra_llm_api_options",
                                "the trtllm-serve flag that takes the options YAML",
                                choices=("--extra_llm_api_options", "--config")),
@@ -70,6 +75,22 @@ class TensorRTLLM(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         return f"kv_cache_config.free_gpu_memory_fraction {preset.options['free_gpu_memory_fraction']:g}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        # TensorRT-LLM loads the weights, then gives the KV cache this share of the memory
+        # still free: weights + share x (pool - weights). Without the weights the figure is
+        # share x pool, a floor, and the claim says so.
+        share = preset.options["free_gpu_memory_fraction"]
+        weights_gib = preset.options["weights_gib"]
+        if weights_gib is None:
+            return MemoryClaim(int(share * total), f"free_gpu_memory_fraction {share:g} x "
+                               f"MemTotal {total / GIB:.1f} GiB", estimated=True,
+                               note="a floor: set trtllm.weights_gib for the full figure")
+        weights = int(weights_gib * GIB)
+        return MemoryClaim(weights + int(share * max(total - weights, 0)),
+                           f"weights {weights_gib:g} GiB (stated) + {share:g} x the "
+                           f"{max(total - weights, 0) / GIB:.1f} GiB left", estimated=True,
+                           note="activations not counted")
 
     def identify(self, probe: EndpointProbe) -> bool:
         # Unverified against a live server: trtllm-serve reports its models as owned by

@@ -8,10 +8,12 @@ import httpx
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.guard.claims import MemoryClaim, share_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 
 class VLLM(EngineKind):
@@ -42,6 +44,14 @@ class VLLM(EngineKind):
         spec_drafted=("vllm:spec_decode_num_draft_tokens_total",),
     )
     metrics_hint = "vLLM always serves /metrics: check the URL and that nothing proxies it away"
+    # Log lines of vLLM's V1 engine (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py and
+    # the API server's uvicorn start-up).
+    startup_phases = (
+        ("weights loading", r"Starting to load model|Loading weights"),
+        ("KV-cache allocation", r"Available KV cache memory|GPU KV cache size|# GPU blocks"),
+        ("CUDA graph capture", r"Capturing CUDA graph"),
+        ("ready", r"Application startup complete"),
+    )
     options = {
         "gpu_memory_utilization": share_option(
             "share of the whole unified pool for weights, activations and KV cache"
@@ -64,6 +74,12 @@ class VLLM(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         return f"--gpu-memory-utilization {preset.options['gpu_memory_utilization']:g}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        # vLLM sizes weights + activations + KV cache to this share of the whole pool, and
+        # refuses to start unless MemAvailable covers it (vllm #48140).
+        return share_claim(preset.options["gpu_memory_utilization"], total,
+                           "gpu_memory_utilization")
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "vllm:" in probe.body("/metrics") or '"owned_by":"vllm"' in probe.body(
