@@ -19,33 +19,15 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import free_port  # noqa: E402
+from tests.support.timed_server import running  # noqa: E402
 
 PROMPT, OUTPUT, PREFILL, DECODE = 1000, 80, 2000.0, 50.0
 KINDS = {"usage_end": "openai", "role_chunk": "openai", "no_usage": "vllm"}
-
-
-def start(variant: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.timed_server", "--port",
-                             str(port), "--variant", variant, "--prefill-rate", str(PREFILL),
-                             "--decode-rate", str(DECODE)], cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(url + "/v1/models", timeout=1)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise SystemExit("timed server did not start")
 
 
 def main() -> None:
@@ -62,8 +44,7 @@ def main() -> None:
         env = {**os.environ, "SPARKDECK_DATA_DIR": data, "SPARKDECK_CONFIG_DIR": data,
                "SPARKDECK_SCOPE": "bench-accuracy"}
         for variant, kind in KINDS.items():
-            proc, url = start(variant)
-            try:
+            with running(variant, PREFILL, DECODE) as url:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 done = subprocess.run(
                     [sys.executable, "-m", "sparkdeck", "bench", "--json", "--endpoint", url,
@@ -71,9 +52,6 @@ def main() -> None:
                      "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT)],
                     capture_output=True, text=True, env=env, cwd=REPO)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            finally:
-                proc.terminate()
-                proc.wait()
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
             run = json.loads(done.stdout)

@@ -11,11 +11,7 @@ decode, 1 % prefill, 3 ms TTFT.
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,40 +19,18 @@ import pytest
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome, BenchRunner
 from sparkdeck.bench.stats import RequestFigures, RoundFigures
 from sparkdeck.engines import get_kind
-from tests.conftest import free_port
+from tests.support.timed_server import running
 
-REPO = Path(__file__).resolve().parent.parent
 PREFILL_RATE = 2000.0  # tokens/s: 1000 prompt tokens -> 0.5 s to the first token
 DECODE_RATE = 50.0  # 41 tokens -> 0.8 s from the first to the last
 PROMPT, OUTPUT = 1000, 41
 RUNS = 5  # medians of 5 and 20 requests: a loaded machine delays a request now and then
 
 
-def start_timed_server(variant: str, prefill: float = PREFILL_RATE,
-                       decode: float = DECODE_RATE) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.timed_server", "--port", str(port),
-         "--variant", variant, "--prefill-rate", str(prefill), "--decode-rate", str(decode)],
-        cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the timed server did not start")
-
-
 @pytest.fixture
 def timed_server(request: pytest.FixtureRequest) -> Iterator[str]:
-    proc, url = start_timed_server(request.param)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running(request.param, PREFILL_RATE, DECODE_RATE) as url:
+        yield url
 
 
 def run_bench(url: str, kind: str) -> tuple[BenchOutcome, list[dict]]:

@@ -24,17 +24,15 @@ from sparkdeck.bench.store import BenchStore
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.host.meminfo import MemorySnapshot
-from tests.test_bench_accuracy import start_timed_server
+from tests.support.timed_server import running
 
 GIB = 2**30
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=200.0)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running("usage_end", 20000.0, 200.0) as url:
+        yield url
 
 
 def sparkdeck(*args: str, env_dirs: dict[str, Path]) -> subprocess.CompletedProcess:
@@ -102,8 +100,7 @@ class FakeSparkMemory:
 
 def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=50.0)
-    try:
+    with running("usage_end", 20000.0, 50.0) as url:
         fake = FakeSparkMemory(healthy_s=1.5)
         # the guard's own watchdog and the run's sampler both read the fake
         monkeypatch.setattr(target_module, "HostReadings",
@@ -115,9 +112,6 @@ def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
                          "--runs", "3", "--warmup", "0", "--output-tokens", "400"])
         took = time.monotonic() - began
         log = httpx.get(url + "/log").json()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     err = capsys.readouterr().err
     assert code == 1
     assert "benchmark stopped: memory watchdog: MemAvailable 2.3 % < 5 %" in err

@@ -14,7 +14,7 @@ from sparkdeck.bench.runner import BenchConfig
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.ui.bench_view import BenchComparison, BenchCompareScreen, bar
-from tests.test_bench_accuracy import start_timed_server
+from tests.support.timed_server import running
 from tests.test_bench_store import fp, store_run
 
 
@@ -123,8 +123,6 @@ def timed_session(url: str, runs: int, output_tokens: int):
 
 
 def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> None:
-    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=400.0)
-
     async def scenario() -> None:
         app = Host(BenchStore(tmp_path / "bench.sqlite3"), timed_session(url, 1, 40))
         async with app.run_test(size=(120, 40)) as pilot:
@@ -140,15 +138,11 @@ def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> 
             await settle(pilot, lambda: str(progress.render()).strip() == "")
         assert app.failures == []
 
-    try:
+    with running("usage_end", 20000.0, 400.0) as url:
         asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
-    proc, url = start_timed_server("usage_end", prefill=20000.0, decode=20.0)
     store = BenchStore(tmp_path / "bench.sqlite3")
 
     async def scenario() -> None:
@@ -162,10 +156,7 @@ def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
                          != "running", tries=200)
         assert app.failures == []
 
-    try:
+    with running("usage_end", 20000.0, 20.0) as url:
         asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     [run] = store.runs()
     assert run.status == "stopped" and run.reason == "stopped from the comparison screen"

@@ -25,10 +25,15 @@ import argparse
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 TEMPLATE_TOKENS = 7
@@ -163,6 +168,33 @@ class TimedServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that hang up (a cancelled benchmark) are expected here
+
+
+@contextmanager
+def running(variant: str, prefill_rate: float, decode_rate: float) -> Iterator[str]:
+    """Start the server in a process of its own on a free port; yield its URL; stop it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.timed_server", "--port", str(port), "--variant",
+         variant, "--prefill-rate", str(prefill_rate), "--decode-rate", str(decode_rate)],
+        cwd=Path(__file__).resolve().parents[2])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if urllib.request.urlopen(url + "/v1/models", timeout=1).status == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise AssertionError("the timed server did not start") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def main() -> None:
