@@ -23,7 +23,7 @@ from sparkdeck.bench.sampler import ResourceSampler
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
-from sparkdeck.host.meminfo import MemorySnapshot
+from sparkdeck.host.meminfo import MemInfoError, MemorySnapshot
 from tests.support.timed_server import running
 
 GIB = 2**30
@@ -125,3 +125,19 @@ def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
     # the guard kept its own record of the decision, as for any engine it watches
     [action] = recent_actions()
     assert action["action"] == "stopped" and action["engine"] == url.split("//")[1]
+
+
+def test_a_watchdog_that_cannot_read_the_host_ends_the_run(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def broken() -> MemorySnapshot:
+        raise MemInfoError("/proc/meminfo lacks MemAvailable")  # a kernel that hides it
+
+    with running("usage_end", 20000.0, 50.0) as url:
+        monkeypatch.setattr(target_module, "HostReadings", lambda: HostReadings(read_memory=broken))
+        code = cli.main(["bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1",
+                         "--runs", "2", "--warmup", "0", "--output-tokens", "200"])
+    assert code == 1
+    assert ("benchmark stopped: memory watchdog failed: /proc/meminfo lacks MemAvailable"
+            in capsys.readouterr().err)
+    [run] = BenchStore().runs()
+    assert run.status == "stopped" and run.reason.startswith("memory watchdog failed")
