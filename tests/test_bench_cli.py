@@ -54,7 +54,9 @@ def test_bench_json_history_and_export(server: str, isolated_dirs: dict[str, Pat
     assert run["status"] == "complete" and run["fingerprint"]["kind"] == "openai"
     assert run["fingerprint"]["model"] == "timed-model"
     assert [p["concurrency"] for p in run["points"]] == [1, 2]
-    assert run["points"][1]["decode_tps"] == pytest.approx(200.0, rel=0.01)
+    # short replies here (0.2 s of decode): the plumbing is checked, precision is
+    # test_bench_accuracy's business
+    assert run["points"][1]["decode_tps"] == pytest.approx(200.0, rel=0.1)
     assert run["prompt_plan"]["total_tokens"] == 300
     assert run["peaks"]["samples"] >= 2 and run["peaks"]["min_available_bytes"] > 0
 
