@@ -25,8 +25,9 @@ from sparkdeck.engines import KINDS
 from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.host.meminfo import MemInfoError, read_meminfo
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, FlushNotPermitted, can_flush
-from sparkdeck.launcher import Launcher, last_failure
-from sparkdeck.presets import PresetError, load_catalog, load_file
+from sparkdeck.launcher import DoesNotFit, GuardStoppedEngine, Launcher, last_failure
+from sparkdeck.settings import SettingsError, load_settings
+from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
 
 
 CommandFailed = commands.CommandFailed
@@ -55,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="stop a running engine without asking")
     launch.add_argument("--timeout", type=float, metavar="S",
                         help="seconds to wait for the engine to be ready (default: preset's)")
+    launch.add_argument("--force", action="store_true",
+                        help="launch even when the memory fit check says it does not fit")
+    launch.add_argument("--no-switch-wait", action="store_true",
+                        help="do not wait for the stopped engine's memory to come back (risky)")
 
     stop = sub.add_parser("stop", help="stop the engine sparkdeck started")
     stop.add_argument("--grace", type=float, default=30.0, metavar="S",
@@ -100,13 +105,25 @@ def cmd_presets(args: argparse.Namespace) -> int:
     if args.presets_command == "validate":
         return cmd_validate(args)
     catalog = load_catalog()
+    claims = preset_claims(catalog)
     if args.json:
-        print(json.dumps({"presets": [p.summary() for p in catalog.presets.values()],
+        print(json.dumps({"presets": [{**p.summary(), "memory_claim": claims.get(p.id)}
+                                      for p in catalog.presets.values()],
                           "problems": [str(p) for p in catalog.problems],
                           "user_dir": str(paths.user_presets_dir())}, indent=2))
     else:
-        print_presets(catalog, paths.user_presets_dir())
+        print_presets(catalog, paths.user_presets_dir(),
+                      {k: v["text"] for k, v in claims.items()})
     return 1 if catalog.problems else 0
+
+
+def preset_claims(catalog: PresetCatalog) -> dict[str, dict[str, Any]]:
+    """Each preset's memory claim against this machine's MemTotal ({} when unreadable)."""
+    try:
+        total, guard = read_meminfo().total, load_settings().guard
+    except (MemInfoError, SettingsError):
+        return {}
+    return {p.id: p.memory_claim(total, guard).to_dict() for p in catalog.presets.values()}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -144,10 +161,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
                        f"({preset.memory_setting()}). Continue?"):
             raise CommandFailed(f"not launched: {what} is running; pass --yes to replace it")
     printer = LaunchPrinter(sys.stdout)
-    launcher = Launcher(runtime, on_event=printer)
-    cancel = threading.Event()
+    launcher = Launcher(runtime, on_event=printer, guard=load_settings().guard)
+    cancel, skip = threading.Event(), threading.Event()
+    if args.no_switch_wait:
+        skip.set()
     try:
-        launcher.launch(preset, flush=not args.no_flush, timeout=args.timeout, cancel=cancel)
+        launcher.launch(preset, flush=not args.no_flush, timeout=args.timeout, cancel=cancel,
+                        force=args.force, skip_switch_wait=skip)
     except KeyboardInterrupt:
         raise CommandFailed("launch interrupted; the container was stopped and removed") from None
     except EngineExited as exc:
@@ -246,7 +266,8 @@ COMMANDS = {"presets": cmd_presets, "launch": cmd_launch, "stop": cmd_stop,
 
 # Errors a command reports as one line and exit code 1 (anything else is a bug: traceback).
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
-    CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError, FlushNotPermitted)
+    CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError, FlushNotPermitted,
+    DoesNotFit, GuardStoppedEngine, SettingsError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

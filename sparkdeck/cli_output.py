@@ -9,8 +9,8 @@ from typing import Any, TextIO
 from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launcher import (
-    CacheFlushed, ContainerStarted, EngineReady, FlushSkipped, PreviousStopped, PreviousStopping,
-    PullStarted,
+    CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped, GuardDecided,
+    GuardFailed, PreviousStopped, PreviousStopping, PullStarted, SwitchWaited, TimelineSaved,
 )
 from sparkdeck.presets import PresetCatalog
 
@@ -23,6 +23,8 @@ class LaunchPrinter:
         self.tty = out.isatty()
         self.tracker = PullTracker()
         self._last_step = -1
+        self._switch_at = -1
+        self._guard_level = "ok"
 
     def __call__(self, event: object) -> None:
         if isinstance(event, PullProgress):
@@ -52,6 +54,26 @@ class LaunchPrinter:
             return f"{prefix}stopping {event.engine.preset_id} ({event.engine.name})"
         if isinstance(event, PreviousStopped):
             return f"stopped {event.engine.preset_id} in {event.seconds:.1f} s"
+        if isinstance(event, FitChecked):
+            head = "memory fit: " + event.fit.verdict + (" (launching anyway: --force)"
+                                                         if event.forced else "")
+            return "\n  ".join([head, *event.fit.lines()[:-1]])
+        if isinstance(event, SwitchWaited):
+            last, self._switch_at = self._switch_at, int(event.progress.elapsed // 5)
+            if event.progress.done or last != self._switch_at:  # a line every 5 s
+                return "waiting for memory to come back: " + event.progress.describe()
+            return None
+        if isinstance(event, GuardDecided):
+            level, self._guard_level = self._guard_level, event.decision.level
+            return "memory guard: " + event.decision.describe() if level != \
+                event.decision.level else None
+        if isinstance(event, GuardFailed):
+            return f"memory guard cannot read the host, the start-up is NOT guarded: {event.error}"
+        if isinstance(event, TimelineSaved):
+            t = event.timeline
+            phases = ", ".join(f"{m.phase} {m.t:.1f} s" for m in t.marks) or "none seen"
+            return (f"start-up timeline: {len(t.points)} samples, peak used "
+                    f"{gib(t.peak_used)}, phases: {phases} ({event.path})")
         if isinstance(event, CacheFlushed):
             return prefix + event.report.describe()
         if isinstance(event, FlushSkipped):
@@ -76,12 +98,18 @@ def confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def print_presets(catalog: PresetCatalog, user_dir: Path) -> None:
+def print_presets(catalog: PresetCatalog, user_dir: Path,
+                  claims: dict[str, str] | None = None) -> None:
+    claims = claims or {}
     rows = [(p.id, p.kind, p.memory_setting(), p.image) for p in catalog.presets.values()]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in
               enumerate(("ID", "KIND", "MEMORY", "IMAGE"))]
     for row in [("ID", "KIND", "MEMORY", "IMAGE"), *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if claims:
+        print("\nmemory each preset will claim on this machine:")
+        for preset_id, text in claims.items():
+            print(f"  {preset_id}: {text}")
     print(f"\nuser presets: {user_dir} (a file there with the same id replaces a bundled one)")
     for problem in catalog.problems:
         print(f"invalid: {problem}", file=sys.stderr)

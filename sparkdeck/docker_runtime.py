@@ -11,6 +11,7 @@ import os
 import shutil
 import threading
 import time
+from datetime import datetime
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -193,6 +194,10 @@ class DockerRuntime:
         dockerd 20.10's json-file `tail` was seen to drop a final stderr line (the one that
         says why an engine died).
         """
+        return [text for _, text in self._stamped_lines(container, lines)]
+
+    @staticmethod
+    def _stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
         stamped: list[tuple[str, str]] = []
         for stream in ("stdout", "stderr"):
             try:
@@ -204,7 +209,37 @@ class DockerRuntime:
                 stamp, _, text = line.partition(" ")
                 stamped.append((stamp, text))
         stamped.sort(key=lambda pair: pair[0])  # RFC 3339 with fixed nanoseconds sorts as text
-        return [text for _, text in stamped[-lines:]]
+        return stamped if lines == "all" else stamped[-int(lines):]
+
+    def timed_logs(self, container_id: str) -> list[tuple[float, str]]:
+        """Every log line with the time Docker received it (seconds since the epoch), for
+        marking start-up phases; [] when the container is gone."""
+        with _daemon():
+            container = self._our_container(container_id, "read the logs of")
+            if container is None:
+                return []
+            out = []
+            for stamp, text in self._stamped_lines(container, "all"):
+                try:  # 2026-11-30T04:01:02.123456789Z: Python takes at most 6 digits
+                    head, _, frac = stamp.rstrip("Z").partition(".")
+                    when = datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00")
+                except ValueError:
+                    continue
+                out.append((when.timestamp(), text))
+            return out
+
+    def host_pids(self, container_id: str) -> set[int]:
+        """Host PIDs of the container's processes (to ask NVML about them after a stop)."""
+        with _daemon():
+            container = self._our_container(container_id, "list the processes of")
+            if container is None or container.status != "running":
+                return set()
+            try:
+                top = container.top(ps_args="-eo pid")
+            except docker.errors.APIError:
+                return set()
+        column = top.get("Titles", []).index("PID") if "PID" in top.get("Titles", []) else 0
+        return {int(row[column]) for row in top.get("Processes") or [] if row}
 
     def follow_logs(self, container_id: str, tail: int = LOG_TAIL_LINES,
                     follow: bool = True) -> Iterator[str]:

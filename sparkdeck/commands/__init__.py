@@ -9,7 +9,8 @@ code. A command that cannot do its job raises `CommandFailed` (or another error 
 from __future__ import annotations
 
 # Modules listed here are imported when the parser is built, in this order.
-MODULES: tuple[str, ...] = ("sparkdeck.commands.chat", "sparkdeck.commands.conversations")
+MODULES: tuple[str, ...] = ("sparkdeck.commands.chat", "sparkdeck.commands.conversations",
+                            "sparkdeck.commands.metrics", "sparkdeck.commands.guard")
 
 
 class CommandFailed(Exception):

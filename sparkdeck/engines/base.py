@@ -12,15 +12,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.container_spec import GeneratedFile, Mount
+from sparkdeck.metrics.exposition import parse_body
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.metrics.reader import MetricsTarget
+from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 # Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
 # 0.8, vLLM recipes cap at 0.85-0.87); above 0.9 the host has too little left and can wedge.
 SHARE_CEILING = 0.9
 DEFAULT_SHARE = 0.8
+
+
+def stated_size_option(what: str) -> Option:
+    """A preset key for the memory the user knows an engine takes (GiB)."""
+    return Option("float", None, f"memory the engine will claim in GiB ({what})", minimum=0.0)
 
 
 def share_option(help_text: str) -> Option:
@@ -70,6 +80,13 @@ class EngineKind:
     # `reasoning_effort` sent when thinking is switched off, on engines that accept it:
     # gpt-oss (harmony) always reasons, and "low" is the nearest it has to off.
     thinking_off_effort: ClassVar[str | None] = None
+    # Which of the engine's metric names mean what (None: sparkdeck reads no numbers).
+    metrics_map: ClassVar[MetricsMap | None] = None
+    # What a user does when the metrics endpoint answers "off" (404/501).
+    metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
+    # Start-up phases as (phase name, regular expression on a log line), in the order the
+    # engine goes through them; the start-up timeline marks the first line matching each.
+    startup_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -96,9 +113,30 @@ class EngineKind:
     def metrics(self, preset: Preset) -> str | None:
         return self.metrics_path
 
+    def metrics_map_for(self, options: Mapping[str, Any] | None) -> MetricsMap | None:
+        """The metric names to read; `options` are a preset's kind options when known."""
+        return self.metrics_map
+
+    def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
+        """Where the sampler reads this engine's numbers; None when it has no endpoint."""
+        if not metrics_path:
+            return None
+        return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
+                             self.metrics_hint)
+
     def memory_setting(self, preset: Preset) -> str:
         """How this preset limits the engine's memory, in the engine's own words."""
         return "not set"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        """What this preset will take from unified memory of `total` bytes, and why.
+
+        The default is the size the user stated in the preset (`<kind>.memory_gib`).
+        """
+        key = f"{self.name}.memory_gib"
+        if "memory_gib" not in self.options:
+            return MemoryClaim(None, f"sparkdeck cannot size a {self.title} engine")
+        return stated_claim(preset.options["memory_gib"], key)
 
     def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
         tuple[str, str]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
+from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 
 class LlamaCpp(EngineKind):
@@ -20,6 +25,34 @@ class LlamaCpp(EngineKind):
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
     api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
+    # tools/server/server.cpp (seen on build b11434). Token counters move when a request
+    # ends; tokens over the seconds spent generating is the speed of one stream. Cached
+    # prompt tokens over all prompt tokens is the prefix-cache hit rate.
+    metrics_map = MetricsMap(
+        generation_tokens=("llamacpp:tokens_predicted_total",),
+        prompt_tokens=("llamacpp:prompt_tokens_total",),
+        generation_seconds=("llamacpp:tokens_predicted_seconds_total",),
+        running=("llamacpp:requests_processing",),
+        waiting=("llamacpp:requests_deferred",),
+        prefix_hits=("llamacpp:prompt_tokens_cached_total",),
+        prefix_misses=("llamacpp:prompt_tokens_total",),
+        spec_accepted=("llamacpp:spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("llamacpp:spec_decode_num_draft_tokens_total",),
+        counters_move_at_request_end=True,
+        note="llama-server reports no KV-cache use or TTFT histogram",
+    )
+    metrics_hint = ("llama-server serves /metrics only with --metrics: add it to the server's "
+                    "arguments (sparkdeck's llama.cpp presets add it)")
+    # Log lines of llama-server. Older builds log load_tensors / llama_kv_cache lines; build
+    # b11434 at its default verbosity (seen in the test image) only says "loading model",
+    # then "initializing, n_slots" once the context and its KV cache exist, then "listening
+    # on". llama.cpp captures no CUDA graphs at start-up; it reserves compute buffers.
+    startup_phases = (
+        ("weights loading", r"load_model: loading model|load_tensors:|llama_model_loader:"),
+        ("KV-cache allocation", r"llama_kv_cache|KV self size|initializing, n_slots"),
+        ("compute buffers", r"graph_reserve|compute buffer size"),
+        ("ready", r"listening on http"),
+    )
     options = {
         "context": Option("int", 8192, "context size (-c), shared by the slots",
                           minimum=128, maximum=4_194_304),
@@ -31,6 +64,7 @@ class LlamaCpp(EngineKind):
         # (seen in build b11434) replaced it with --load-mode none.
         "no_mmap_flag": Option("list[str]", ["--no-mmap"],
                                "the arguments that turn mmap off in this build"),
+        "memory_gib": stated_size_option("used when the GGUF is not on this machine"),
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
 
@@ -51,7 +85,48 @@ class LlamaCpp(EngineKind):
         mmap = " " + " ".join(preset.options["no_mmap_flag"]) if preset.options["no_mmap"] else ""
         return f"-c {preset.options['context']} -ngl {preset.options['gpu_layers']}{mmap}"
 
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        """GGUF size + f16 KV cache for the context when the file is here, else the stated
+        size. Compute buffers are not counted (a few hundred MiB to a few GiB)."""
+        host_file = local_model_file(preset)
+        if host_file is None:
+            return stated_claim(preset.options["memory_gib"], "llamacpp.memory_gib")
+        context = preset.options["context"]
+        try:
+            shape = read_gguf_shape(host_file)
+        except GgufUnreadable as exc:
+            stated = stated_claim(preset.options["memory_gib"], "llamacpp.memory_gib")
+            if stated.known:
+                return stated
+            size = host_file.stat().st_size
+            return MemoryClaim(size, f"file size {size / GIB:.2f} GiB", estimated=True,
+                               note=f"KV cache unknown ({exc})")
+        kv = shape.kv_bytes(context)
+        return MemoryClaim(
+            shape.file_bytes + kv,
+            f"GGUF {shape.file_bytes / GIB:.2f} GiB + f16 KV {kv / GIB:.2f} GiB for -c {context}"
+            f" ({shape.layers} layers x {shape.kv_heads} KV heads)", estimated=True,
+            note="compute buffers not counted")
+
     def identify(self, probe: EndpointProbe) -> bool:
         return "llamacpp:" in probe.body("/metrics") or (
             "default_generation_settings" in probe.body("/props")
         )
+
+
+def local_model_file(preset: Preset) -> Path | None:
+    """The GGUF on this machine that the container will load, when sparkdeck can find it.
+
+    The model is a path inside the container; a bind mount in `volumes` maps it back to the
+    host. A path that exists as written is taken too (a file mounted at the same place).
+    """
+    model = preset.model
+    if not model.endswith(".gguf"):
+        return None
+    candidates = [Path(model)]
+    for volume in preset.volumes:
+        parts = volume.split(":")
+        source, target = parts[0], parts[1].rstrip("/")
+        if model.startswith(target + "/") and source.startswith(("/", ".", "~")):
+            candidates.append(Path(source).expanduser() / model[len(target) + 1:])
+    return next((c for c in candidates if c.is_file()), None)

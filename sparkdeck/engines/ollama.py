@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import Mount
-from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
+from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -22,6 +27,14 @@ class Ollama(EngineKind):
     uses_hf_cache = False
     default_startup_timeout = 120.0
     detect_order = 5
+    # /api/ps decoded into series of sparkdeck's own naming (see decode_ps).
+    metrics_map = MetricsMap(
+        memory_bytes=("ollama:size_bytes",),
+        gpu_memory_bytes=("ollama:size_vram_bytes",),
+        note="Ollama has no metrics endpoint (ollama#3144): memory and model come from "
+             "/api/ps; tok/s shows per reply in the chat",
+    )
+    metrics_hint = "Ollama answers /api/ps on every version since 0.1.33: check the URL"
     options = {
         "context_length": Option("int", 8192, "OLLAMA_CONTEXT_LENGTH", minimum=256,
                                  maximum=4_194_304),
@@ -29,6 +42,7 @@ class Ollama(EngineKind):
         "num_parallel": Option("int", 1, "OLLAMA_NUM_PARALLEL", minimum=1, maximum=64),
         "max_loaded_models": Option("int", 1, "OLLAMA_MAX_LOADED_MODELS", minimum=1,
                                     maximum=8),
+        "memory_gib": stated_size_option("model weights + context, as `ollama ps` shows"),
         "volume": Option("str", "ollama", "named Docker volume for /root/.ollama"),
     }
 
@@ -59,3 +73,30 @@ class Ollama(EngineKind):
 
     def identify(self, probe: EndpointProbe) -> bool:
         return '"version"' in probe.body("/api/version")
+
+    def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
+        return MetricsTarget(base_url.rstrip("/") + "/api/ps", self.name, decode_ps,
+                             self.metrics_hint)
+
+
+def decode_ps(body: bytes) -> Families:
+    """/api/ps as series: ollama:size_bytes and ollama:size_vram_bytes per loaded model."""
+    try:
+        data = json.loads(body)
+        models = data["models"] or []
+    except (ValueError, TypeError, KeyError) as exc:
+        raise MalformedMetrics(f"/api/ps is not Ollama's JSON ({type(exc).__name__})") from None
+    size: list[tuple[tuple[tuple[str, str], ...], float]] = []
+    vram: list[tuple[tuple[tuple[str, str], ...], float]] = []
+    for item in models:
+        if not isinstance(item, dict):
+            raise MalformedMetrics("/api/ps lists a model that is not an object")
+        labels = (("model", str(item.get("name") or item.get("model") or "?")),)
+        for key, out in (("size", size), ("size_vram", vram)):
+            value = item.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0):
+                raise MalformedMetrics(f"/api/ps {key} is {value!r}, not a byte count")
+            out.append((labels, float(value)))
+    return {"ollama:size_bytes": Series(tuple(size)),
+            "ollama:size_vram_bytes": Series(tuple(vram))}

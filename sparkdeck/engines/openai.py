@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.metrics.mapping import MetricsMap, map_from_table, table_problems
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -26,11 +27,16 @@ class OpenAICompatible(EngineKind):
     health_path = "/v1/models"
     metrics_path = None
     detect_order = 99  # the fallback: anything that answers /v1/models
+    metrics_hint = ("state the server's Prometheus path and what its names mean in the preset: "
+                    "[openai] metrics_path = \"/metrics\" and metrics_map = {generation_tokens "
+                    "= \"...\", running = \"...\"}")
     options = {
         "container_port": Option("int", None, "port the server listens on inside the container",
                                  minimum=1, maximum=65535, required=True),
         "health_path": Option("str", "/health", "path that answers 200 once the server is ready"),
         "metrics_path": Option("str", "", "Prometheus metrics path; empty when there is none"),
+        "metrics_map": Option("table[str]", {}, "which of the server's metric names mean "
+                              "what, e.g. {generation_tokens = \"atlas:gen_tokens_total\"}"),
         "command": Option("list[str]", [], "argv after the image's entrypoint ([] keeps the "
                                            "image's own command; args are appended)"),
         "entrypoint": Option("list[str]", None, "replace the image's entrypoint"),
@@ -53,6 +59,10 @@ class OpenAICompatible(EngineKind):
     def metrics(self, preset: Preset) -> str | None:
         return preset.options["metrics_path"] or None
 
+    def metrics_map_for(self, options: Mapping[str, Any] | None) -> MetricsMap | None:
+        table = (options or {}).get("metrics_map") or {}
+        return map_from_table(table) if table else None
+
     def memory_setting(self, preset: Preset) -> str:
         gib = preset.options["memory_gib"]
         return f"{gib:g} GiB (stated in the preset)" if gib is not None else "not stated"
@@ -65,6 +75,8 @@ class OpenAICompatible(EngineKind):
             value = options.get(key) or ""
             if value and not value.startswith("/"):
                 problems.append((f"openai.{key}", f"{value!r} must start with '/'"))
+        problems += [("openai.metrics_map", why)
+                     for why in table_problems(options.get("metrics_map") or {})]
         return problems
 
     def identify(self, probe: EndpointProbe) -> bool:

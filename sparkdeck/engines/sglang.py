@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.guard.claims import GIB, MemoryClaim, share_claim
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 
 class SGLang(EngineKind):
@@ -20,6 +23,31 @@ class SGLang(EngineKind):
     owned_flags = {"--mem-fraction-static": "sglang.mem_fraction_static",
                    "--port": "port", "--host": "lan"}
     thinking_off_effort = "low"
+    # python/sglang/srt/metrics/collector.py. Its token counters move only when a request
+    # ends, so the live tok/s is its own gen_throughput gauge.
+    metrics_map = MetricsMap(
+        generation_tokens=("sglang:generation_tokens_total",),
+        prompt_tokens=("sglang:prompt_tokens_total",),
+        generation_rate_gauge=("sglang:gen_throughput",),
+        running=("sglang:num_running_reqs",),
+        waiting=("sglang:num_queue_reqs",),
+        kv_usage=("sglang:token_usage",),
+        prefix_hit_rate_gauge=("sglang:cache_hit_rate",),
+        ttft_histogram=("sglang:time_to_first_token_seconds",),
+        itl_histogram=("sglang:inter_token_latency_seconds",
+                       "sglang:time_per_output_token_seconds"),
+        spec_accept_rate_gauge=("sglang:spec_accept_rate",),
+        counters_move_at_request_end=True,
+    )
+    metrics_hint = ("SGLang serves metrics only with --enable-metrics: add it to the launch "
+                    "command (sparkdeck's SGLang presets add it)")
+    # Log lines of sglang/srt/model_executor/model_runner.py and the HTTP server.
+    startup_phases = (
+        ("weights loading", r"Load weight begin"),
+        ("KV-cache allocation", r"Memory pool end|KV Cache is allocated"),
+        ("CUDA graph capture", r"Capture cuda graph begin"),
+        ("ready", r"The server is fired up and ready to roll|Application startup complete"),
+    )
     options = {
         "mem_fraction_static": share_option(
             "(weights + KV pool) / whole pool; activations and CUDA graphs come on top"
@@ -34,6 +62,15 @@ class SGLang(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         return f"--mem-fraction-static {preset.options['mem_fraction_static']:g}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        # The static fraction covers weights + KV pool only; activations and CUDA graphs
+        # come on top (5-8 GB on a Spark), so a reserve from settings.toml is added.
+        reserve = int(guard.sglang_reserve_gib * GIB)
+        claim = share_claim(preset.options["mem_fraction_static"], total,
+                            "mem_fraction_static", reserve, "activation reserve")
+        return MemoryClaim(claim.bytes, claim.basis, estimated=True,
+                           note="the activation reserve is an estimate (guard.sglang_reserve_gib)")
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "sglang:" in probe.body("/metrics") or probe.status("/get_server_info") == 200

@@ -6,10 +6,14 @@ from typing import TYPE_CHECKING
 
 from sparkdeck.container_spec import GeneratedFile
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option, stated_size_option
+from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 OPTIONS_PATH = "/etc/sparkdeck/trtllm-options.yaml"
 
@@ -27,11 +31,32 @@ class TensorRTLLM(EngineKind):
                    "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--port": "port", "--host": "lan"}
     thinking_off_effort = "low"
+    # tensorrt_llm/metrics/collector.py (names from its source, not seen on a live server).
+    # trtllm-serve's /metrics is JSON iteration stats; Prometheus text is /prometheus/metrics.
+    metrics_path = "/prometheus/metrics"
+    metrics_map = MetricsMap(
+        generation_tokens=("trtllm_generation_tokens_total",),
+        prompt_tokens=("trtllm_prompt_tokens_total",),
+        running=("trtllm_num_requests_running",),
+        waiting=("trtllm_num_requests_waiting",),
+        kv_usage=("trtllm_kv_cache_utilization",),
+        prefix_hits=("trtllm_kv_cache_reused_blocks_total",),
+        prefix_misses=("trtllm_kv_cache_missed_blocks_total",),
+        prefix_hit_rate_gauge=("trtllm_kv_cache_hit_rate",),
+        ttft_histogram=("trtllm_time_to_first_token_seconds",),
+        itl_histogram=("trtllm_time_per_output_token_seconds",),
+        spec_accepted=("trtllm_spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("trtllm_spec_decode_num_draft_tokens_total",),
+    )
+    metrics_hint = ("trtllm-serve has no Prometheus metrics at this path: use a release that "
+                    "serves /prometheus/metrics, or set the engine's metrics path")
     options = {
         "free_gpu_memory_fraction": share_option(
             "share of the memory left after weights that the KV cache may take"
         ),
         # trtllm-serve 1.x reads --extra_llm_api_options; newer releases call it --config.
+        "weights_gib": stated_size_option("the model's weights; the KV share is of what is "
+                                          "left after them"),
         "options_flag": Option("str", "--extra_llm_api_options",
                                "the trtllm-serve flag that takes the options YAML",
                                choices=("--extra_llm_api_options", "--config")),
@@ -50,6 +75,22 @@ class TensorRTLLM(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         return f"kv_cache_config.free_gpu_memory_fraction {preset.options['free_gpu_memory_fraction']:g}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        # TensorRT-LLM loads the weights, then gives the KV cache this share of the memory
+        # still free: weights + share x (pool - weights). Without the weights the figure is
+        # share x pool, a floor, and the claim says so.
+        share = preset.options["free_gpu_memory_fraction"]
+        weights_gib = preset.options["weights_gib"]
+        if weights_gib is None:
+            return MemoryClaim(int(share * total), f"free_gpu_memory_fraction {share:g} x "
+                               f"MemTotal {total / GIB:.1f} GiB", estimated=True,
+                               note="a floor: set trtllm.weights_gib for the full figure")
+        weights = int(weights_gib * GIB)
+        return MemoryClaim(weights + int(share * max(total - weights, 0)),
+                           f"weights {weights_gib:g} GiB (stated) + {share:g} x the "
+                           f"{max(total - weights, 0) / GIB:.1f} GiB left", estimated=True,
+                           note="activations not counted")
 
     def identify(self, probe: EndpointProbe) -> bool:
         # Unverified against a live server: trtllm-serve reports its models as owned by

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.guard.claims import MemoryClaim, share_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset
+    from sparkdeck.settings import GuardSettings
 
 
 class VLLM(EngineKind):
@@ -23,6 +26,30 @@ class VLLM(EngineKind):
                    "--port": "port", "--host": "lan"}
     api_key_env = ("VLLM_API_KEY", *EngineKind.api_key_env)  # what `vllm serve` reads
     thinking_off_effort = "low"
+    # vllm/v1/metrics/loggers.py; older releases spell some names differently (second).
+    metrics_map = MetricsMap(
+        generation_tokens=("vllm:generation_tokens_total",),
+        prompt_tokens=("vllm:prompt_tokens_total",),
+        running=("vllm:num_requests_running",),
+        waiting=("vllm:num_requests_waiting",),
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        prefix_queries=("vllm:prefix_cache_queries_total",
+                        "vllm:gpu_prefix_cache_queries_total"),
+        ttft_histogram=("vllm:time_to_first_token_seconds",),
+        itl_histogram=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        spec_accepted=("vllm:spec_decode_num_accepted_tokens_total",),
+        spec_drafted=("vllm:spec_decode_num_draft_tokens_total",),
+    )
+    metrics_hint = "vLLM always serves /metrics: check the URL and that nothing proxies it away"
+    # Log lines of vLLM's V1 engine (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py and
+    # the API server's uvicorn start-up).
+    startup_phases = (
+        ("weights loading", r"Starting to load model|Loading weights"),
+        ("KV-cache allocation", r"Available KV cache memory|GPU KV cache size|# GPU blocks"),
+        ("CUDA graph capture", r"Capturing CUDA graph"),
+        ("ready", r"Application startup complete"),
+    )
     options = {
         "gpu_memory_utilization": share_option(
             "share of the whole unified pool for weights, activations and KV cache"
@@ -45,6 +72,12 @@ class VLLM(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         return f"--gpu-memory-utilization {preset.options['gpu_memory_utilization']:g}"
+
+    def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        # vLLM sizes weights + activations + KV cache to this share of the whole pool, and
+        # refuses to start unless MemAvailable covers it (vllm #48140).
+        return share_claim(preset.options["gpu_memory_utilization"], total,
+                           "gpu_memory_utilization")
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "vllm:" in probe.body("/metrics") or '"owned_by":"vllm"' in probe.body(

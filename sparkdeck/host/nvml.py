@@ -286,3 +286,14 @@ class NvmlReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def gpu_process_pids(reading: GpuReading) -> set[int] | None:
+    """Host PIDs NVML lists as running on any GPU; None when NVML cannot tell (no driver, or
+    process lists unsupported), which is different from an empty set."""
+    if not reading.gpus:
+        return None
+    lists = [gpu.processes for gpu in reading.gpus]
+    if all(found is None for found in lists):
+        return None
+    return {pid for found in lists if found for pid, _ in found}

@@ -1,0 +1,88 @@
+"""The start-up timeline: memory from launch to ready, with phases marked from log lines.
+
+Memory is sampled at the guard's start-up rate; phases (weights loading, KV-cache
+allocation, CUDA graph capture, ready) come from the first log line matching each of the
+engine kind's `startup_phases` patterns. Times are seconds since the container started.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkdeck.guard.readings import Reading
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    t: float  # seconds since launch
+    available: int
+    used: int
+
+
+@dataclass(frozen=True)
+class PhaseMark:
+    t: float
+    phase: str
+    line: str
+
+
+@dataclass(frozen=True)
+class StartupTimeline:
+    """What a start-up looked like; saved with the launch record and drawn in the TUI."""
+
+    points: tuple[TimelinePoint, ...]
+    marks: tuple[PhaseMark, ...]
+    total: int  # MemTotal, so a chart can scale without another reading
+
+    @property
+    def peak_used(self) -> int:
+        return max((p.used for p in self.points), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total,
+                "points": [[round(p.t, 3), p.available, p.used] for p in self.points],
+                "marks": [{"t": round(m.t, 3), "phase": m.phase, "line": m.line}
+                          for m in self.marks]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StartupTimeline:
+        return cls(tuple(TimelinePoint(float(t), int(a), int(u)) for t, a, u in data["points"]),
+                   tuple(PhaseMark(float(m["t"]), m["phase"], m["line"]) for m in data["marks"]),
+                   int(data["total"]))
+
+
+def mark_phases(lines: Iterable[tuple[float, str]],
+                patterns: Sequence[tuple[str, str]]) -> list[PhaseMark]:
+    """The first line matching each phase, as (seconds since launch, line) pairs in order."""
+    compiled = [(phase, re.compile(rx, re.IGNORECASE)) for phase, rx in patterns]
+    marks: dict[str, PhaseMark] = {}
+    for t, line in lines:
+        for phase, rx in compiled:
+            if phase not in marks and rx.search(line):
+                marks[phase] = PhaseMark(t, phase, line.strip()[:200])
+    return sorted(marks.values(), key=lambda m: m.t)
+
+
+class TimelineRecorder:
+    """Collects points from the sampler thread; `timeline()` freezes what was collected."""
+
+    def __init__(self, started: float):
+        self.started = started
+        self._points: list[TimelinePoint] = []
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def add(self, reading: Reading) -> None:
+        point = TimelinePoint(reading.t - self.started, reading.memory.available,
+                              reading.memory.used)
+        with self._lock:
+            self._points.append(point)
+            self._total = reading.memory.total
+
+    def timeline(self, marks: Sequence[PhaseMark] = ()) -> StartupTimeline:
+        with self._lock:
+            return StartupTimeline(tuple(self._points), tuple(marks), self._total)

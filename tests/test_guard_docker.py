@@ -1,0 +1,250 @@
+"""The guard against the real Docker daemon: the stop action on a real container with an
+injected reading source (the only fake here: it stands in for a Spark running out of
+memory), the guarded start-up, the fit refusal, the safe switch and `sparkdeck guard`."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import docker
+import pytest
+
+from sparkdeck.docker_errors import NotManaged
+from sparkdeck.guard.fit import DOES_NOT_FIT
+from sparkdeck.guard.policy import WatchdogPolicy
+from sparkdeck.guard.readings import HostReadings, Reading
+from sparkdeck.guard.records import load_launch_record, recent_actions
+from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
+from sparkdeck.guard.watchdog import Watchdog
+from sparkdeck.launcher import (
+    DoesNotFit, FitChecked, GuardDecided, GuardStoppedEngine, Launcher, SwitchWaited,
+    TimelineSaved,
+)
+from sparkdeck.presets import load_file
+from sparkdeck.settings import GuardSettings
+from tests.conftest import (
+    base_fields, free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+)
+from tests.test_cli_engine import run_cli
+
+pytestmark = [pytest.mark.docker]
+
+
+class CrossingSource:
+    """FAKE reading source: this machine's real readings, with MemAvailable replaced by 3 %
+    of MemTotal once `cross()` is called (a Spark about to run out). Records when it crossed."""
+
+    def __init__(self) -> None:
+        self.real = HostReadings()
+        self.crossed_at: float | None = None
+
+    def cross(self) -> None:
+        self.crossed_at = time.monotonic()
+
+    def __call__(self) -> Reading:
+        reading = self.real()
+        if self.crossed_at is None:
+            return reading
+        low = int(reading.memory.total * 0.03)
+        return replace(reading, memory=replace(reading.memory, available=low, free=low))
+
+
+def sleeper(tmp_path: Path, busybox_image: str, preset_id: str = "sleeper", **openai):
+    """A busybox "engine" that never answers its health path (a long start-up)."""
+    fields = dict(title=preset_id, kind="openai", image=busybox_image, port=free_port(),
+                  startup_timeout=60.0, **base_fields(),
+                  openai={"container_port": 8080, "health_path": "/health",
+                          "entrypoint": ["/bin/sh", "-c", "echo loading; sleep 600"], **openai})
+    return load_file(write_preset(tmp_path / "presets", preset_id, **fields))
+
+
+def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
+        runtime, docker_client, scope, tmp_path, busybox_image):
+    engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
+    source = CrossingSource()
+    dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
+                   lambda: runtime.stop(engine.container_id, grace=0), engine=engine.name)
+    done = threading.Event()
+    thread = threading.Thread(target=dog.run, args=(done, lambda: 2.0))
+    thread.start()
+    try:
+        time.sleep(1.2)
+        assert dog.stopped_by is None and scope_containers(docker_client, scope)
+        source.cross()
+        thread.join(timeout=30)
+    finally:
+        done.set()
+    assert dog.stopped_by is not None and "MemAvailable 3.0 %" in dog.stopped_by.reasons[0]
+    assert scope_containers(docker_client, scope) == []
+    latency = dog.stopped_at - source.crossed_at
+    assert latency < 10.0, f"{latency:.2f} s from crossing to stopped"  # benchmark: <= 2 s
+    (action,) = recent_actions()
+    assert action["action"] == "stopped" and action["engine"] == engine.name
+    assert len(action["window"]) >= 3 and action["window"][-1]["available"] == int(
+        action["window"][-1]["total"] * 0.03)
+
+
+def test_stop_action_refuses_a_container_sparkdeck_did_not_start(runtime, docker_client,
+                                                                 busybox_image):
+    stranger = docker_client.containers.run(busybox_image, ["sleep", "60"], detach=True,
+                                            labels={"purpose": "not sparkdeck's"})
+    try:
+        source = CrossingSource()
+        source.cross()
+        dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
+                       lambda: runtime.stop(stranger.id, grace=0), engine="stranger")
+        with pytest.raises(NotManaged):
+            dog.step()
+        stranger.reload()
+        assert stranger.status == "running"
+    finally:
+        stranger.remove(force=True)
+
+
+def test_guarded_startup_stops_the_engine_and_keeps_the_readings(runtime, docker_client, scope,
+                                                                 tmp_path, busybox_image):
+    source = CrossingSource()
+    events: list = []
+    launcher = Launcher(runtime, on_event=events.append, stop_grace=5, readings=source)
+    threading.Timer(1.5, source.cross).start()
+    with pytest.raises(GuardStoppedEngine) as info:
+        launcher.launch(sleeper(tmp_path, busybox_image), flush=False)
+    assert "MemAvailable 3.0 %" in str(info.value) and "readings saved in" in str(info.value)
+    assert scope_containers(docker_client, scope) == []
+    decisions = [e.decision.level for e in events if isinstance(e, GuardDecided)]
+    assert decisions[0] == "ok" and decisions[-1] == "stop"
+    # sampled at 2 Hz during the start-up: about 3 ok readings in the 1.5 s before crossing
+    assert 2 <= decisions.count("ok") <= 5
+    (saved,) = [e for e in events if isinstance(e, TimelineSaved)]
+    record = json.loads(saved.path.read_text())
+    assert record["preset_id"] == "sleeper" and len(record["timeline"]["points"]) >= 3
+    failure = json.loads((Path(os.environ["SPARKDECK_DATA_DIR"]) /
+                          "last-launch-failure.json").read_text())
+    assert "memory guard stopped sleeper" in failure["message"]
+
+
+def test_a_claim_that_does_not_fit_is_refused_and_the_old_engine_keeps_running(
+        runtime, docker_client, scope, tmp_path, busybox_image):
+    events: list = []
+    launcher = Launcher(runtime, on_event=events.append, stop_grace=2)
+    old = runtime.start(sleeper(tmp_path, busybox_image, "old").container_spec())
+    huge = sleeper(tmp_path, busybox_image, "huge", memory_gib=100_000.0)
+    with pytest.raises(DoesNotFit) as info:
+        launcher.launch(huge, flush=False)
+    message = str(info.value)
+    assert "does not fit" in message and "--force" in message and "MemAvailable:" in message
+    assert [c.id for c in scope_containers(docker_client, scope)] == [old.container_id]
+    (checked,) = [e for e in events if isinstance(e, FitChecked)]
+    assert checked.fit.verdict == DOES_NOT_FIT and not checked.forced
+
+
+def test_cli_refuses_then_force_launches(tmp_path, isolated_dirs, scope, docker_client,
+                                         busybox_image):
+    env = {**os.environ, "SPARKDECK_SCOPE": scope}
+    write_preset(isolated_dirs["config"] / "presets", "huge", title="huge", kind="openai",
+                 image=busybox_image, port=free_port(), **base_fields(),
+                 openai={"container_port": 8080, "health_path": "/", "memory_gib": 100_000.0,
+                         "entrypoint": ["/bin/sh", "-c", "echo ok > /www/x; httpd -f -p 8080 "
+                                        "-h /www"]})
+    try:
+        refused = run_cli("launch", "huge", "--no-flush", "--yes", env=env)
+        assert refused.returncode == 1
+        assert "huge does not fit" in refused.stderr and "Pass --force" in refused.stderr
+        assert scope_containers(docker_client, scope) == []
+        forced = run_cli("launch", "huge", "--no-flush", "--yes", "--force", "--timeout", "30",
+                         env=env)
+        assert forced.returncode == 0, forced.stderr
+        assert "memory fit: does not fit (launching anyway: --force)" in forced.stdout
+        assert "start-up timeline:" in forced.stdout
+    finally:
+        remove_scope(docker_client, scope)
+
+
+def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope, tmp_path,
+                                                   busybox_image):
+    from sparkdeck.guard.records import save_launch_record
+
+    def switch(baseline_offset_gib: float, skip: bool) -> list:
+        events: list = []
+        guard = GuardSettings(switch_timeout_s=2.0)
+        engine = runtime.start(sleeper(tmp_path, busybox_image, "a").container_spec())
+        available = HostReadings()().memory.available
+        save_launch_record(engine.name, {"available_before":
+                                         available + int(baseline_offset_gib * 2**30)})
+        event = threading.Event()
+        if skip:
+            event.set()
+        Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
+                 stop_grace=1).stop_all(wait_memory=True, skip_wait=event)
+        assert scope_containers(docker_client, scope) == []
+        return [e.progress for e in events if isinstance(e, SwitchWaited)]
+
+    back = switch(0.0, skip=False)  # memory is where it was before the launch
+    assert [p.state for p in back] == [BACK]
+    late = switch(20.0, skip=False)  # 20 GiB never come back on this machine
+    assert late[-1].state == TIMED_OUT and 2.0 <= late[-1].elapsed < 4.0 and len(late) >= 4
+    skipped = switch(20.0, skip=True)
+    assert [p.state for p in skipped] == [SKIPPED]
+
+
+@pytest.mark.llama
+def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path,
+                                                              llama_image):
+    events: list = []
+    preset = load_file(write_preset(tmp_path / "presets", "tl",
+                                    **llama_preset_fields(llama_image, free_port())))
+    engine = Launcher(runtime, on_event=events.append, stop_grace=2).launch(preset, flush=False)
+    (saved,) = [e for e in events if isinstance(e, TimelineSaved)]
+    phases = [m.phase for m in saved.timeline.marks]
+    assert phases[0] == "weights loading" and phases[-1] == "ready"
+    assert "KV-cache allocation" in phases
+    assert all(0 <= m.t < 30 for m in saved.timeline.marks)
+    assert len(saved.timeline.points) >= 1
+    record = load_launch_record(engine.name)
+    assert record["timeline"]["marks"][0]["phase"] == "weights loading"
+    assert record["available_before"] > 0 and record["fit"]["verdict"]
+
+
+def test_guard_command_prints_decisions_for_the_running_engine(runtime, scope, tmp_path,
+                                                               busybox_image):
+    runtime.start(sleeper(tmp_path, busybox_image).container_spec())
+    env = {**os.environ, "SPARKDECK_SCOPE": scope}
+    result = run_cli("guard", "--duration", "2.5", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("guarding sparkdeck-sleeper") and "stops the engine" in lines[0]
+    decisions = [line for line in lines if "MemAvailable" in line and "OK" in line]
+    assert 2 <= len(decisions) <= 4  # 1 Hz for 2.5 s
+    as_json = run_cli("guard", "--duration", "1.5", "--json", env=env)
+    first = json.loads(as_json.stdout.splitlines()[0])
+    assert first["level"] == "ok" and first["reading"]["total"] > 0
+
+
+def test_guard_command_without_an_engine_says_so(scope):
+    result = run_cli("guard", "--duration", "1", env={**os.environ, "SPARKDECK_SCOPE": scope})
+    assert result.returncode == 1 and "no sparkdeck engine is running" in result.stderr
+
+
+def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
+        runtime, docker_client, scope, tmp_path, busybox_image):
+    """The old engine's host PIDs come from Docker; the NVML listing is a FAKE (no GPU here)
+    that keeps listing them for five polls, as a slow-to-exit CUDA process would."""
+    from sparkdeck.guard.records import save_launch_record
+
+    engine = runtime.start(sleeper(tmp_path, busybox_image, "gpu").container_spec())
+    pids = runtime.host_pids(engine.container_id)
+    assert pids and all(Path(f"/proc/{pid}").exists() for pid in pids)
+    save_launch_record(engine.name, {"available_before": HostReadings()().memory.available})
+    listings = iter([set(pids) | {1}] * 5)
+    events: list = []
+    Launcher(runtime, on_event=events.append, gpu_pids=lambda: next(listings, {1}),
+             guard=GuardSettings(switch_timeout_s=30.0), stop_grace=1).stop_all(wait_memory=True)
+    progress = [e.progress for e in events if isinstance(e, SwitchWaited)]
+    assert [p.state for p in progress] == ["waiting"] * 5 + [BACK]
+    assert progress[0].gpu_pids_left == tuple(sorted(pids))
+    assert "GPU process(es) of the old engine left" in progress[0].describe()

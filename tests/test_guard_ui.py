@@ -1,0 +1,154 @@
+"""The guard's UI pieces, each alone inside a tiny host App, driven with Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from textual.app import App, ComposeResult
+
+from sparkdeck.guard.claims import GIB, MemoryClaim
+from sparkdeck.guard.fit import check_fit
+from sparkdeck.guard.policy import WatchdogPolicy
+from sparkdeck.guard.switch import switch_progress
+from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
+from sparkdeck.host.meminfo import MemorySnapshot
+from sparkdeck.settings import GuardSettings
+from sparkdeck.ui.guard_screens import FitModal, SwitchWaitScreen
+from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine, chart_rows, phase_row
+from tests.test_guard_policy import recording
+
+TOTAL = 100 * GIB  # fake pool size for the pictures
+
+
+class Host(App[None]):
+    def __init__(self, *widgets) -> None:
+        super().__init__()
+        self.widgets = widgets
+        self.results: list = []
+
+    def compose(self) -> ComposeResult:
+        yield from self.widgets
+
+
+def does_not_fit():
+    memory = MemorySnapshot(TOTAL, 40 * GIB, 30 * GIB, 10 * GIB, 0, 0, 0)
+    return check_fit(MemoryClaim(80 * GIB, "0.8 x MemTotal"), memory, headroom=5 * GIB)
+
+
+def test_fit_modal_shows_numbers_and_cancels_by_default():
+    asyncio.run(_test_fit_modal_shows_numbers_and_cancels_by_default())
+
+
+async def _test_fit_modal_shows_numbers_and_cancels_by_default():
+    app = Host()
+    async with app.run_test() as pilot:
+        app.push_screen(FitModal("big", does_not_fit()), app.results.append)
+        await pilot.pause()
+        text = " ".join(str(s.render()) for s in app.screen.query("Static"))
+        assert "big does not fit" in text and "MemAvailable:   40.0 GiB" in text
+        assert "needs 85.0 GiB" in text
+        await pilot.press("enter")  # the focused button is Cancel
+        await pilot.pause()
+        assert app.results == [False]
+        app.push_screen(FitModal("big", does_not_fit()), app.results.append)
+        await pilot.pause()
+        await pilot.click("#launch-anyway")
+        await pilot.pause()
+        assert app.results == [False, True]
+
+
+def test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
+    asyncio.run(_test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press())
+
+
+async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
+    skip = threading.Event()
+    app = Host()
+    args = dict(baseline=100 * GIB, margin=2 * GIB, timeout=120, gpu_pids_left=None)
+    async with app.run_test() as pilot:
+        screen = SwitchWaitScreen("sparkdeck-old", skip)
+        app.push_screen(screen, app.results.append)
+        await pilot.pause()
+        screen.show(switch_progress(available=49 * GIB, elapsed=3, **args))
+        await pilot.pause()
+        assert round(screen.query_one("#switch-bar").progress) == 50  # 49 of 98 GiB
+        await pilot.press("s")
+        assert not skip.is_set() and "Skip anyway" in str(screen.query_one("#skip").label)
+        await pilot.press("s")
+        assert skip.is_set()
+        final = switch_progress(available=60 * GIB, elapsed=4, **args)
+        screen.show(final.__class__("skipped", *[getattr(final, f) for f in (
+            "elapsed", "timeout", "target", "available", "gpu_pids_left")]))
+        await pilot.pause()
+        assert app.results and app.results[0].state == "skipped"
+        assert app.screen is not screen
+
+
+def test_switch_wait_screen_closes_itself_when_memory_is_back():
+    asyncio.run(_test_switch_wait_screen_closes_itself_when_memory_is_back())
+
+
+async def _test_switch_wait_screen_closes_itself_when_memory_is_back():
+    app = Host()
+    async with app.run_test() as pilot:
+        screen = SwitchWaitScreen("sparkdeck-old", threading.Event())
+        app.push_screen(screen, app.results.append)
+        await pilot.pause()
+        screen.show(switch_progress(available=99 * GIB, elapsed=30, baseline=100 * GIB,
+                                    margin=2 * GIB, timeout=120, gpu_pids_left=()))
+        await pilot.pause()
+        assert app.results[0].state == "memory back"
+
+
+def ramp_timeline() -> StartupTimeline:
+    points = tuple(TimelinePoint(t, TOTAL - used, used) for t, used in
+                   [(0.0, 10 * GIB), (1.0, 40 * GIB), (2.0, 80 * GIB), (3.0, 60 * GIB)])
+    marks = (PhaseMark(0.0, "weights loading", "x"), PhaseMark(2.0, "KV-cache allocation", "y"),
+             PhaseMark(3.0, "ready", "z"))
+    return StartupTimeline(points, marks, TOTAL)
+
+
+def test_chart_rows_scale_to_memtotal_and_keep_the_peak():
+    rows = chart_rows(ramp_timeline(), width=4, height=2)
+    # columns: 10 %, 40 %, 80 %, 60 % of the pool on 2 rows of 8 levels each
+    assert rows == ["  ▅▂", "▂▆██"]
+    assert phase_row(ramp_timeline(), 4) == "W KR"
+
+
+def test_timeline_chart_draws_and_lists_the_phases():
+    asyncio.run(_test_timeline_chart_draws_and_lists_the_phases())
+
+
+async def _test_timeline_chart_draws_and_lists_the_phases():
+    chart = TimelineChart()
+    app = Host(chart)
+    async with app.run_test(size=(60, 20)) as pilot:
+        assert "no start-up recorded yet" in str(chart.render())
+        chart.timeline = ramp_timeline()
+        await pilot.pause()
+        text = str(chart.render())
+        assert "█" in text and "peak 80.0 GiB of 100.0" in text
+        assert "K KV-cache allocation 2.0 s" in text and "R ready 3.0 s" in text
+
+
+def test_watchdog_line_shows_each_level():
+    asyncio.run(_test_watchdog_line_shows_each_level())
+
+
+async def _test_watchdog_line_shows_each_level():
+    line = WatchdogLine()
+    app = Host(line)
+    _, readings = recording("ramp_to_wedge")
+    policy = WatchdogPolicy(GuardSettings())
+    async with app.run_test() as pilot:
+        assert "not running" in str(line.render())
+        line.show(policy.decide(readings[:3]))
+        await pilot.pause()
+        assert line.has_class("-ok") and "OK" in str(line.render())
+        stop = next(policy.decide(readings[:i]) for i in range(2, len(readings))
+                    if policy.decide(readings[:i]).level == "stop")
+        line.show(stop)
+        await pilot.pause()
+        assert line.has_class("-stop") and not line.has_class("-ok")
+        assert "STOPPED the engine" in str(line.render())
