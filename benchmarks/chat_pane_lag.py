@@ -115,6 +115,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
     keys: list[float] = []
     pending_key: list[float] = []
     drains = [0]
+    feed_times: list[float] = []
 
     class Host(App):
         def compose(self) -> ComposeResult:
@@ -133,20 +134,22 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
         while not app.query(ReplyView):
             await pilot.pause(0.005)
         view = list(app.query(ReplyView))[-1]
-        content: Markdown = view.content
-        original_append = content.append
         original_feed = view.feed
 
         async def counting_feed(*parts: Any) -> None:
             drains[0] += 1
+            started = time.perf_counter()
             await original_feed(*parts)
+            feed_times.append(time.perf_counter() - started)
 
         view.feed = counting_feed  # type: ignore[method-assign]
         appends = [0, 0.0]
+        original_append = Markdown.append
 
-        def timed_append(fragment: str) -> Any:
+        def timed_append(markdown: Markdown, fragment: str) -> Any:
+            # every Markdown of the reply (a long reply is streamed in segments)
             started = time.perf_counter()
-            done = original_append(fragment)
+            done = original_append(markdown, fragment)
 
             async def wait_and_mark() -> None:
                 await done
@@ -159,7 +162,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
 
             return wait_and_mark()
 
-        content.append = timed_append  # type: ignore[method-assign]
+        Markdown.append = timed_append  # type: ignore[method-assign]
         stop_keys = threading.Event()
 
         def press_keys() -> None:  # as the terminal driver thread would
@@ -178,6 +181,8 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
             await pilot.pause(0.01)
         caption = str(view.caption.render())
         chars = len(view.content_text)
+        segments = view.segments
+        Markdown.append = original_append  # type: ignore[method-assign]
     server_side = sent.get(timeout=30)
     proc.terminate()
     achieved = (server_side["count"] - 1) / (server_side["last"] - server_side["first"])
@@ -185,7 +190,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
             "lag_ms": (shown["painted"] - server_side["last"]) * 1000,
             "append_lag_ms": (shown["appended"] - server_side["last"]) * 1000,
             "keys": keys, "drains": drains[0], "chars": chars, "caption": caption,
-            "appends": appends[0], "append_ms": 1000 * appends[1] / max(1, appends[0])}
+            "segments": segments, "feed_ms": 1000 * sum(feed_times) / max(1, len(feed_times)), "appends": appends[0], "append_ms": 1000 * appends[1] / max(1, appends[0])}
 
 
 def main() -> int:
@@ -198,7 +203,7 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     print(f"{'rate':>6} {'achieved':>9} {'tokens':>7} {'lag ms':>7} {'keys':>5} "
           f"{'key p50':>8} {'key p95':>8} {'key max':>8} {'drains':>7} {'appends':>7} "
-          f"{'ms/app':>6}  pane caption")
+          f"{'ms/app':>6} {'segs':>4}  pane caption")
     for rate in (float(r) for r in args.rates.split(",")):
         r = asyncio.run(measure(rate, args.seconds))
         keys = sorted(k * 1000 for k in r["keys"])
@@ -207,7 +212,7 @@ def main() -> int:
         worst = keys[-1] if keys else float("nan")
         print(f"{r['rate']:>6.0f} {r['achieved']:>9.0f} {r['tokens']:>7} {r['lag_ms']:>7.1f} "
               f"{len(keys):>5} {p50:>8.1f} {p95:>8.1f} {worst:>8.1f} {r['drains']:>7} "
-              f"{r['appends']:>7} {r['append_ms']:>6.1f}  "
+              f"{r['appends']:>7} {r['append_ms']:>6.1f} {r['segments']:>4}  "
               f"{r['caption']}")
     return 0
 
