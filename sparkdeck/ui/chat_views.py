@@ -49,6 +49,10 @@ class UserMessage(Static):
         self.text = text
 
 
+# Renders frozen segments off-screen: only its options (width) are used, nothing is printed.
+_CONSOLE = Console(color_system="truecolor", force_terminal=True, width=80)
+
+
 class FrozenMarkdown(Static):
     """A finished part of a long reply: rendered once per width with Rich's Markdown.
 
@@ -68,8 +72,8 @@ class FrozenMarkdown(Static):
             self.update(self._rendered(width))
 
     def _rendered(self, width: int) -> Text:
-        console = Console(width=width, color_system="truecolor", force_terminal=True)
-        lines = console.render_lines(RichMarkdown(self.source), console.options, pad=False)
+        options = _CONSOLE.options.update_width(width)
+        lines = _CONSOLE.render_lines(RichMarkdown(self.source), options, pad=False)
         text = Text()
         for i, line in enumerate(lines):
             if i:
@@ -190,12 +194,9 @@ class ReplyView(Vertical):
     async def _freeze_live_segment(self, more: str) -> None:
         await self._content_stream.stop()
         live = self.content
-        frozen = FrozenMarkdown(self._live_source + more)
-        fresh = Markdown(classes="chat-content")
-        await self.mount(frozen, before=live)
-        await live.remove()
-        await self.mount(fresh, after=frozen)
-        self._content_stream = Markdown.get_stream(fresh)
+        await self.mount(FrozenMarkdown(self._live_source + more), before=live)
+        await live.update("")  # the live Markdown starts over after the frozen part
+        self._content_stream = Markdown.get_stream(live)
         self._streams = [self._reasoning_stream, self._content_stream]
         self._live_source, self._live_breaks, self._live_fences = "", 0, 0
         self.segments += 1
