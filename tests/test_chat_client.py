@@ -11,11 +11,26 @@ from pathlib import Path
 import pytest
 
 from sparkdeck.chat.client import (
-    ChatClient, ChatRequest, HTTPErrorReply, ProtocolError, ServerUnreachable,
-    StreamErrorEvent, Timed, api_key_from_env, stream_chat,
+    ChatClient,
+    ChatRequest,
+    HTTPErrorReply,
+    ProtocolError,
+    ServerUnreachable,
+    StreamErrorEvent,
+    Timed,
+    api_key_from_env,
+    stream_chat,
 )
 from sparkdeck.chat.deltas import (
-    Content, Done, Finished, Opened, Reasoning, Timings, ToolCall, Usage, parse_chunk,
+    Content,
+    Done,
+    Finished,
+    Opened,
+    Reasoning,
+    Timings,
+    ToolCall,
+    Usage,
+    parse_chunk,
 )
 from sparkdeck.chat.reply import ReplyBuilder
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events

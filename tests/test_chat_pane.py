@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.containers import VerticalScroll
+from textual.widgets import Input, Label
 
 from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
 from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
-from textual.containers import VerticalScroll
-from textual.widgets import Input, Label
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
 

@@ -32,7 +32,6 @@ from sparkdeck.chat.store import Conversation, list_conversations, load
 from sparkdeck.engines import EngineKind
 from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
 
-
 FEED_INTERVAL = 0.025  # seconds between Markdown updates of a streaming reply, at least
 
 

@@ -26,9 +26,12 @@ from textual.widgets.option_list import Option
 from sparkdeck import paths
 from sparkdeck.chat.session import ReplyOutcome
 from sparkdeck.chat.store import (
-    ConversationSummary, Turn, export_markdown, figures_caption, load,
+    ConversationSummary,
+    Turn,
+    export_markdown,
+    figures_caption,
+    load,
 )
-
 
 # Blank lines (about paragraphs) in the live Markdown before a new segment may start.
 SEGMENT_BLOCKS = 12
