@@ -181,7 +181,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
         presser = threading.Thread(target=press_keys, daemon=True)
         presser.start()
         while "painted" not in shown:
-            await pilot.pause(0.01)
+            await asyncio.sleep(0.01)  # not pilot.pause: that waits for idle, costing CPU
         stop_keys.set()
         presser.join()
         await pilot.pause(0.3)  # let the last posted key be handled before the app exits

@@ -69,10 +69,13 @@ class FrozenMarkdown(Static):
         self._width = 0
 
     def on_resize(self, event: events.Resize) -> None:
-        width = max(20, event.size.width)
+        width = max(20, event.size.width - self.styles.gutter.width)
         if width != self._width:
             self._width = width
-            self.update(self._rendered(width))
+            text = self._rendered(width)
+            self.update(text)
+            # a fixed height spares every later layout from measuring the whole text again
+            self.styles.height = len(text.plain.split("\n")) if text.plain else 0
 
     def _rendered(self, width: int) -> Text:
         options = _CONSOLE.options.update_width(width)
