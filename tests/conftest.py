@@ -34,6 +34,27 @@ LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci
 TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 
 
+_VLLM_FIXTURES = frozenset({"vllm_server", "tiny_hf_model", "vllm_python"})
+
+
+# The first test that asks for the server pays for writing the model and starting vLLM
+# (minutes on a loaded 2-core box): more than the suite's default per-test timeout allows.
+VLLM_TEST_TIMEOUT = 600
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts or uses vLLM must carry the `vllm` marker, so -m "not vllm" works."""
+    using = [item for item in items if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ()))]
+    unmarked = [item.nodeid for item in using if item.get_closest_marker("vllm") is None]
+    for item in using:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT))
+    if unmarked:
+        raise pytest.UsageError("these tests use the vLLM fixtures but lack "
+                                "`pytest.mark.vllm` (add `pytestmark = pytest.mark.vllm`): "
+                                + ", ".join(unmarked))
+
+
 def unavailable(reason: str) -> None:
     if REQUIRE_REAL:
         pytest.fail(f"required real part missing: {reason}")
@@ -64,12 +85,17 @@ def docker_client() -> Iterator[docker.DockerClient]:
 
 @pytest.fixture(scope="session")
 def llama_server_binary() -> Path:
-    for candidate in (os.environ.get("SPARKDECK_LLAMA_SERVER"),
-                      str(LLAMA_CACHE / "llama-server-b11434")):
+    return cached_part("SPARKDECK_LLAMA_SERVER", LLAMA_CACHE / "llama-server-b11434",
+                       "no llama-server binary: build it with "
+                       "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+
+
+def cached_part(variable: str, cached: Path, missing: str) -> Path:
+    """A file named by an environment variable, else its place in the CI cache."""
+    for candidate in (os.environ.get(variable), str(cached)):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    unavailable("no llama-server binary: build it with "
-                "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+    unavailable(missing)
     raise AssertionError("unreachable")
 
 
@@ -91,13 +117,10 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
     """The python of the venv that holds vLLM's CPU build (kept apart from sparkdeck's)."""
-    for candidate in (os.environ.get("SPARKDECK_VLLM_PYTHON"),
-                      str(LLAMA_CACHE / "vllm-venv" / "bin" / "python")):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    unavailable("no vLLM venv: install it with `bash .ci/install_vllm.sh "
-                "/var/cache/sparkdeck-ci` (about a minute), or set SPARKDECK_VLLM_PYTHON")
-    raise AssertionError("unreachable")
+    return cached_part("SPARKDECK_VLLM_PYTHON", LLAMA_CACHE / "vllm-venv" / "bin" / "python",
+                       "no vLLM venv: install it with `bash .ci/install_vllm.sh "
+                       "/var/cache/sparkdeck-ci` (one to four minutes), or set "
+                       "SPARKDECK_VLLM_PYTHON")
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +133,7 @@ def tiny_hf_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -
         writable = False
     out = (LLAMA_CACHE if writable else tmp_path_factory.mktemp("hf")) / "tiny-hf-model"
     done = subprocess.run([str(vllm_python), str(TINY_HF_MODEL_SCRIPT), str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         pytest.fail(f"writing the tiny model failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip())

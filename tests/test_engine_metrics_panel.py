@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from sparkdeck.metrics.sampler import MetricsSampler, plan_for
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.ui import engine_metrics_panel as panel_module
 from sparkdeck.ui.engine_metrics_panel import EngineMetricsPanel, MetricsSampled, Trail
+from tests.support.metrics_loopback import serving
 
 CSS = Path(panel_module.__file__).with_name("sparkdeck.tcss")
 
@@ -112,34 +111,21 @@ async def test_metrics_off_shows_how_to_switch_them_on():
         assert not app.query_one("#tps-sparkline").display  # no fake zeros drawn
 
 
-class _Engine(BaseHTTPRequestHandler):
+def _llama_page(served: list[int]) -> tuple[int, bytes]:
     """A llama-server-shaped /metrics whose token counter grows 500 per request."""
-
-    served = 0
-
-    def do_GET(self) -> None:  # noqa: N802
-        _Engine.served += 1
-        body = ("# TYPE llamacpp:tokens_predicted_total counter\n"
-                f"llamacpp:tokens_predicted_total {500 * _Engine.served}\n"
-                "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
-                "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2\n"
-                ).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    served.append(1)
+    return 200, ("# TYPE llamacpp:tokens_predicted_total counter\n"
+                 f"llamacpp:tokens_predicted_total {500 * len(served)}\n"
+                 "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
+                 "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2\n"
+                 ).encode()
 
 
 @pytest.fixture
 def engine_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    served: list[int] = []
+    with serving(lambda path: _llama_page(served)) as url:
+        yield url
 
 
 @sync

@@ -8,18 +8,23 @@ import json
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
 from pathlib import Path
 
 import pytest
 
 from sparkdeck.metrics.reader import (
-    InvalidSample, MetricsOff, MetricsReader, MetricsTarget, RawSample, Unreachable,
+    InvalidSample,
+    MetricsOff,
+    MetricsReader,
+    MetricsTarget,
+    RawSample,
+    Unreachable,
 )
-from sparkdeck.metrics.sampler import plan_for
+from sparkdeck.metrics.sampler import MetricsSampler, plan_for
 from sparkdeck.presets import PresetError, load_file
 from tests.conftest import free_port, write_preset
+from tests.support.metrics_loopback import serving
 
 LLAMA_BODY = (Path(__file__).parent / "fixtures" / "metrics" / "llamacpp-b11434-busy.prom")
 
@@ -29,34 +34,19 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-class _Answers(BaseHTTPRequestHandler):
-    """Answers each path with a fixed status and body."""
-
-    routes: dict[str, tuple[int, bytes]] = {}
-
-    def do_GET(self) -> None:  # noqa: N802
-        status, body = self.routes.get(self.path, (404, b"not found"))
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+ROUTES: dict[str, tuple[int, bytes]] = {}
 
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    ROUTES.clear()
+    with serving(lambda path: ROUTES.get(path, (404, b"not found"))) as url:
+        yield url
 
 
 def test_reader_outcomes_are_typed(server):
-    _Answers.routes = {"/ok": (200, LLAMA_BODY.read_bytes()), "/off": (501, b"off"),
-                       "/bad": (200, b"\xff\xfe"), "/err": (500, b"boom")}
+    ROUTES.update({"/ok": (200, LLAMA_BODY.read_bytes()), "/off": (501, b"off"),
+                       "/bad": (200, b"\xff\xfe"), "/err": (500, b"boom")})
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -79,7 +69,7 @@ def test_reader_outcomes_are_typed(server):
 
 
 def test_cli_json_lines_from_an_endpoint(server):
-    _Answers.routes = {"/metrics": (200, LLAMA_BODY.read_bytes())}
+    ROUTES.update({"/metrics": (200, LLAMA_BODY.read_bytes())})
     done = run_cli("metrics", "--endpoint", server, "--kind", "llamacpp", "--json",
                    "--samples", "3", "--interval", "0.2")
     assert done.returncode == 0, done.stderr
@@ -91,7 +81,7 @@ def test_cli_json_lines_from_an_endpoint(server):
 
 
 def test_cli_human_output_and_failures(server):
-    _Answers.routes = {"/metrics": (200, LLAMA_BODY.read_bytes())}
+    ROUTES.update({"/metrics": (200, LLAMA_BODY.read_bytes())})
     done = run_cli("metrics", "--endpoint", server, "--kind", "llamacpp", "--samples", "1")
     assert done.returncode == 0 and "running 2  waiting 2" in done.stdout
     assert "KV n/a" in done.stdout  # llama-server does not report it: n/a, never 0
@@ -138,3 +128,37 @@ def test_custom_engine_metrics_map_is_checked(tmp_path):
     text = str(info.value)
     assert "openai.metrics_map: 'tokens' is not a metric sparkdeck reads" in text
     assert "running = 'b c' is not a metric name" in text
+
+
+def test_a_slow_scrape_is_not_followed_by_a_burst():
+    """One scrape overruns three ticks; the next samples keep the cadence, not catch up."""
+    delays = [0.7]
+
+    def respond(path: str) -> tuple[int, bytes]:
+        time.sleep(delays.pop() if delays else 0.0)
+        return 200, LLAMA_BODY.read_bytes()
+
+    async def sample(url: str) -> list[float]:
+        reader = MetricsReader()
+        walls: list[float] = []
+        try:
+            sampler = MetricsSampler(plan_for(url, "llamacpp", "/metrics"), reader)
+            await sampler.run(lambda m: walls.append(m.wall), samples=4, period_s=0.2)
+        finally:
+            await reader.aclose()
+        return walls
+
+    with serving(respond) as url:
+        walls = asyncio.run(sample(url))
+    gaps = [b - a for a, b in zip(walls, walls[1:])]
+    assert min(gaps) >= 0.1, gaps
+
+
+def test_sglang_without_enable_metrics_gets_the_flag_not_zeros(server):
+    # SGLang has no /metrics route without --enable-metrics: the loopback server answers 404.
+    done = run_cli("metrics", "--endpoint", server, "--kind", "sglang", "--samples", "1",
+                   "--json")
+    (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+    assert done.returncode == 0 and line["status"] == "metrics-off"
+    assert "--enable-metrics" in line["reason"]
+    assert line["generation_tps"] is None and line["running"] is None

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -19,9 +17,14 @@ from hypothesis import strategies as st
 from sparkdeck.engines import get_kind
 from sparkdeck.metrics.history import MetricsHistory
 from sparkdeck.metrics.reader import (
-    InvalidSample, MetricsReader, MetricsTarget, RawSample, decode_response,
+    InvalidSample,
+    MetricsReader,
+    MetricsTarget,
+    RawSample,
+    decode_response,
 )
 from sparkdeck.metrics.snapshot import normalise
+from tests.support.metrics_loopback import serving
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 REAL_LINES = [line for f in sorted(FIXTURES.glob("*.prom"))
@@ -114,43 +117,23 @@ def test_specific_hostile_bodies_are_invalid_with_a_reason():
         assert reason in result.reason, (body, result.reason)
 
 
-class _Bodies(BaseHTTPRequestHandler):
-    body = b""
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_hostile_bodies_through_real_http():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Bodies)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    target = MetricsTarget(f"http://127.0.0.1:{server.server_address[1]}/metrics", "vllm")
     examples = _examples(150)
+    current: list[bytes] = [b""]
 
-    async def scrape_all() -> list[object]:
+    async def scrape_all(target: MetricsTarget) -> list[object]:
         reader = MetricsReader()
         try:
             results = []
             for body in examples:
-                _Bodies.body = body
+                current[0] = body
                 results.append(await reader.scrape(target))
             return results
         finally:
             await reader.aclose()
 
-    try:
-        results = asyncio.run(scrape_all())
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(lambda path: (200, current[0])) as url:
+        results = asyncio.run(scrape_all(MetricsTarget(url + "/metrics", "vllm")))
     assert len(results) == len(examples)
     for result in results:
         check(result)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from sparkdeck.launcher import Launcher
-from sparkdeck.metrics.reader import MetricsReader, MetricsOff
+from sparkdeck.metrics.reader import MetricsOff, MetricsReader
 from sparkdeck.metrics.sampler import MetricsSampler, plan_for
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, write_preset
@@ -46,8 +46,7 @@ def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_
     assert counted == load.completion_tokens > 0  # the server's counter and its replies agree
     # sparkdeck's tok/s, integrated over the window, against the server's own count over
     # the same window: within 2 %.
-    span = seen.samples[-1].wall - seen.samples[0].wall
-    ours, theirs = seen.integrated_tokens() / span, counted / span
+    ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
     # One stream's decode speed from the busy-time counter, against the replies' timings.
     stream_reference = load.predicted_n / (load.predicted_ms / 1000)
@@ -103,7 +102,7 @@ def _custom_preset(tmp_path: Path, image: str, argv: list[str]):
 
 
 def test_cli_json_samples_from_the_running_engine(runtime, tmp_path, llama_image, scope):
-    preset, engine = _launch(runtime, tmp_path, llama_image, "cli-metrics")
+    _launch(runtime, tmp_path, llama_image, "cli-metrics")
     env_scope = {"SPARKDECK_SCOPE": scope}
     cli = subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", "--json",
                           "--samples", "3", "--interval", "0.3"], capture_output=True,

@@ -182,7 +182,29 @@ def test_custom_map_from_a_preset_table():
     mapping = get_kind("openai").metrics_map_for({"metrics_map": {
         "generation_tokens": "atlas:tokens_out_total", "running": "atlas:active"}})
     assert isinstance(mapping, MetricsMap)
-    body = lambda n: counter("atlas:tokens_out", n) + "# TYPE atlas:active gauge\natlas:active 2\n"
+    def body(n: float) -> str:
+        return counter("atlas:tokens_out", n) + "# TYPE atlas:active gauge\natlas:active 2\n"
     m = normalise(history_of(raw(body(0), 0), raw(body(250), 0.5)), mapping, "openai")
     assert m.generation_tps == pytest.approx(500) and m.running == 2
     assert get_kind("openai").metrics_map_for({"metrics_map": {}}) is None
+
+
+def test_vllm_captured_idle_during_after():
+    vllm = get_kind("vllm").metrics_map
+    idle, during, after = (raw(fixture(f"vllm-0.32.0-{name}.txt"), t) for name, t in (
+        ("idle", 0.0), ("during-load", 2.0), ("after-load", 10.0)))
+    h = history_of(idle, during)
+    busy = normalise(h, vllm, "vllm")
+    assert (busy.running, busy.waiting) == (2, 0)
+    assert busy.kv_usage == pytest.approx(0.00015259254737998162)
+    assert busy.generation_tps == pytest.approx(145 / 2.0)
+    assert busy.prefix_hit_rate == pytest.approx(256 / 693)
+    assert busy.stream_tps == pytest.approx(142 / 0.45849254100039616)
+    assert busy.models == ("sparkdeck-tiny",)
+    h.add(after)
+    done = normalise(h, vllm, "vllm")
+    assert done.generation_tps == pytest.approx((1248 - 145) / 8.0)
+    assert done.generation_tps_avg == pytest.approx(1248 / 10.0)
+    assert (done.running, done.kv_usage) == (0, 0)
+    assert done.prefix_hit_rate == pytest.approx(384 / 924)
+    assert done.ttft_p50_s is not None and 0 < done.ttft_p50_s <= done.ttft_p90_s

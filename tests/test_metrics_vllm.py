@@ -2,7 +2,8 @@
 
 Slow tier (marker `vllm`): runs under .ci/run, skipped locally when the vLLM venv is absent.
 A server of this module's own runs with --max-num-seqs 2, so six concurrent streams must
-queue: `waiting` has to move, not only `running`.
+queue: `waiting` has to move, not only `running`. The tiny model runs at ~700 tok/s on a quiet
+machine: 6 x 300 tokens keep the load going for several 0.2 s samples.
 """
 
 from __future__ import annotations
@@ -35,14 +36,13 @@ def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     before = {name: server_counter(server.base_url, name) for name in (
         TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")}
     seen = asyncio.run(observe_load(plan, server.base_url, server.model, streams=6,
-                                    max_tokens=48, period_s=0.25, settle_s=120))
+                                    max_tokens=300, period_s=0.2, settle_s=120))
     after = {name: server_counter(server.base_url, name) for name in before}
 
     assert seen.load.errors == [] and seen.load.streams_ok == 6
     counted = after[TOKENS] - before[TOKENS]
-    assert counted == seen.load.completion_tokens == 6 * 48
-    span = seen.samples[-1].wall - seen.samples[0].wall
-    ours, theirs = seen.integrated_tokens() / span, counted / span
+    assert counted == seen.load.completion_tokens == 6 * 300
+    ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
 
     assert seen.peak("running") == 2  # --max-num-seqs 2

@@ -107,32 +107,46 @@ def test_metrics_count_generated_tokens(vllm_server):
                  "vllm:prompt_tokens_total", "vllm:time_to_first_token_seconds_count"):
         assert name in before, name
     _stream_chat(vllm_server, max_tokens=20)
-    after = _metric_samples(vllm_server.base_url)
-    # The counter moves by exactly what was generated (tests in this module run one at a time).
-    assert after["vllm:generation_tokens_total"] - before.get(
-        "vllm:generation_tokens_total", 0.0) == 20
-    assert after["vllm:time_to_first_token_seconds_count"] == (
-        before["vllm:time_to_first_token_seconds_count"] + 1)
+    # The counters move by exactly this request (tests in a session run one at a time); the
+    # wait only covers stats that reach /metrics a moment after the stream ends.
+    _wait_for_metric(vllm_server.base_url, "vllm:generation_tokens_total",
+                     before["vllm:generation_tokens_total"] + 20, timeout=10)
+    _wait_for_metric(vllm_server.base_url, "vllm:time_to_first_token_seconds_count",
+                     before["vllm:time_to_first_token_seconds_count"] + 1, timeout=10)
 
 
-def test_client_disconnect_aborts_the_request(vllm_server):
-    """Closing the stream stops generation (the chat pane's cancel relies on it)."""
-    before = _metric_samples(vllm_server.base_url)
-    payload = {"model": vllm_server.model, "stream": True, "max_tokens": 900,
+def _abandoned_stream(server: VllmServer, max_tokens: int) -> tuple[float, float]:
+    """Read 5 events of a long stream, hang up; (tokens generated, requests counted finished)."""
+    before = _metric_samples(server.base_url)
+    payload = {"model": server.model, "stream": True, "max_tokens": max_tokens,
                "messages": [{"role": "user", "content": "Write a very long story."}]}
     with httpx.Client(timeout=120) as client, connect_sse(
-            client, "POST", vllm_server.base_url + "/v1/chat/completions",
-            json=payload) as events:
+            client, "POST", server.base_url + "/v1/chat/completions", json=payload) as events:
         for seen, _ in enumerate(events.iter_sse()):
             if seen == 5:
                 break  # leaving the block closes the connection mid-stream
-    _wait_for_metric(vllm_server.base_url, "vllm:num_requests_running", 0.0)
-    after = _metric_samples(vllm_server.base_url)
-    generated = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
-    assert 5 <= generated < 900  # it did not run on to max_tokens
-    # Seen on 0.32: a request the client abandons is not counted as finished at all, under
-    # no finished_reason (not even "abort"); only requests the engine ends are.
-    assert after["vllm:request_success_total"] == before["vllm:request_success_total"]
+    _wait_for_metric(server.base_url, "vllm:num_requests_running", 0.0)
+    after = _metric_samples(server.base_url)
+    return tuple(after[name] - before[name] for name in (  # type: ignore[return-value]
+        "vllm:generation_tokens_total", "vllm:request_success_total"))
+
+
+def test_client_disconnect_aborts_the_request(vllm_server):
+    """Closing the stream stops generation (the chat pane's cancel relies on it).
+
+    How soon vLLM notices depends on its API server getting the CPU: on a loaded 2-core box
+    the engine core has been seen to generate 600 more tokens first (it runs ahead of the
+    API server). So up to three tries; a server that never aborts runs each to max_tokens.
+    """
+    max_tokens = 990
+    for _ in range(3):
+        generated, finished = _abandoned_stream(vllm_server, max_tokens)
+        if generated < max_tokens:
+            break
+    assert 5 <= generated < max_tokens
+    # Seen on 0.32: a request the client abandons is not counted in request_success_total
+    # under any finished_reason (not even "abort").
+    assert finished == 0
 
 
 def test_live_metric_names_match_the_captured_fixture(vllm_server):
@@ -165,7 +179,7 @@ def test_sparkdeck_identifies_the_server_as_vllm(vllm_server):
 def test_status_cli_reports_it_healthy(vllm_server, isolated_dirs):
     done = subprocess.run([sys.executable, "-m", "sparkdeck", "status", "--json", "--endpoint",
                            vllm_server.base_url], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), stdin=subprocess.DEVNULL)
+                          env=dict(os.environ), stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)["endpoint"]
     assert report["kind"] == "vllm" and report["healthy"] is True

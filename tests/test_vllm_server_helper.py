@@ -7,6 +7,7 @@ second with processes that exit, hang or ignore SIGTERM on purpose.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,10 @@ import pytest
 
 from tests.conftest import free_port
 from tests.support.vllm_server import (
-    VllmStartError, start_logged, stop_group, wait_healthy,
+    VllmStartError,
+    start_logged,
+    stop_group,
+    wait_healthy,
 )
 
 # A parent that exits on SIGTERM and a child that ignores it, as vLLM's API server and engine
@@ -59,8 +63,8 @@ def test_exit_before_healthy_fails_with_code_and_log_tail(tmp_path):
 
 def test_never_healthy_times_out_with_log_tail(tmp_path):
     log = tmp_path / "server.log"
-    process = start_logged([sys.executable, "-c", "print('still loading', flush=True); "
-                            "import time; time.sleep(600)"], dict(os.environ), log)
+    loading = "print('still loading', flush=True); import time; time.sleep(600)"
+    process = start_logged([sys.executable, "-c", loading], dict(os.environ), log)
     try:
         started = time.monotonic()
         with pytest.raises(VllmStartError, match="not healthy after 2 s") as failed:
@@ -86,3 +90,34 @@ def test_stop_kills_the_whole_group_even_a_child_ignoring_sigterm(tmp_path):
     while not _gone(child):  # SIGKILL is delivered at once; the state may lag a moment
         assert time.monotonic() < deadline, f"child {child} survived stop_group"
         time.sleep(0.05)
+
+
+def test_server_goes_when_the_process_that_started_it_is_killed(tmp_path):
+    """A test run killed from outside skips teardown: the server must not outlive it."""
+    pid_file = tmp_path / "server.pid"
+    repo, log = Path(__file__).parent.parent, tmp_path / "s.log"
+    starter = (
+        f"import os, sys, time; sys.path.insert(0, {str(repo)!r})\n"
+        "from pathlib import Path\n"
+        "from tests.support.vllm_server import start_logged\n"
+        "p = start_logged([sys.executable, '-c', 'import time; time.sleep(600)'],"
+        f" dict(os.environ), Path({str(log)!r}))\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(600)\n"
+    )
+    parent = start_logged([sys.executable, "-c", starter], dict(os.environ),
+                          tmp_path / "parent.log")
+    server = None
+    try:
+        _wait_for(pid_file)
+        server = int(pid_file.read_text())
+        assert not _gone(server)
+        parent.kill()  # SIGKILL: no finally, no atexit in the starter
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not _gone(server):
+            assert time.monotonic() < deadline, f"server {server} outlived its starter"
+            time.sleep(0.05)
+    finally:
+        stop_group(parent, grace=1)
+        if server is not None and not _gone(server):
+            os.killpg(server, signal.SIGKILL)  # what this test started, when it failed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import Mount
@@ -98,5 +99,5 @@ def decode_ps(body: bytes) -> Families:
                     math.isfinite(value) and value >= 0):
                 raise MalformedMetrics(f"/api/ps {key} is {value!r}, not a byte count")
             out.append((labels, float(value)))
-    return {"ollama:size_bytes": Series(tuple(size)),
-            "ollama:size_vram_bytes": Series(tuple(vram))}
+    return MappingProxyType({"ollama:size_bytes": Series(tuple(size)),
+                             "ollama:size_vram_bytes": Series(tuple(vram))})

@@ -9,6 +9,7 @@ TUI's worker alike. Nothing here imports Textual.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -83,8 +84,10 @@ class MetricsSampler:
 
     async def run(self, on_metrics: Callable[[EngineMetrics], Awaitable[None] | None],
                   samples: int | None = None, period_s: float = SAMPLE_PERIOD_S) -> None:
-        """Sample every period_s on a fixed cadence (a slow scrape does not push the next
-        one back), `samples` times or until cancelled."""
+        """Sample on a fixed cadence of period_s, `samples` times or until cancelled.
+
+        A slow scrape does not push the cadence back, and the ticks it overran are skipped
+        rather than caught up in a burst (a burst would make rates over tiny intervals)."""
         start = time.monotonic()
         taken = 0
         while samples is None or taken < samples:
@@ -94,5 +97,5 @@ class MetricsSampler:
             taken += 1
             if samples is not None and taken >= samples:
                 break
-            next_at = start + taken * period_s
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            ticks = math.floor((time.monotonic() - start) / period_s) + 1
+            await asyncio.sleep(max(0.0, start + ticks * period_s - time.monotonic()))

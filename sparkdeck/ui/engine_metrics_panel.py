@@ -123,6 +123,7 @@ class EngineMetricsPanel(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "engine metrics"
+        self.watch_trail(self.trail)  # a trail bound before the children existed
 
     def watch_trail(self, trail: Trail) -> None:
         if not self.is_mounted:

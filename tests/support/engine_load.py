@@ -91,6 +91,16 @@ class Observed:
             total += (after.generation_tps or 0.0) * (after.wall - before.wall)
         return total
 
+    def rates_over_window(self, counted: float) -> tuple[float, float]:
+        """(sparkdeck's mean tok/s, the server's) over the sampled window; printed with -s."""
+        span = self.samples[-1].wall - self.samples[0].wall
+        ours, theirs = self.integrated_tokens() / span, counted / span
+        print(f"\n{self.samples[-1].kind}: {counted:.0f} tokens in {span:.2f} s; sparkdeck "
+              f"{ours:.1f} tok/s, server {theirs:.1f} tok/s "
+              f"({(ours - theirs) / theirs * 100:+.3f} %); peak running "
+              f"{self.peak('running'):g}, waiting {self.peak('waiting'):g}")
+        return ours, theirs
+
     def peak(self, attribute: str) -> float:
         return max(getattr(m, attribute) or 0.0 for m in self.samples)
 

