@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sparkdeck.container_spec import ContainerSpec, GeneratedFile, PortBinding
+from sparkdeck.container_spec import ContainerSpec, GeneratedFile
 from sparkdeck.docker_errors import ReadinessTimeout
 from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.launcher import Launcher

@@ -10,7 +10,7 @@ import httpx
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind
 from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
+from sparkdeck.engines.base import stated_size_option
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
 from sparkdeck.schema import Option
 
