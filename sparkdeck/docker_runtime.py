@@ -341,7 +341,9 @@ class DockerRuntime:
     def _create_kwargs(self, spec: ContainerSpec, name: str) -> dict[str, Any]:
         mounts = []
         for m in spec.mounts:
-            if not m.volume:
+            # A missing bind source is created as a directory (what `docker run -v` does);
+            # an existing one, file or directory, is mounted as it is.
+            if not m.volume and not Path(m.source).exists():
                 Path(m.source).mkdir(parents=True, exist_ok=True)
             mounts.append(docker.types.Mount(m.target, m.source, read_only=m.read_only,
                                              type="volume" if m.volume else "bind"))
