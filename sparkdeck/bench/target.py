@@ -28,7 +28,9 @@ import httpx
 from sparkdeck.bench.runner import BenchRunner
 from sparkdeck.docker_errors import DockerRuntimeError
 from sparkdeck.docker_runtime import DockerRuntime, EngineState
-from sparkdeck.endpoints import AttachedRegistry, Endpoint, endpoint_for, normalise_url
+from sparkdeck.endpoints import (
+    Endpoint, NoEngine, choose_endpoint, endpoint_for, normalise_url,
+)
 from sparkdeck.engines import get_kind
 from sparkdeck.guard.policy import STOP, Decision, WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings
@@ -168,16 +170,9 @@ def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineSta
         if managed is not None and normalise_url(managed.base_url) != endpoint.url:
             managed = None  # --endpoint names another server: never stop ours for it
         return endpoint, managed, watch_with_guard(runtime, managed, endpoint.name)
-    if managed is not None:
-        endpoint = Endpoint(managed.name, normalise_url(managed.base_url), managed.kind,
-                            managed.health_path, managed.metrics_path, "managed",
-                            managed.preset_id)
-        return endpoint, managed, watch_with_guard(runtime, managed, endpoint.name)
-    attached = AttachedRegistry().load()
-    if len(attached) == 1:
-        return attached[0], None, watch_with_guard(None, None, attached[0].name)
-    if attached:
-        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
-        raise NoBenchTarget(f"several attached engines ({names}): pass --endpoint URL")
-    raise NoBenchTarget("no engine to benchmark: launch one (`sparkdeck launch PRESET`), attach "
-                        "one (`sparkdeck attach URL`) or pass --endpoint URL")
+    try:
+        endpoint = choose_endpoint(None, None, managed, "benchmark")
+    except NoEngine as exc:
+        raise NoBenchTarget(str(exc)) from None
+    return endpoint, managed, watch_with_guard(runtime if managed else None, managed,
+                                               endpoint.name)
