@@ -258,7 +258,10 @@ async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
         shown = "".join(f.source for f in frozen) + view.content.source
         assert shown == view.content_text == "".join(p + "\n\n" for p in paragraphs)
         first = frozen[0]
-        lines = str(first.render()).splitlines()
+        lines = first.lines
         assert lines[0].startswith("Paragraph 0 has bold and code.")  # Markdown, rendered
-        assert first.styles.height.value == len(lines)
+        assert "Paragraph 1 has bold and code." in lines  # one block a line, not one string
+        assert first.size.height == len(lines)  # laid out at the rendering's height
         assert max(len(line) for line in lines) <= SIZE[0]
+        # what the screen shows of it comes from the same lines (the line API)
+        assert first.render_line(0).text.rstrip() == lines[0]
