@@ -32,7 +32,16 @@ from sparkdeck.chat.store import Conversation, list_conversations, load
 from sparkdeck.engines import EngineKind
 from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
 
-FEED_INTERVAL = 0.025  # seconds between Markdown updates of a streaming reply, at least
+# Seconds between the screen update that showed one batch of a streaming reply and the next
+# batch: as long as that batch took to apply and paint (the streaming reply then keeps at
+# most about half of the UI thread, the rest answers keys), within these bounds.
+MIN_FEED_GAP = 0.008
+MAX_FEED_GAP = 0.08
+
+
+def feed_gap(cost: float) -> float:
+    """The pause before the next batch, given what applying and painting the last one cost."""
+    return min(MAX_FEED_GAP, max(MIN_FEED_GAP, cost))
 
 
 class ReplyFeed:
@@ -123,7 +132,7 @@ class ChatPane(Vertical):
         self._thinking_touched = self._settings.thinking is not None
         self.session = self._new_session()
         self.streaming = False
-        self._last_feed = 0.0
+        self._next_feed = 0.0  # monotonic time before which no batch is applied
 
     # ----- layout ------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -227,17 +236,25 @@ class ChatPane(Vertical):
             self.post_message(self.ReplyEnded(view, feed, outcome))
 
     async def on_chat_pane_deltas_ready(self, message: DeltasReady) -> None:
-        # At most one Markdown update per FEED_INTERVAL: each costs a restyle and a layout,
-        # and what arrives meanwhile waits in the feed (no further wake-ups are posted).
-        wait = self._last_feed + FEED_INTERVAL - time.monotonic()
+        # Each batch costs a Markdown update, a layout and a repaint of the scrolled log;
+        # what arrives meanwhile waits in the feed (no further wake-ups are posted). A fixed
+        # pace (25 ms) either left keys waiting behind back-to-back batches on a busy
+        # machine or added lag on an idle one; the gap follows the measured cost instead.
+        wait = self._next_feed - time.monotonic()
         if wait > 0:
             self.set_timer(wait, partial(self._drain, message.view, message.feed))
             return
         await self._drain(message.view, message.feed)
 
     async def _drain(self, view: ReplyView, feed: ReplyFeed) -> None:
-        self._last_feed = time.monotonic()
+        started = time.monotonic()
+        self._next_feed = started + MAX_FEED_GAP  # until this batch is on screen
         await view.feed(*feed.drain())
+        self.call_after_refresh(self._painted, started)
+
+    def _painted(self, started: float) -> None:
+        now = time.monotonic()
+        self._next_feed = now + feed_gap(now - started)
 
     async def on_chat_pane_reply_ended(self, message: ReplyEnded) -> None:
         await message.view.feed(*message.feed.drain())

@@ -36,7 +36,7 @@ from sparkdeck.chat.store import (
 )
 
 # Blank lines (about paragraphs) in the live Markdown before a new segment may start.
-SEGMENT_BLOCKS = 12
+SEGMENT_BLOCKS = 4
 # A line that starts a block of its own: text after at most 3 spaces (4 would be indented
 # code, i.e. a continuation), and not a list item (which may belong to the list above).
 _STARTS_NEW_BLOCK = re.compile(r" {0,3}(?![-*+] |\d+[.)] |\s)\S")
