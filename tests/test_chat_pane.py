@@ -13,6 +13,7 @@ from textual.widgets import Input, Label
 
 from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
+from sparkdeck.ui.chat_pane import MAX_FEED_GAP, MIN_FEED_GAP, feed_gap
 from sparkdeck.ui.chat_views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
@@ -265,3 +266,31 @@ async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
         assert max(len(line) for line in lines) <= SIZE[0]
         # what the screen shows of it comes from the same lines (the line API)
         assert first.render_line(0).text.rstrip() == lines[0]
+
+
+def test_feed_gap_follows_the_cost_of_the_last_batch_within_bounds():
+    assert feed_gap(0.0) == MIN_FEED_GAP  # an idle machine still leaves the loop a moment
+    assert feed_gap(0.03) == 0.03  # a 30 ms batch waits 30 ms: keys get half the loop
+    assert feed_gap(5.0) == MAX_FEED_GAP  # a stall never makes the reply wait seconds
+
+
+@sync
+async def test_a_fast_stream_is_applied_in_batches_and_nothing_is_lost(server, monkeypatch):
+    # 400 pieces as fast as the server can write them: the pane must batch them (not one
+    # Markdown update per token) yet keep updating while it streams (not only at the end)
+    pieces = [f"w{i} " + ("\n\n" if i % 25 == 24 else "") for i in range(400)]
+    server.answer(Scripted([chunk_event(p) for p in pieces], pause=0.002))
+    batches: list[str] = []
+    original = ReplyView.feed
+
+    async def counted(view, content, reasoning, tool_calls):
+        batches.append(content)
+        await original(view, content, reasoning, tool_calls)
+
+    monkeypatch.setattr(ReplyView, "feed", counted)
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "fast")
+        await _finished(pilot)
+    assert "".join(batches) == view.content_text == "".join(pieces)
+    assert 3 <= len([b for b in batches if b]) < len(pieces) // 4
