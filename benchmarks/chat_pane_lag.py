@@ -18,7 +18,8 @@ headless at 120x40 in this process with saving on, as a user's would. Two figure
 Also printed: how many times the pane drained the reply's feed (drains) and the mean time a
 drain took (feed ms), how many Markdown segments the reply was streamed in (segs), and the
 CPU this process used per second of the run (cpu: 1.00 is one core; on a machine whose cores
-are busy with other work the lag figures grow, this one much less).
+are busy with other work the lag figures grow, this one much less) and the part of it the UI
+thread used (ui): the rest is the HTTP/SSE worker thread, which shares the interpreter lock.
 
 Run: .venv/bin/python benchmarks/chat_pane_lag.py [--seconds S] [--rates 500,2000,5000]
 [--repeat N]
@@ -153,6 +154,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
     answered: list[float] = []
     app = Host()
     cpu_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    ui_before = time.thread_time()  # this (the main) thread is the app's UI thread
     async with app.run_test(size=(120, 40)) as pilot:
         original_feed = ReplyView.feed
 
@@ -213,6 +215,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
         Markdown.append = original_append  # type: ignore[method-assign]
         ReplyView.feed = original_feed  # type: ignore[method-assign]
     cpu_after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall_before
+    ui_cpu = time.thread_time() - ui_before
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     server_side = sent.get(timeout=30)
     proc.terminate()
@@ -222,6 +225,7 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
             "append_lag_ms": (shown["appended"] - server_side["last"]) * 1000,
             "keys": keys, "drains": drains[0], "chars": chars, "caption": caption,
             "segments": segments, "cpu_share": cpu / wall,
+            "ui_share": ui_cpu / wall,
             "feed_ms": 1000 * sum(feed_times) / max(1, len(feed_times)),
             "appends": appends[0], "append_ms": 1000 * appends[1] / max(1, appends[0])}
 
@@ -238,7 +242,7 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     print(f"{'rate':>6} {'achieved':>9} {'tokens':>7} {'lag ms':>7} {'keys':>5} "
           f"{'key p50':>8} {'key p95':>8} {'key max':>8} {'drains':>7} {'feed ms':>7} "
-          f"{'segs':>4} {'cpu':>5}  pane caption")
+          f"{'segs':>4} {'cpu':>5} {'ui':>5}  pane caption")
     summary = []
     for rate in (float(r) for r in args.rates.split(",")):
         lags, key_p50s = [], []
@@ -253,7 +257,7 @@ def main() -> int:
             print(f"{r['rate']:>6.0f} {r['achieved']:>9.0f} {r['tokens']:>7} "
                   f"{r['lag_ms']:>7.1f} {len(keys):>5} {p50:>8.1f} {p95:>8.1f} {worst:>8.1f} "
                   f"{r['drains']:>7} {r['feed_ms']:>7.1f} {r['segments']:>4} "
-                  f"{r['cpu_share']:>5.2f}  {r['caption']}",
+                  f"{r['cpu_share']:>5.2f} {r['ui_share']:>5.2f}  {r['caption']}",
                   flush=True)
         summary.append((rate, statistics.median(lags), statistics.median(key_p50s)))
     print(f"medians over {args.repeat} run(s), load now {os.getloadavg()[0]:.2f}:")

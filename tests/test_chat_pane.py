@@ -13,7 +13,9 @@ from textual.widgets import Input, Label
 
 from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
-from sparkdeck.ui.chat_pane import MAX_FEED_GAP, MIN_FEED_GAP, feed_gap
+from sparkdeck.chat.client import Timed
+from sparkdeck.chat.deltas import Content, Done, Finished
+from sparkdeck.ui.chat_pane import MAX_FEED_GAP, MIN_FEED_GAP, ReplyFeed, feed_gap
 from sparkdeck.ui.chat_views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
@@ -294,3 +296,16 @@ async def test_a_fast_stream_is_applied_in_batches_and_nothing_is_lost(server, m
         await _finished(pilot)
     assert "".join(batches) == view.content_text == "".join(pieces)
     assert 3 <= len([b for b in batches if b]) < len(pieces) // 4
+
+
+def test_the_end_of_a_reply_wakes_the_pane_even_while_a_batch_waits():
+    # the last words must not sit out the pause between batches: finish_reason / [DONE]
+    # wake the pane although a wake-up is already pending, and only once
+    feed = ReplyFeed()
+    assert feed.push(Timed(0.0, Content("Hello"))) is True
+    assert feed.push(Timed(0.0, Content(" world"))) is False  # a wake-up is pending
+    assert not feed.ending
+    assert feed.push(Timed(0.0, Finished("stop"))) is True
+    assert feed.ending
+    assert feed.push(Timed(0.0, Done())) is False
+    assert feed.drain() == ("Hello world", "", [])

@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import Input, Label, Switch
 
 from sparkdeck.chat.client import ChatClient, Timed, api_key_from_env
-from sparkdeck.chat.deltas import Content, Reasoning, ToolCall
+from sparkdeck.chat.deltas import Content, Done, Finished, Reasoning, ToolCall
 from sparkdeck.chat.session import ChatSession, ChatSettings, ReplyOutcome
 from sparkdeck.chat.store import Conversation, list_conversations, load
 from sparkdeck.engines import EngineKind
@@ -53,11 +53,18 @@ class ReplyFeed:
         self._reasoning: list[str] = []
         self._tools: list[str] = []
         self._woken = False
+        self.ending = False  # the server said the reply is complete: show the rest now
 
     def push(self, timed: Timed) -> bool:
-        """Keep a piece; True when the UI must be woken (no wake-up is pending)."""
+        """Keep a piece; True when the UI must be woken (no wake-up is pending, or the
+        reply just ended and what waits must not sit out the pause between batches)."""
         delta = timed.delta
         with self._lock:
+            if isinstance(delta, (Finished, Done)):
+                # the last words are what a reader waits for; saving the reply (an fsync)
+                # still comes before the worker's end message
+                wake, self.ending = not self.ending, True
+                return wake
             if isinstance(delta, Content):
                 self._content.append(delta.text)
             elif isinstance(delta, Reasoning):
@@ -241,7 +248,7 @@ class ChatPane(Vertical):
         # pace (25 ms) either left keys waiting behind back-to-back batches on a busy
         # machine or added lag on an idle one; the gap follows the measured cost instead.
         wait = self._next_feed - time.monotonic()
-        if wait > 0:
+        if wait > 0 and not message.feed.ending:
             self.set_timer(wait, partial(self._drain, message.view, message.feed))
             return
         await self._drain(message.view, message.feed)
