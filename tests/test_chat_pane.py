@@ -257,13 +257,19 @@ async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
         await _finished(pilot)
         await pilot.pause(0.2)
         frozen = list(view.query(FrozenMarkdown))
-        assert view.segments == len(frozen) + 1 >= 2
-        shown = "".join(f.source for f in frozen) + view.content.source
-        assert shown == view.content_text == "".join(p + "\n\n" for p in paragraphs)
+        assert len(frozen) == 1  # one widget takes every finished part: layout stays small
         first = frozen[0]
+        assert view.segments == len(first.parts) + 1 >= 3
+        shown = first.source + view.content.source
+        assert shown == view.content_text == "".join(p + "\n\n" for p in paragraphs)
         lines = first.lines
         assert lines[0].startswith("Paragraph 0 has bold and code.")  # Markdown, rendered
         assert "Paragraph 1 has bold and code." in lines  # one block a line, not one string
+        # parts are rendered apart yet read as one text: every paragraph once, in order,
+        # a blank line between paragraphs also where one part ends and the next begins
+        said = [line for line in lines if line.startswith("Paragraph")]
+        assert said == [f"Paragraph {i} has bold and code." for i in range(len(said))]
+        assert len(lines) == 2 * len(said) - 1
         assert first.size.height == len(lines)  # laid out at the rendering's height
         assert max(len(line) for line in lines) <= SIZE[0]
         # what the screen shows of it comes from the same lines (the line API)

@@ -59,32 +59,50 @@ _CONSOLE = Console(color_system="truecolor", force_terminal=True, width=80)
 
 
 class FrozenMarkdown(Widget):
-    """A finished part of a long reply: rendered once per width with Rich's Markdown.
+    """The finished parts of a long reply: each rendered once per width with Rich's Markdown.
 
     It holds the rendering as ready-made strips and hands out only the lines on screen (the
     line API). A Static holding the text (as before) was turned back into strips, all of
     them, at every repaint of the log, i.e. at every scroll step of a streaming reply; that
     was the largest single cost of the pane at 2,000 tok/s (pyinstrument, ~1 s in 4 s).
-    Its height comes from the same rendering, in the layout pass itself, so a new segment
-    costs no second layout.
+    One widget per reply takes every finished part (a widget per part made each layout of
+    the log longer as the reply grew), and its height comes from the same rendering, in the
+    layout pass itself, so a new part costs no second layout.
     """
 
     DEFAULT_CSS = """
     FrozenMarkdown { height: auto; padding: 0 1; }
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self) -> None:
         super().__init__(classes="chat-segment")
-        self.source = source
+        self.parts: list[str] = []
         self._width = 0
         self._strips: list[Strip] = []
+
+    @property
+    def source(self) -> str:
+        return "".join(self.parts)
+
+    def add(self, source: str) -> None:
+        """Append a finished part; only it is rendered (at the width already laid out)."""
+        self.parts.append(source)
+        if self._width:
+            self._strips += self._rendered(source, len(self.parts) > 1, self._width)
+        self.refresh(layout=True)
+
+    def _rendered(self, source: str, after_another: bool, width: int) -> list[Strip]:
+        options = _CONSOLE.options.update_width(width)
+        lines = _CONSOLE.render_lines(RichMarkdown(source), options, pad=False)
+        # Rich puts one blank line between blocks; parts rendered apart need it added
+        gap = [Strip.blank(width)] if after_another and lines else []
+        return gap + [Strip(line).crop_extend(0, width, None) for line in lines]
 
     def _strips_for(self, width: int) -> list[Strip]:
         width = max(20, width)
         if width != self._width:
-            options = _CONSOLE.options.update_width(width)
-            lines = _CONSOLE.render_lines(RichMarkdown(self.source), options, pad=False)
-            self._strips = [Strip(line).crop_extend(0, width, None) for line in lines]
+            self._strips = [strip for i, part in enumerate(self.parts)
+                            for strip in self._rendered(part, i > 0, width)]
             self._width = width
         return self._strips
 
@@ -214,7 +232,13 @@ class ReplyView(Vertical):
     async def _freeze_live_segment(self, more: str) -> None:
         await self._content_stream.stop()
         live = self.content
-        await self.mount(FrozenMarkdown(self._live_source + more), before=live)
+        frozen = self.query(FrozenMarkdown)
+        if frozen:
+            frozen.first().add(self._live_source + more)
+        else:
+            first = FrozenMarkdown()
+            first.add(self._live_source + more)
+            await self.mount(first, before=live)
         await live.update("")  # the live Markdown starts over after the frozen part
         self._content_stream = Markdown.get_stream(live)
         self._streams = [self._reasoning_stream, self._content_stream]
