@@ -35,7 +35,8 @@ from sparkdeck.chat.store import (
     load,
 )
 
-# Blank lines (about paragraphs) in the live Markdown before a new segment may start.
+# Blank lines (about paragraphs) in the live Markdown before a new segment may start: few,
+# since every batch lays out and repaints each block of the live segment.
 SEGMENT_BLOCKS = 4
 # A line that starts a block of its own: text after at most 3 spaces (4 would be indented
 # code, i.e. a continuation), and not a list item (which may belong to the list above).
@@ -198,8 +199,10 @@ class ReplyView(Vertical):
 
         Textual lays out every block widget of a Markdown on each refresh, so one long reply
         streamed into one Markdown gets slower with every paragraph (seen: ~1 s behind at
-        2,000 tok/s after 200 blocks). Finished segments become one static Rich rendering
-        each, so the live part stays small whatever the length of the reply.
+        2,000 tok/s after 200 blocks). Finished segments are rendered once with Rich and
+        appended to the reply's one FrozenMarkdown, so the live part stays small whatever the
+        length of the reply. A live segment of 4 blocks rather than 12 cut the layout and
+        repaint of each batch (2,000 tok/s: key p50 ~70 -> ~50 ms on the same machine).
         """
         cut = self._segment_cut(text)
         if cut is not None:
