@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.container_spec import GeneratedFile, Mount
-from sparkdeck.metrics.exposition import parse_body
-from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.guard.claims import MemoryClaim, stated_claim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the HTTP reader loads with the first scrape, not with the presets
+    from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 
@@ -121,6 +120,9 @@ class EngineKind:
         """Where the sampler reads this engine's numbers; None when it has no endpoint."""
         if not metrics_path:
             return None
+        from sparkdeck.metrics.exposition import parse_body
+        from sparkdeck.metrics.reader import MetricsTarget
+
         return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
                              self.metrics_hint)
 

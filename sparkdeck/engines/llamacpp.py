@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparkdeck.engines.base import EndpointProbe, EngineKind
-from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:

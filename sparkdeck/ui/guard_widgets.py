@@ -86,6 +86,14 @@ class WatchdogLine(Static):
         super().__init__("memory guard: not running", markup=False, **kwargs)  # type: ignore[arg-type]
         self.level = "off"
 
+    def off(self, why: str) -> None:
+        """No watchdog runs (no engine, or a launch's own start-up guard has taken over);
+        a stop it made stays on the line until the next decision."""
+        if self.level != "stop":
+            self.level = "off"
+            self.set_class(False, "-ok", "-warn")
+            self.update(f"memory guard: {why}")
+
     def show(self, decision: Decision) -> None:
         self.level = decision.level
         for level in ("ok", "warn", "stop"):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.presets import PresetCatalog
+from sparkdeck.presets import Preset, PresetCatalog
+from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
     from sparkdeck.docker_runtime import DockerRuntime, EngineState
@@ -26,12 +27,38 @@ PresetRow = tuple[str, str, str, str, str]
 The claim comes second so that it stays in view on a narrow terminal (the rest scrolls)."""
 
 
-def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
-    """The preset table's lines, in id order (memory_setting() is computed here, off the UI)."""
+def claim_cell(preset: Preset, total: int | None, guard: GuardSettings) -> str:
+    """The guard's claim in GiB ("~" when partly estimated, "?" when it cannot be sized),
+    then the engine's own knob, e.g. "97.4 GiB · 0.8". Without MemTotal only the knob."""
+    setting = preset.memory_setting()
+    if total is None:
+        return setting
+    claim = preset.memory_claim(total, guard)
+    if claim.bytes is None:
+        return f"? · {setting}"
+    return f"{'~' if claim.estimated else ''}{claim.bytes / 2**30:.1f} GiB · {setting}"
+
+
+def preset_rows(catalog: PresetCatalog, total: int | None = None,
+                guard: GuardSettings | None = None) -> list[PresetRow]:
+    """The preset table's lines, in id order. Claims are computed here, in the worker that
+    read the files: llama.cpp's reads the GGUF header when the model is on this machine."""
+    guard = guard or GuardSettings()
     return [
-        (preset.id, preset.memory_setting(), preset.image, preset.model or "-", preset.kind)
+        (preset.id, claim_cell(preset, total, guard), preset.image, preset.model or "-",
+         preset.kind)
         for _, preset in sorted(catalog.presets.items())
     ]
+
+
+def memory_total() -> int | None:
+    """MemTotal in bytes for sizing claims; None when /proc/meminfo cannot be read."""
+    from sparkdeck.host.meminfo import MemInfoError, read_meminfo
+
+    try:
+        return read_meminfo().total
+    except (MemInfoError, OSError):
+        return None
 
 
 # ----- the engine -------------------------------------------------------------------------
