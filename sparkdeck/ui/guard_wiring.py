@@ -107,16 +107,17 @@ class GuardWiring(_Base):
 
         A launch has a start-up watchdog of its own, so the app passes None while one runs."""
         container = engine.container_id if engine is not None else None
+        line = self.query_one(WatchdogLine)
+        if engine is None:
+            line.off("not running (no engine is ready)" if not self._busy() else
+                     "paused while a launch or stop runs (a launch guards its own start-up)")
         if container == self._watched:
             return
         self._watched = container
         if self._watchdog_done is not None:
             self._watchdog_done.set()  # the old loop ends at its next wait
             self._watchdog_done = None
-        line = self.query_one(WatchdogLine)
         if engine is None:
-            line.off("not running (no engine is ready)" if not self._busy()
-                     else "the launch's start-up watchdog is on")
             return
         from sparkdeck.guard.policy import WatchdogPolicy
         from sparkdeck.guard.readings import HostReadings
