@@ -143,6 +143,10 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
     def compose(self) -> ComposeResult:
         self._memory_panel = MemoryPanel(self.settings.guard, id="memory-panel")
         self._gpu_panel = GpuPanel(id="gpu-panel")
+        # Held by reference: workers' messages reach them while a dialog is the screen.
+        self.watchdog_line = WatchdogLine(id="watchdog-line")
+        self.timeline_chart = TimelineChart(id="timeline-chart")
+        self.chat_tab = ChatTab(id="chat-tab-body")
         yield Header()
         with Horizontal(id="main-area"):
             with Vertical(id="left-area"):
@@ -159,12 +163,11 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
                     yield EngineMetricsPanel(id="engine-metrics").data_bind(
                         trail=SparkdeckApp.metrics_trail)
                 with TabPane("chat", id="chat-tab"):
-                    yield ChatTab(id="chat-tab-body").data_bind(
-                        engine=SparkdeckApp.ready_engine)
+                    yield self.chat_tab.data_bind(engine=SparkdeckApp.ready_engine)
                 with TabPane("guard", id="guard-tab"):
-                    yield TimelineChart(id="timeline-chart")
+                    yield self.timeline_chart
                     yield Static(GUARD_NOTE, id="guard-note", markup=False)
-        yield WatchdogLine(id="watchdog-line")
+        yield self.watchdog_line
         yield Footer()
 
     def on_mount(self) -> None:
@@ -200,12 +203,12 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
     async def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
         if tab == "chat-tab":  # the pane mounts now if it waited for the tab (see ChatTab)
-            await self.query_one(ChatTab).show(True)
-            if (pane := self.query_one(ChatTab).pane) is not None:
+            await self.chat_tab.show(True)
+            if (pane := self.chat_tab.pane) is not None:
                 pane.query_one("#chat-input").focus()
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        await self.query_one(ChatTab).show(event.pane.id == "chat-tab")
+        await self.chat_tab.show(event.pane.id == "chat-tab")
 
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)

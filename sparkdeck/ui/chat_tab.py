@@ -81,7 +81,7 @@ def chat_commands(app: App) -> list[PaletteCommand]:
     from sparkdeck.ui.chat_pane import ChatPane  # loaded when the palette opens
 
     async def run(action: str) -> None:
-        pane = app.query_one(ChatTab).pane
+        pane = app.chat_tab.pane  # type: ignore[attr-defined]  # the palette is the screen
         if pane is None:
             app.notify("open the chat tab (c) with an engine ready first", severity="warning")
         else:

@@ -57,6 +57,9 @@ class TimelineChart(Widget):
     """
     timeline: reactive[StartupTimeline | None] = reactive(None)
 
+    def on_mount(self) -> None:
+        self.border_title = "start-up memory"
+
     def render(self) -> RenderResult:
         timeline = self.timeline
         if timeline is None or not timeline.points:

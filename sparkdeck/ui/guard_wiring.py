@@ -40,6 +40,8 @@ class GuardWiring(_Base):
     if TYPE_CHECKING:  # provided by SparkdeckApp and LaunchControls
         settings: Settings
         engine_report: EngineReport
+        watchdog_line: WatchdogLine
+        timeline_chart: TimelineChart
         _engine_reader: EngineReader
 
         def _busy(self) -> bool: ...
@@ -98,7 +100,7 @@ class GuardWiring(_Base):
             screen.dismiss(None)
 
     def on_timeline_recorded(self, message: TimelineRecorded) -> None:
-        self.query_one(TimelineChart).timeline = message.timeline
+        self.timeline_chart.timeline = message.timeline
 
     # ----- while an engine runs: the watchdog -----------------------------------------------
 
@@ -107,7 +109,7 @@ class GuardWiring(_Base):
 
         A launch has a start-up watchdog of its own, so the app passes None while one runs."""
         container = engine.container_id if engine is not None else None
-        line = self.query_one(WatchdogLine)
+        line = self.watchdog_line
         if engine is None:
             line.off("not running (no engine is ready)" if not self._busy() else
                      "paused while a launch or stop runs (a launch guards its own start-up)")
@@ -136,7 +138,7 @@ class GuardWiring(_Base):
 
     def on_guard_decision_made(self, message: GuardDecisionMade) -> None:
         decision = message.decision
-        self.query_one(WatchdogLine).show(decision)
+        self.watchdog_line.show(decision)
         if decision.level != "stop":
             return
         text = "; ".join(decision.reasons)

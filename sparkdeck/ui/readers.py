@@ -28,15 +28,14 @@ The claim comes second so that it stays in view on a narrow terminal (the rest s
 
 
 def claim_cell(preset: Preset, total: int | None, guard: GuardSettings) -> str:
-    """The guard's claim in GiB ("~" when partly estimated, "?" when it cannot be sized),
-    then the engine's own knob, e.g. "97.4 GiB · 0.8". Without MemTotal only the knob."""
-    setting = preset.memory_setting()
+    """The guard's claim in GiB, "~" when partly estimated, "unknown" when it cannot be sized
+    (how it was reached is in the launch confirmation). Without MemTotal, the engine's knob."""
     if total is None:
-        return setting
+        return preset.memory_setting()
     claim = preset.memory_claim(total, guard)
     if claim.bytes is None:
-        return f"? · {setting}"
-    return f"{'~' if claim.estimated else ''}{claim.bytes / 2**30:.1f} GiB · {setting}"
+        return "unknown"
+    return f"{'~' if claim.estimated else ''}{claim.bytes / 2**30:.1f} GiB"
 
 
 def preset_rows(catalog: PresetCatalog, total: int | None = None,
