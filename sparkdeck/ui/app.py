@@ -208,6 +208,7 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
                 pane.query_one("#chat-input").focus()
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.show_metrics(event.pane.id == "metrics-tab")
         await self.chat_tab.show(event.pane.id == "chat-tab")
 
     def action_next_theme(self) -> None:
