@@ -65,6 +65,8 @@ class EngineState:
     exit_code: int | None
     started_at: str | None
     log_tail: tuple[str, ...] = ()
+    image_id: str = ""  # the content id (sha256:...) the container runs, not its tag
+    argv: tuple[str, ...] = ()  # the process Docker started: entrypoint and command
 
     @property
     def alive(self) -> bool:
@@ -77,6 +79,7 @@ class EngineState:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["log_tail"] = list(self.log_tail)
+        data["argv"] = list(self.argv)
         return data
 
 
@@ -150,6 +153,9 @@ class DockerRuntime:
             spec_hash=labels.get(SPEC_HASH, ""), docker_state=docker_state,
             exit_code=state.get("ExitCode") if exited else None,
             started_at=state.get("StartedAt"), log_tail=tuple(tail),
+            image_id=container.attrs.get("Image", ""),
+            argv=tuple(str(a) for a in [container.attrs.get("Path") or "",
+                                        *(container.attrs.get("Args") or [])] if a),
         )
 
     def engines(self) -> list[EngineState]:
@@ -335,7 +341,9 @@ class DockerRuntime:
     def _create_kwargs(self, spec: ContainerSpec, name: str) -> dict[str, Any]:
         mounts = []
         for m in spec.mounts:
-            if not m.volume:
+            # A missing bind source is created as a directory (what `docker run -v` does);
+            # an existing one, file or directory, is mounted as it is.
+            if not m.volume and not Path(m.source).exists():
                 Path(m.source).mkdir(parents=True, exist_ok=True)
             mounts.append(docker.types.Mount(m.target, m.source, read_only=m.read_only,
                                              type="volume" if m.volume else "bind"))

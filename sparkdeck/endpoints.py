@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import tomllib
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +19,9 @@ import tomli_w
 from sparkdeck import paths
 from sparkdeck.engines import EndpointProbe, get_kind, identify
 
+if TYPE_CHECKING:
+    from sparkdeck.docker_runtime import EngineState
+
 PROBE_PATHS = ("/health", "/v1/models", "/metrics", "/api/version", "/props", "/version",
                "/get_server_info")
 _BODY_LIMIT = 16_384
@@ -26,6 +29,10 @@ _BODY_LIMIT = 16_384
 
 class EndpointError(Exception):
     """A server could not be reached or recognised; the message says what to do."""
+
+
+class NoEngine(EndpointError):
+    """No engine was named, none of sparkdeck's runs, and the attached ones do not decide."""
 
 
 @dataclass(frozen=True)
@@ -166,3 +173,30 @@ class AttachedRegistry:
             return False
         self._save(kept)
         return True
+
+
+def managed_endpoint(engine: EngineState) -> Endpoint:
+    """The endpoint of an engine sparkdeck started (what chat, bench and metrics talk to)."""
+    return Endpoint(engine.name, normalise_url(engine.base_url), get_kind(engine.kind).name,
+                    engine.health_path, engine.metrics_path, "managed", engine.preset_id)
+
+
+def choose_endpoint(url: str | None, kind: str | None, current: EngineState | None,
+                    purpose: str) -> Endpoint:
+    """--endpoint when given, else sparkdeck's running engine, else the one attached engine.
+
+    `purpose` finishes the sentence "no engine to ..." (e.g. "chat with", "benchmark").
+    Raises NoEngine when nothing decides which server is meant.
+    """
+    if url:
+        return endpoint_for(url, kind)
+    if current is not None and current.alive:
+        return managed_endpoint(current)
+    attached = AttachedRegistry().load()
+    if len(attached) == 1:
+        return attached[0]
+    if attached:
+        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
+        raise NoEngine(f"several attached engines ({names}): pass --endpoint URL")
+    raise NoEngine(f"no engine to {purpose}: launch one (`sparkdeck launch PRESET`), attach "
+                   "one (`sparkdeck attach URL`), or pass --endpoint URL")

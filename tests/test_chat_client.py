@@ -11,11 +11,26 @@ from pathlib import Path
 import pytest
 
 from sparkdeck.chat.client import (
-    ChatClient, ChatRequest, HTTPErrorReply, ProtocolError, ServerUnreachable,
-    StreamErrorEvent, Timed, api_key_from_env, stream_chat,
+    ChatClient,
+    ChatRequest,
+    HTTPErrorReply,
+    ProtocolError,
+    ServerUnreachable,
+    StreamErrorEvent,
+    Timed,
+    api_key_from_env,
+    stream_chat,
 )
 from sparkdeck.chat.deltas import (
-    Content, Done, Finished, Opened, Reasoning, Timings, ToolCall, Usage, parse_chunk,
+    Content,
+    Done,
+    Finished,
+    Opened,
+    Reasoning,
+    Timings,
+    ToolCall,
+    Usage,
+    parse_chunk,
 )
 from sparkdeck.chat.reply import ReplyBuilder
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
@@ -109,9 +124,18 @@ def test_error_events_after_http_200_raise_with_the_servers_message(server, name
     assert any(isinstance(t.delta, Content) for t in seen)  # what came before is kept
 
 
-def test_sse_error_event_type_without_an_error_object(server):
-    server.answer(Scripted([b'event: error\ndata: {"detail": "overloaded"}\n\n']))
-    with ChatClient(server.url) as client, pytest.raises(StreamErrorEvent, match="overloaded"):
+@pytest.mark.parametrize("data, message", [(b'{"detail": "overloaded"}', "overloaded"),
+                                           (b"engine restarting", "engine restarting")])
+def test_sse_error_event_type_without_an_error_object(server, data, message):
+    server.answer(Scripted([b"event: error\ndata: " + data + b"\n\n"]))
+    with ChatClient(server.url) as client, pytest.raises(StreamErrorEvent) as caught:
+        list(client.stream(HELLO))
+    assert caught.value.server_message == message
+
+
+def test_undecodable_data_is_a_protocol_error(server):
+    server.answer(Scripted([b"data: {not json\n\n"]))
+    with ChatClient(server.url) as client, pytest.raises(ProtocolError, match="undecodable"):
         list(client.stream(HELLO))
 
 

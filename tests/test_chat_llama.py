@@ -19,7 +19,11 @@ import httpx
 import pytest
 
 from sparkdeck.chat.client import (
-    ChatClient, ChatRequest, HTTPErrorReply, StreamErrorEvent, Timed,
+    ChatClient,
+    ChatRequest,
+    HTTPErrorReply,
+    StreamErrorEvent,
+    Timed,
 )
 from sparkdeck.chat.deltas import Content, Done, Opened, Timings, Usage
 from sparkdeck.chat.reply import ReplyBuilder

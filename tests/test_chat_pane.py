@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from textual.containers import VerticalScroll
+from textual.widgets import Input, Label
 
 from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
-from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
-from textual.containers import VerticalScroll
-from textual.widgets import Input, Label
+from sparkdeck.ui.chat_views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
 
@@ -240,3 +240,25 @@ async def test_export_from_the_list_writes_markdown(server, isolated_dirs):
         await pilot.press("e")
         await wait_until(pilot, target.exists, what="export")
     assert target.read_text().startswith("# export me\n")
+
+
+@sync
+async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
+    # 40 paragraphs with formatting: finished parts are frozen (rendered once), the rest
+    # stays live Markdown; nothing is lost or reordered on the way.
+    paragraphs = [f"Paragraph {i} has **bold** and `code`." for i in range(40)]
+    server.answer(Scripted([chunk_event(p + "\n\n") for p in paragraphs], pause=0.005))
+    app = PaneHost(server.url)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await _send(pilot, "long")
+        await _finished(pilot)
+        await pilot.pause(0.2)
+        frozen = list(view.query(FrozenMarkdown))
+        assert view.segments == len(frozen) + 1 >= 2
+        shown = "".join(f.source for f in frozen) + view.content.source
+        assert shown == view.content_text == "".join(p + "\n\n" for p in paragraphs)
+        first = frozen[0]
+        lines = str(first.render()).splitlines()
+        assert lines[0].startswith("Paragraph 0 has bold and code.")  # Markdown, rendered
+        assert first.styles.height.value == len(lines)
+        assert max(len(line) for line in lines) <= SIZE[0]

@@ -14,7 +14,12 @@ import pytest
 
 from sparkdeck.chat import store
 from sparkdeck.chat.store import (
-    ConversationError, ConversationWriter, export_markdown, find, list_conversations, load,
+    ConversationError,
+    ConversationWriter,
+    export_markdown,
+    find,
+    list_conversations,
+    load,
 )
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
 

@@ -38,7 +38,7 @@ def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, l
                                                             pass_env=["HF_TOKEN"]))
     launched = run_cli("launch", "cli-tiny", "--no-flush", "--timeout", "60", env=cli_env)
     assert launched.returncode == 0, launched.stderr
-    assert f"ready in" in launched.stdout and f"http://127.0.0.1:{port}" in launched.stdout
+    assert "ready in" in launched.stdout and f"http://127.0.0.1:{port}" in launched.stdout
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
 
     # the secret reached the container's environment, and nowhere sparkdeck writes or shows

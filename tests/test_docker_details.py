@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sparkdeck.container_spec import ContainerSpec, GeneratedFile, PortBinding
+from sparkdeck.container_spec import ContainerSpec, GeneratedFile
 from sparkdeck.docker_errors import ReadinessTimeout
 from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.launcher import Launcher
@@ -76,6 +76,23 @@ def test_hf_cache_and_generated_files_are_mounted(runtime, docker_client, scope,
     assert code == 0 and out.decode() == "kv_cache_config:\n  x: 1\n"
     runtime.stop(engine.container_id, grace=0)
     assert not (runtime.files_dir / engine.name).exists()  # generated files go with it
+
+
+def test_a_single_file_and_a_missing_directory_can_be_mounted(runtime, docker_client, tmp_path,
+                                                             busybox_image):
+    # a chat template or a config file is often mounted alone; a missing source becomes a dir
+    template = tmp_path / "template.jinja"
+    template.write_text("{{ messages }}")
+    missing = tmp_path / "not-yet" / "models"
+    preset = _busybox_preset(tmp_path, "filemount", busybox_image, "sleep 60",
+                             volumes=[f"{template}:/templates/chat.jinja:ro",
+                                      f"{missing}:/models"])
+    engine = runtime.start(preset.container_spec())
+    container = docker_client.containers.get(engine.container_id)
+    code, out = container.exec_run(["cat", "/templates/chat.jinja"])
+    assert code == 0 and out.decode() == "{{ messages }}"
+    assert missing.is_dir()
+    runtime.stop(engine.container_id, grace=0)
 
 
 def test_follow_logs_streams_until_exit(runtime, tmp_path, busybox_image):

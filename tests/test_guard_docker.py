@@ -11,7 +11,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import docker
 import pytest
 
 from sparkdeck.docker_errors import NotManaged

@@ -415,8 +415,8 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             names = [command.name for command in app.palette_commands()]
-            assert names[:10] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
-                                  "Chat", "Guard", "Help", "Quit"]
+            assert names[:11] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
+                                  "Chat", "Guard", "Bench", "Help", "Quit"]
             assert {"Chat: new chat", "Chat: conversations", "Chat: cancel reply"} <= set(names)
             assert {"Theme: spark-dark", "Theme: spark-light",
                     "Theme: solarized-night"} <= set(names)

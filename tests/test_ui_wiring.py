@@ -112,7 +112,7 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             # The tiny model's random tokens may decode to nothing visible; the server's own
             # count of what it generated (usage) is what a working reply must carry.
             caption = str(view.caption.render())
-            generated = re.search(r"(\d+) tok\b", caption)
+            generated = re.search(r"· (\d+) tok(?!/)", caption)  # "24 tok", not "404.0 tok/s"
             assert generated and int(generated.group(1)) > 0, caption
             assert "TTFT" in caption and not view.has_class("-failed")
 
@@ -247,5 +247,51 @@ def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, sc
                              and "second" in engine_text(app), timeout=READY_S,
                              what="second ready after the skip")
             assert running(docker_client, scope) == ["second"]
+
+    asyncio.run(scenario())
+
+
+def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
+    """No Docker here: `b` opens the comparison on an empty history and `esc` returns; the
+    help lists the tab, chat, guard-dialog and benchmark keys; the chat tab says no engine
+    is ready and the palette's chat commands say what to do first."""
+    from sparkdeck.ui.bench_view import BenchCompareScreen
+    from sparkdeck.ui.help_screen import HelpScreen
+    from tests.test_ui_app import make_app as make_offline_app
+
+    app, _ = make_offline_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await pilot.press("b")
+            await wait_until(pilot, lambda: isinstance(app.screen, BenchCompareScreen),
+                             what="the benchmark screen")
+            title = app.screen.query_one("#bench-title")
+            await wait_until(pilot, lambda: "sparkdeck bench" in str(title.render()),
+                             what="the empty history's hint")
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not isinstance(app.screen, BenchCompareScreen),
+                             what="back to the dashboard")
+
+            await pilot.press("question_mark")
+            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+            keys = text_of(app.screen.query_one("#help-keys"))
+            for expected in ("Metrics: The engine's own numbers", "in chat: send the message",
+                             "in chat: new chat", "in the fit dialog: Cancel",
+                             "waiting for memory (press twice): Skip the wait",
+                             "in the benchmark screen: Benchmark", "Bench: Benchmark"):
+                assert expected in keys, expected
+            await pilot.press("escape")
+
+            await pilot.press("c")
+            await wait_until(pilot, lambda: app.query_one("#side-tabs").active == "chat-tab",
+                             what="the chat tab")
+            assert "no engine is ready" in text_of(app.chat_tab.query_one("#chat-none"))
+            assert app.chat_tab.pane is None
+            chat_new = next(c for c in app.palette_commands() if c.name == "Chat: new chat")
+            await chat_new.run()
+            await pilot.pause()
+            toasts = [str(t.render()) for t in app.screen.query("Toast")]
+            assert any("open the chat tab (c) with an engine ready" in t for t in toasts)
 
     asyncio.run(scenario())

@@ -231,6 +231,8 @@ class ChatStream:
         try:
             payload = json.loads(data)
         except ValueError as exc:
+            if event == "error":  # an error event may carry plain text
+                raise StreamErrorEvent(data.strip()[:_SNIPPET]) from exc
             raise ProtocolError(f"undecodable event from the server: {data[:_SNIPPET]!r}"
                                 ) from exc
         error = error_in(payload)

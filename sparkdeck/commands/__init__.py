@@ -11,7 +11,7 @@ from __future__ import annotations
 # Modules listed here are imported when the parser is built, in this order.
 MODULES: tuple[str, ...] = ("sparkdeck.commands.chat", "sparkdeck.commands.conversations",
                             "sparkdeck.commands.metrics", "sparkdeck.commands.guard",
-                            "sparkdeck.commands.telemetry")
+                            "sparkdeck.commands.telemetry", "sparkdeck.commands.bench")
 
 
 class CommandFailed(Exception):

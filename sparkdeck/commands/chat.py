@@ -21,7 +21,7 @@ from sparkdeck.chat.store import ConversationError, find, load
 from sparkdeck.commands import CommandFailed
 from sparkdeck.docker_errors import DockerRuntimeError
 from sparkdeck.docker_runtime import DockerRuntime
-from sparkdeck.endpoints import AttachedRegistry, Endpoint, endpoint_for
+from sparkdeck.endpoints import Endpoint, choose_endpoint
 from sparkdeck.engines import get_kind
 
 
@@ -49,24 +49,13 @@ def register(subparsers: Any) -> None:
 
 def chat_endpoint(url: str | None, kind: str | None) -> Endpoint:
     """--endpoint when given, else the engine sparkdeck runs, else the one attached engine."""
-    if url:
-        return endpoint_for(url, kind)
-    try:
-        current = DockerRuntime.connect().current()
-    except DockerRuntimeError:
-        current = None
-    if current is not None and current.alive:
-        engine = get_kind(current.kind)
-        return Endpoint(current.name, current.base_url, engine.name, current.health_path,
-                        current.metrics_path, "managed", current.preset_id)
-    attached = AttachedRegistry().load()
-    if len(attached) == 1:
-        return attached[0]
-    if attached:
-        names = ", ".join(e.name for e in attached)
-        raise CommandFailed(f"several attached engines ({names}): pass --endpoint URL")
-    raise CommandFailed("no engine to chat with: launch one (`sparkdeck launch PRESET`), "
-                        "attach one (`sparkdeck attach URL`), or pass --endpoint URL")
+    current = None
+    if not url:
+        try:
+            current = DockerRuntime.connect().current()
+        except DockerRuntimeError:
+            current = None  # engines sparkdeck did not start work without Docker
+    return choose_endpoint(url, kind, current, "chat with")
 
 
 class _Printer:

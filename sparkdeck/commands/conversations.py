@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck.chat.store import (
-    ConversationError, conversations_dir, export_markdown, find, list_conversations, load,
+    ConversationError,
+    conversations_dir,
+    export_markdown,
+    find,
+    list_conversations,
+    load,
 )
 from sparkdeck.commands import CommandFailed
 from sparkdeck.paths import atomic_write_text

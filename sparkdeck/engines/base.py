@@ -16,7 +16,9 @@ from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
-if TYPE_CHECKING:  # the HTTP reader loads with the first scrape, not with the presets
+if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, not the presets
+    import httpx
+
     from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
@@ -162,3 +164,30 @@ class EngineKind:
     def identify(self, probe: EndpointProbe) -> bool:
         """True when the probed server looks like this engine kind."""
         return False
+
+    # ----- benchmark facts -------------------------------------------------------------------
+
+    # Paths whose JSON answer names the engine's version, tried in order.
+    version_paths: ClassVar[tuple[str, ...]] = ("/version",)
+
+    def exact_length_fields(self, tokens: int) -> dict[str, Any]:
+        """Extra chat-request fields that make the engine generate exactly `tokens` tokens.
+
+        A benchmark needs every request to decode the same length; {} means the engine has no
+        such switch and a reply may end early at an end-of-sequence token.
+        """
+        return {}
+
+    def engine_version(self, answers: Mapping[str, Any]) -> str | None:
+        """The version string from the parsed JSON answers of `version_paths`."""
+        for path in self.version_paths:
+            answer = answers.get(path)
+            if isinstance(answer, Mapping) and answer.get("version"):
+                return str(answer["version"])
+        return None
+
+    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
+                          messages: list[dict[str, str]]) -> int | None:
+        """Prompt tokens of a chat request as the server's own tokenizer counts them,
+        chat template included; None where the engine has no tokenizer endpoint."""
+        return None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
@@ -11,6 +12,8 @@ from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 
@@ -21,6 +24,7 @@ class LlamaCpp(EngineKind):
     default_port = 8080
     default_startup_timeout = 600.0
     detect_order = 30
+    version_paths = ("/props",)
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
     api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
@@ -111,6 +115,30 @@ class LlamaCpp(EngineKind):
         return "llamacpp:" in probe.body("/metrics") or (
             "default_generation_settings" in probe.body("/props")
         )
+
+    def exact_length_fields(self, tokens: int) -> dict[str, Any]:
+        # llama-server keeps sampling past EOS with ignore_eos; max_tokens caps the length.
+        return {"ignore_eos": True}
+
+    def engine_version(self, answers: Mapping[str, Any]) -> str | None:
+        props = answers.get("/props")
+        if isinstance(props, Mapping) and props.get("build_info"):
+            return str(props["build_info"])  # e.g. "b11434-<commit>"
+        return super().engine_version(answers)
+
+    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
+                          messages: list[dict[str, str]]) -> int | None:
+        # /tokenize takes raw text: render the chat template first, then count the way the
+        # chat endpoint tokenizes its prompt (special tokens added and parsed).
+        rendered = http.post(base_url + "/apply-template", json={"messages": messages})
+        if rendered.status_code != 200:
+            return None
+        tokens = http.post(base_url + "/tokenize", json={
+            "content": rendered.json().get("prompt", ""), "add_special": True,
+            "parse_special": True})
+        if tokens.status_code != 200:
+            return None
+        return len(tokens.json().get("tokens", []))
 
 
 def local_model_file(preset: Preset) -> Path | None:

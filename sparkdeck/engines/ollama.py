@@ -23,6 +23,9 @@ class Ollama(EngineKind):
     title = "Ollama"
     default_port = 11434
     health_path = "/api/version"
+    # Ollama's OpenAI endpoint has no ignore_eos/min_tokens: replies may end early, and the
+    # benchmark records the token counts the server reports.
+    version_paths = ("/api/version",)
     metrics_path = None  # ollama/ollama#3144: no /metrics; /api/ps reports what is loaded
     requires_model = False
     uses_hf_cache = False

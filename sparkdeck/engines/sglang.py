@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
 from sparkdeck.metrics.mapping import MetricsMap
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 class SGLang(EngineKind):
     name = "sglang"
+    version_paths = ("/version", "/get_server_info")
     title = "SGLang"
     default_port = 30000
     default_ipc = "host"
@@ -74,3 +75,7 @@ class SGLang(EngineKind):
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "sglang:" in probe.body("/metrics") or probe.status("/get_server_info") == 200
+
+    def exact_length_fields(self, tokens: int) -> dict[str, Any]:
+        # SGLang's ChatCompletionRequest takes both as sampling parameters.
+        return {"ignore_eos": True, "min_tokens": tokens}

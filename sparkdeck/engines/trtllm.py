@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import GeneratedFile
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option, stated_size_option
@@ -95,3 +95,8 @@ class TensorRTLLM(EngineKind):
         # Unverified against a live server: trtllm-serve reports its models as owned by
         # "tensorrt_llm" in /v1/models.
         return "tensorrt_llm" in probe.body("/v1/models")
+
+    def exact_length_fields(self, tokens: int) -> dict[str, Any]:
+        # trtllm-serve's OpenAI protocol carries ignore_eos and min_tokens into its sampling
+        # config (read in its openai_protocol.py, not checked against a live server here).
+        return {"ignore_eos": True, "min_tokens": tokens}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
 from sparkdeck.metrics.mapping import MetricsMap
@@ -10,6 +10,8 @@ from sparkdeck.guard.claims import MemoryClaim, share_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 
@@ -83,3 +85,18 @@ class VLLM(EngineKind):
         return "vllm:" in probe.body("/metrics") or '"owned_by":"vllm"' in probe.body(
             "/v1/models"
         ).replace(" ", "")
+
+    def exact_length_fields(self, tokens: int) -> dict[str, Any]:
+        # vLLM's sampling extensions: ignore_eos keeps going past EOS, min_tokens forbids
+        # stopping (stop strings included) before the count.
+        return {"ignore_eos": True, "min_tokens": tokens}
+
+    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
+                          messages: list[dict[str, str]]) -> int | None:
+        # vLLM's /tokenize applies the chat template when given messages and answers "count".
+        response = http.post(base_url + "/tokenize", json={
+            "model": model, "messages": messages, "add_generation_prompt": True})
+        if response.status_code != 200:
+            return None
+        count = response.json().get("count")
+        return int(count) if isinstance(count, int) else None

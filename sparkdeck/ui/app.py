@@ -43,6 +43,7 @@ from sparkdeck.ui.panels.gpu import GpuPanel
 from sparkdeck.ui.panels.memory import MemoryPanel
 from sparkdeck.ui.metrics_wiring import MetricsWiring
 from sparkdeck.ui.readers import EngineReader, endpoint_answers, memory_total, preset_rows
+from sparkdeck.ui.tab_controls import GUARD_NOTE, TAB_BINDINGS, TabControls
 from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
 
@@ -53,9 +54,6 @@ if TYPE_CHECKING:
 ENGINE_POLL_SECONDS = 2.0
 SAMPLE_SECONDS = 1.0  # telemetry once a second ...
 STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
-GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
-              "log). The line at the bottom is the watchdog of the running engine: it stops "
-              "sparkdeck's own engine at the thresholds in settings.toml [guard].")
 
 CatalogLoader = Callable[[], PresetCatalog]
 RuntimeFactory = Callable[[], "DockerRuntime"]
@@ -69,7 +67,7 @@ def connect_docker() -> DockerRuntime:
     return DockerRuntime.connect()
 
 
-class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
+class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[int]):
     """The dashboard: presets, engine card and log on the left; on the right tabs for the
     machine, the engine's metrics, chat and the memory guard; the watchdog's line below."""
 
@@ -86,14 +84,7 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
                 "settings.toml)", id="theme"),
         Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again",
                 id="refresh"),
-        Binding("m", "show_tab('machine-tab')", "Machine", tooltip="Memory, PSI, GPU and "
-                "environment tab", id="tab.machine"),
-        Binding("e", "show_tab('metrics-tab')", "Metrics", tooltip="The engine's own numbers "
-                "tab: tok/s, queue, KV cache, TTFT", id="tab.metrics"),
-        Binding("c", "show_tab('chat-tab')", "Chat", tooltip="Chat with the ready engine "
-                "(Enter sends)", id="tab.chat"),
-        Binding("g", "show_tab('guard-tab')", "Guard", tooltip="Memory guard tab: the last "
-                "start-up's memory timeline", id="tab.guard"),
+        *TAB_BINDINGS,
         Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -199,17 +190,6 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, App[int]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS) + pane_rows(self)))
-
-    async def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
-        if tab == "chat-tab":  # the pane mounts now if it waited for the tab (see ChatTab)
-            await self.chat_tab.show(True)
-            if (pane := self.chat_tab.pane) is not None:
-                pane.query_one("#chat-input").focus()
-
-    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self.show_metrics(event.pane.id == "metrics-tab")
-        await self.chat_tab.show(event.pane.id == "chat-tab")
 
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)

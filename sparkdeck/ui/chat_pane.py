@@ -14,6 +14,7 @@ thinking, ctrl+o lists saved conversations, ctrl+n starts a new one.
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from sparkdeck.chat.session import ChatSession, ChatSettings, ReplyOutcome
 from sparkdeck.chat.store import Conversation, list_conversations, load
 from sparkdeck.engines import EngineKind
 from sparkdeck.ui.chat_views import ConversationsScreen, ReplyView, UserMessage
+
+FEED_INTERVAL = 0.025  # seconds between Markdown updates of a streaming reply, at least
 
 
 class ReplyFeed:
@@ -120,6 +123,7 @@ class ChatPane(Vertical):
         self._thinking_touched = self._settings.thinking is not None
         self.session = self._new_session()
         self.streaming = False
+        self._last_feed = 0.0
 
     # ----- layout ------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -223,7 +227,17 @@ class ChatPane(Vertical):
             self.post_message(self.ReplyEnded(view, feed, outcome))
 
     async def on_chat_pane_deltas_ready(self, message: DeltasReady) -> None:
-        await message.view.feed(*message.feed.drain())
+        # At most one Markdown update per FEED_INTERVAL: each costs a restyle and a layout,
+        # and what arrives meanwhile waits in the feed (no further wake-ups are posted).
+        wait = self._last_feed + FEED_INTERVAL - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, partial(self._drain, message.view, message.feed))
+            return
+        await self._drain(message.view, message.feed)
+
+    async def _drain(self, view: ReplyView, feed: ReplyFeed) -> None:
+        self._last_feed = time.monotonic()
+        await view.feed(*feed.drain())
 
     async def on_chat_pane_reply_ended(self, message: ReplyEnded) -> None:
         await message.view.feed(*message.feed.drain())

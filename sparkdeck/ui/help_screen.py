@@ -30,15 +30,18 @@ def key_rows(app: App, bindings: Sequence[BindingType], where: str = "") -> list
 
 
 def pane_rows(app: App) -> list[HelpRow]:
-    """The keys of the chat pane and of the memory guard's dialogs, each saying where."""
-    from sparkdeck.ui.chat_pane import ChatPane  # loaded when the help opens, not at start
+    """The keys of the chat pane, the memory guard's dialogs and the benchmark screen, each
+    saying where."""
+    from sparkdeck.ui.bench_view import BenchCompareScreen  # loaded when the help opens
+    from sparkdeck.ui.chat_pane import ChatPane
     from sparkdeck.ui.guard_screens import FitModal, SwitchWaitScreen
 
     return [("enter", "in chat: send the message"),
             *key_rows(app, ChatPane.BINDINGS, "in chat"),
             ("tab", "in the fit dialog: Launch anyway / Cancel (the default)"),
             *key_rows(app, FitModal.BINDINGS, "in the fit dialog"),
-            *key_rows(app, SwitchWaitScreen.BINDINGS, "waiting for memory (press twice)")]
+            *key_rows(app, SwitchWaitScreen.BINDINGS, "waiting for memory (press twice)"),
+            *key_rows(app, BenchCompareScreen.BINDINGS, "in the benchmark screen")]
 
 
 def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:

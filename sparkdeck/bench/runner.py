@@ -1,0 +1,328 @@
+"""The benchmark run: size the prompt, warm up, sweep the concurrency levels, watch memory.
+
+Each level sends `concurrency` streamed chat requests together, `runs` times; every request
+has its own word order (no shared prefix) unless a context depth with prefix caching on is
+asked for, in which case all requests share one context that a priming request cached first.
+The runner is plain threads and callbacks: the CLI prints progress from them and the TUI
+turns them into messages; storing is the caller's business (see sparkdeck.bench.store).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+
+from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
+from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
+from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, request_figures,
+                                   summarise, summarise_point)
+from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
+from sparkdeck.engines import EngineKind
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 8)
+
+
+# When a request really left. Reading the clock before calling the client also counts the
+# client's own work (encoding a long prompt as JSON, taking a pooled connection), which on a
+# busy machine is milliseconds. httpcore reports `send_request_headers.started` through its
+# trace extension just before the first byte is written to the socket; this transport turns
+# that on for every request and keeps the time per thread, since each benchmark request runs
+# in a thread of its own.
+_SENT_EVENTS = ("http11.send_request_headers.started", "http2.send_request_headers.started")
+
+
+class SendClockTransport(httpx.HTTPTransport):
+    """An HTTPTransport that records, per thread, when the last request started sending."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._local = threading.local()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        local = self._local
+
+        def trace(name: str, info: Any) -> None:
+            if name in _SENT_EVENTS:
+                local.sent_at = time.perf_counter()
+
+        request.extensions["trace"] = trace
+        return super().handle_request(request)
+
+    def reset(self) -> None:
+        self._local.sent_at = None
+
+    def sent_at(self) -> float | None:
+        """The send time of this thread's latest request since `reset()`, if it got that far."""
+        return getattr(self._local, "sent_at", None)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to measure. Token counts are as the server counts them (chat template included)."""
+
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    runs: int = 3
+    warmup: int = 1
+    depth_tokens: int = 0
+    prefix_cache: bool = False
+    model: str | None = None
+    sampler_hz: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.prompt_tokens < 1 or self.output_tokens < 2:
+            raise ValueError("prompt tokens must be >= 1 and output tokens >= 2 (decode speed "
+                             "needs two tokens)")
+        if not self.concurrency or min(self.concurrency) < 1 or self.runs < 1 or self.warmup < 0:
+            raise ValueError("concurrency levels and runs must be >= 1, warm-up >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "concurrency": list(self.concurrency)}
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Where a run stands; `phase` is sizing, warmup, measuring or done."""
+
+    phase: str
+    concurrency: int | None = None
+    repeat: int | None = None
+    requests_done: int = 0
+    requests_total: int = 0
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    """A whole run. `status`: complete, stopped (watchdog or user; `reason` says which) or
+    failed (no request succeeded; `reason` holds the first error)."""
+
+    config: BenchConfig
+    model: str
+    status: str
+    reason: str | None
+    plan: PromptPlan | None
+    points: tuple[PointSummary, ...]
+    rounds: tuple[RoundFigures, ...]
+    peaks: ResourcePeaks
+    warnings: tuple[str, ...]
+    started_at: str
+    finished_at: str
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class _Live:
+    """State shared between the run thread, request threads, sampler and a canceller."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    reason: str | None = None
+    streams: set[ChatStream] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class BenchRunner:
+    """Runs one benchmark against an OpenAI-compatible server at `base_url`."""
+
+    def __init__(self, base_url: str, kind: EngineKind, config: BenchConfig, *,
+                 api_key: str | None = None,
+                 on_progress: Callable[[BenchProgress], None] | None = None,
+                 on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
+                 sampler: ResourceSampler | None = None):
+        self.base_url, self.kind, self.config = base_url.rstrip("/"), kind, config
+        self.api_key = api_key
+        self.on_progress = on_progress or (lambda p: None)
+        self.on_point = on_point or (lambda p, r: None)
+        self._live = _Live()
+        self.sampler = sampler or ResourceSampler(config.sampler_hz)
+        self._nonce = random.SystemRandom().randrange(1 << 30)
+        self._send_clock = SendClockTransport()
+
+    def cancel(self, reason: str) -> None:
+        """Stop the run from any thread: in-flight replies are aborted, the reason recorded."""
+        live = self._live
+        with live.lock:
+            if live.reason is None:
+                live.reason = reason
+            live.stop.set()
+            streams = list(live.streams)
+        for stream in streams:
+            stream.cancel()
+
+    def _seed(self, *parts: int) -> int:
+        return hash((self._nonce, *parts)) & 0x7FFFFFFF
+
+    def _request(self, plan: PromptPlan, model: str, seed: int, context_seed: int) -> ChatRequest:
+        cfg = self.config
+        return ChatRequest(plan.messages(seed, context_seed), model=model,
+                           max_tokens=cfg.output_tokens, temperature=0.0,
+                           extra=self.kind.exact_length_fields(cfg.output_tokens))
+
+    def _one(self, client: ChatClient, request: ChatRequest, plan: PromptPlan,
+             start: threading.Barrier | None) -> RequestFigures:
+        stream = client.stream(request)
+        with self._live.lock:
+            self._live.streams.add(stream)
+        events: list[Timed] = []
+        error: str | None = None
+        if start is not None:
+            try:
+                start.wait()
+            except threading.BrokenBarrierError:
+                pass  # a sibling never came: send anyway, the round is still measured
+        self._send_clock.reset()
+        try:
+            with stream:
+                for timed in stream:
+                    events.append(timed)
+        except ChatError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - any failure is this request's record
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            with self._live.lock:
+                self._live.streams.discard(stream)
+        done_at = time.perf_counter()
+        # the socket write if it happened, else the moment the stream was asked for
+        sent_at = self._send_clock.sent_at() or stream.started_at or done_at
+        if stream.cancelled and error is None:
+            error = f"stopped: {self._live.reason}"
+        return request_figures(sent_at, events, done_at, prompt_fallback=plan.total_tokens,
+                               prompt_fallback_source=plan.counted_by, error=error)
+
+    def _round(self, client: ChatClient, plan: PromptPlan, model: str, level: int,
+               repeat: int) -> RoundFigures:
+        shared = self._seed(0, 0, 0) if self.config.prefix_cache else None
+        results: list[RequestFigures | None] = [None] * level
+        barrier = threading.Barrier(level, timeout=30.0) if level > 1 else None
+
+        def work(i: int) -> None:
+            seed = self._seed(level, repeat, i)
+            request = self._request(plan, model, seed, shared if shared is not None else seed)
+            results[i] = self._one(client, request, plan, barrier)
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"bench-{level}-{i}")
+                   for i in range(level)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return RoundFigures(level, repeat, tuple(r for r in results if r is not None))
+
+    def run(self) -> BenchOutcome:
+        cfg, started = self.config, now_iso()
+        warnings: list[str] = []
+        points: list[PointSummary] = []
+        rounds: list[RoundFigures] = []
+        plan: PromptPlan | None = None
+        model = cfg.model or ""
+        self.sampler.start()
+        try:
+            with ChatClient(self.base_url, api_key=self.api_key,
+                            transport=self._send_clock) as client:
+                model = cfg.model or client.default_model()
+                self.on_progress(BenchProgress("sizing"))
+                plan = self._plan(model)
+                if abs(plan.total_tokens - cfg.depth_tokens - cfg.prompt_tokens) > 1:
+                    warnings.append(f"the prompt comes to {plan.total_tokens} tokens, the "
+                                    f"closest to {cfg.depth_tokens + cfg.prompt_tokens} this "
+                                    "tokenizer allows")
+                total = sum(cfg.concurrency) * cfg.runs
+                done = 0
+                # a shared context must be in the cache before anything is measured
+                primes = 1 if cfg.prefix_cache and cfg.depth_tokens else 0
+                for i in range(max(cfg.warmup, primes)):
+                    if self._live.stop.is_set():
+                        break
+                    self.on_progress(BenchProgress("warmup", 1, i, 0, total))
+                    self._round(client, plan, model, 1, -1 - i)
+                for level in cfg.concurrency:
+                    level_rounds: list[RoundFigures] = []
+                    for repeat in range(cfg.runs):
+                        if self._live.stop.is_set():
+                            break
+                        self.on_progress(BenchProgress("measuring", level, repeat, done, total))
+                        level_rounds.append(self._round(client, plan, model, level, repeat))
+                        done += level
+                    if level_rounds:
+                        point = summarise_point(level, level_rounds)
+                        points.append(point)
+                        rounds.extend(level_rounds)
+                        self.on_point(point, level_rounds)
+                    if self._live.stop.is_set():
+                        break
+                self.on_progress(BenchProgress("done", None, None, done, total))
+        except (ChatError, PromptError, httpx.HTTPError, ValueError) as exc:
+            self._live.reason = self._live.reason or str(exc)
+            return self._outcome(model, "failed", plan, points, rounds, warnings, started)
+        except BaseException:
+            self.sampler.stop()  # a bug: no sampler thread left behind, and the traceback
+            raise
+        warnings += check_counts(cfg, plan, rounds)
+        if self._live.stop.is_set():
+            return self._outcome(model, "stopped", plan, points, rounds, warnings, started)
+        if not any(r.ok for rnd in rounds for r in rnd.requests):
+            first = next((r.error for rnd in rounds for r in rnd.requests if r.error), None)
+            self._live.reason = f"no request succeeded: {first}"
+            return self._outcome(model, "failed", plan, points, rounds, warnings, started)
+        return self._outcome(model, "complete", plan, points, rounds, warnings, started)
+
+    def _plan(self, model: str) -> PromptPlan:
+        with httpx.Client(timeout=60.0, headers=(
+                {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})) as http:
+            counter, counted_by = make_counter(self.kind, http, self.base_url, model)
+            return plan_prompt(counter, counted_by, self.config.prompt_tokens,
+                               self.config.depth_tokens)
+
+    def _outcome(self, model: str, status: str, plan: PromptPlan | None,
+                 points: list[PointSummary], rounds: list[RoundFigures], warnings: list[str],
+                 started: str) -> BenchOutcome:
+        peaks = self.sampler.stop()
+        return BenchOutcome(self.config, model, status, self._live.reason, plan, tuple(points),
+                            tuple(rounds), peaks, tuple(warnings), started, now_iso())
+
+
+def check_counts(config: BenchConfig, plan: PromptPlan | None,
+                 rounds: list[RoundFigures]) -> list[str]:
+    """Warnings where the server's counts disagree with what the run asked for."""
+    ok = [r for rnd in rounds for r in rnd.requests if r.ok]
+    found: list[str] = []
+    if plan is not None:
+        off = sorted({r.prompt_tokens for r in ok if r.prompt_source == "usage"
+                      and r.prompt_tokens != plan.total_tokens})
+        if off:
+            found.append(f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
+                         f"where the prompt was sized to {plan.total_tokens}")
+        if plan.counted_by == "estimate":
+            found.append("the server counts no tokens (no tokenizer endpoint, no usage): "
+                         "prompt sizes are estimates")
+    # A server that falls behind its clients (seen with vLLM on a starved CPU) sends most of
+    # a reply in one burst: its decode rate then measures delivery, not decoding. One stream
+    # alone decodes fastest, so a rate far above the single-stream median gives it away.
+    alone = summarise(r.decode_tps for rnd in rounds if rnd.concurrency == 1
+                      for r in rnd.requests if r.ok).median
+    bursts = [r for rnd in rounds if rnd.concurrency > 1 for r in rnd.requests
+              if r.ok and alone and r.decode_tps and r.decode_tps > 3 * alone]
+    if bursts:
+        found.append(f"{len(bursts)} of {len(ok)} replies arrived in bursts (decode over 3x "
+                     "the single-stream rate): their decode rates say how fast text was "
+                     "delivered, not decoded; the total figures still hold")
+    short = [r for r in ok if (r.output_tokens or 0) < config.output_tokens]
+    if short:
+        reasons = ", ".join(sorted({r.finish_reason or "none given" for r in short}))
+        fewest = min(r.output_tokens or 0 for r in short)
+        found.append(f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
+                     f"{config.output_tokens} tokens (fewest {fewest}; finish reason: "
+                     f"{reasons}): an end-of-sequence the engine would not ignore, or its "
+                     "context ran out; decode figures use the real counts")
+    return found

@@ -1,0 +1,228 @@
+"""Benchmark history in SQLite (bench.sqlite3 in the data dir).
+
+A run is recorded as soon as it starts (status "running"), each concurrency level as it
+finishes, and the outcome at the end, each step in one transaction: a run that is stopped
+or dies half-way still leaves a clear record of what was measured and why it ended. The
+schema version is SQLite's user_version; a file from a newer sparkdeck is refused rather
+than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkdeck import paths
+from sparkdeck.bench.target import LaunchFingerprint
+from sparkdeck.bench.runner import BenchConfig, BenchOutcome
+from sparkdeck.bench.stats import PointSummary, RoundFigures
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT,
+    model TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    label TEXT NOT NULL,
+    fingerprint_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    config TEXT NOT NULL,
+    prompt_plan TEXT,
+    peaks TEXT,
+    warnings TEXT
+);
+CREATE INDEX runs_model ON runs (model, fingerprint_key);
+CREATE TABLE points (
+    run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    concurrency INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    ttft_s REAL,
+    decode_tps REAL,
+    prefill_tps REAL,
+    total_output_tps REAL,
+    total_decode_tps REAL,
+    summary TEXT NOT NULL,
+    requests_detail TEXT NOT NULL,
+    PRIMARY KEY (run_id, concurrency)
+);
+"""
+
+
+class BenchStoreError(Exception):
+    """The history file cannot be opened or holds a schema this sparkdeck does not know."""
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """One concurrency level of a stored run; the figures are medians over its requests
+    (per request) or its repeats (total)."""
+
+    concurrency: int
+    requests: int
+    errors: int
+    ttft_s: float | None
+    decode_tps: float | None
+    prefill_tps: float | None
+    total_output_tps: float | None
+    total_decode_tps: float | None
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    id: int
+    started_at: str
+    finished_at: str | None
+    status: str
+    reason: str | None
+    fingerprint: LaunchFingerprint
+    config: dict[str, Any]
+    prompt_plan: dict[str, Any] | None
+    peaks: dict[str, Any] | None
+    warnings: tuple[str, ...]
+    points: tuple[StoredPoint, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "started_at": self.started_at, "finished_at": self.finished_at,
+                "status": self.status, "reason": self.reason,
+                "fingerprint": self.fingerprint.to_dict(), "config": self.config,
+                "prompt_plan": self.prompt_plan, "peaks": self.peaks,
+                "warnings": list(self.warnings),
+                "points": [{k: getattr(p, k) for k in p.__dataclass_fields__}
+                           for p in self.points]}
+
+
+def default_path() -> Path:
+    return paths.data_dir() / "bench.sqlite3"
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+class BenchStore:
+    """The history file; every method opens, works in one transaction and closes."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or default_path()
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, timeout=10.0)
+        except sqlite3.Error as exc:
+            raise BenchStoreError(f"{self.path}: cannot be opened ({exc})") from exc
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+            with conn:  # one transaction: committed on success, rolled back on any error
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            raise BenchStoreError(f"{self.path}: {exc} (move the file away to start a new "
+                                  "history)") from exc
+        finally:
+            conn.close()
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise BenchStoreError(f"{self.path}: written by a newer sparkdeck (schema "
+                                  f"{version}, this one knows {SCHEMA_VERSION}); not touched")
+        with conn:
+            conn.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};"
+                               "COMMIT;")
+
+    def begin_run(self, fp: LaunchFingerprint, config: BenchConfig, started_at: str) -> int:
+        with self._db() as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (started_at, status, model, kind, label, fingerprint_key, "
+                "fingerprint, config) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
+                (started_at, fp.model, fp.kind, fp.label, fp.key, json.dumps(fp.to_dict()),
+                 json.dumps(config.to_dict())))
+            return int(cur.lastrowid or 0)
+
+    def add_point(self, run_id: int, point: PointSummary, rounds: list[RoundFigures]) -> None:
+        detail = [{"repeat": rnd.repeat, **r.to_dict()} for rnd in rounds for r in rnd.requests]
+        with self._db() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, point.concurrency, point.requests, point.errors, point.ttft_s.median,
+                 point.decode_tps.median, point.prefill_tps.median,
+                 point.total_output_tps.median, point.total_decode_tps.median,
+                 json.dumps(point.to_dict()), json.dumps(detail)))
+
+    def finish_run(self, run_id: int, outcome: BenchOutcome) -> None:
+        plan = outcome.plan
+        with self._db() as conn:
+            conn.execute(
+                "UPDATE runs SET finished_at = ?, status = ?, reason = ?, prompt_plan = ?, "
+                "peaks = ?, warnings = ? WHERE id = ?",
+                (outcome.finished_at, outcome.status, outcome.reason,
+                 json.dumps(plan.__dict__) if plan else None,
+                 json.dumps(outcome.peaks.to_dict()), json.dumps(list(outcome.warnings)),
+                 run_id))
+
+    def runs(self, model: str | None = None, limit: int = 200) -> list[StoredRun]:
+        """Newest first, optionally for one model."""
+        where, args = ("WHERE model = ?", (model,)) if model else ("", ())
+        with self._db() as conn:
+            rows = conn.execute(f"SELECT * FROM runs {where} ORDER BY id DESC LIMIT ?",
+                                (*args, limit)).fetchall()
+            cols = [d[0] for d in conn.execute("SELECT * FROM runs LIMIT 0").description]
+            points = {r[0]: [] for r in rows}
+            for p in conn.execute(
+                    "SELECT run_id, concurrency, requests, errors, ttft_s, decode_tps, "
+                    "prefill_tps, total_output_tps, total_decode_tps, summary FROM points "
+                    "ORDER BY run_id, concurrency"):
+                if p[0] in points:
+                    points[p[0]].append(StoredPoint(*p[1:9], summary=json.loads(p[9])))
+        found = []
+        for row in rows:
+            r = dict(zip(cols, row))
+            found.append(StoredRun(
+                r["id"], r["started_at"], r["finished_at"], r["status"], r["reason"],
+                LaunchFingerprint.from_dict(json.loads(r["fingerprint"])),
+                json.loads(r["config"]), _loads(r["prompt_plan"]), _loads(r["peaks"]),
+                tuple(_loads(r["warnings"]) or ()), tuple(points[r["id"]])))
+        return found
+
+    def run(self, run_id: int) -> StoredRun:
+        """One stored run by its id."""
+        found = [r for r in self.runs(limit=1_000_000) if r.id == run_id]
+        if not found:
+            raise BenchStoreError(f"{self.path}: no run {run_id}")
+        return found[0]
+
+    def models(self) -> list[str]:
+        """Models with at least one run, most recently benchmarked first."""
+        with self._db() as conn:
+            rows = conn.execute("SELECT model FROM runs GROUP BY model ORDER BY MAX(id) DESC")
+            return [r[0] for r in rows]
+
+    def comparison(self, model: str) -> list[StoredRun]:
+        """For one model, the latest run with figures of each launch fingerprint (preset,
+        image, arguments, version): what the comparison view puts side by side."""
+        latest: dict[str, StoredRun] = {}
+        for run in self.runs(model):
+            if run.points and run.fingerprint.key not in latest:
+                latest[run.fingerprint.key] = run
+        return sorted(latest.values(), key=lambda r: r.fingerprint.label)
+
+    def request_details(self, run_id: int, concurrency: int) -> list[dict[str, Any]]:
+        with self._db() as conn:
+            row = conn.execute("SELECT requests_detail FROM points WHERE run_id = ? AND "
+                               "concurrency = ?", (run_id, concurrency)).fetchone()
+        return json.loads(row[0]) if row else []
