@@ -13,7 +13,13 @@ settings.toml choosing a theme), and measures from outside, like a person would 
 With --baseline, a bare Textual app (a header and one line of text) is measured the same
 way first, so figures from a loaded machine can be read against what Textual alone costs there.
 
+With --launch PRESET.toml the preset file is put in the run's config dir and launched through
+the keys a user presses (cursor to it, l, y) before the window, so CPU and memory are those of
+the dashboard with an engine ready (engine poll, log follower, watchdog, metrics sampler);
+the engine is stopped (s, y) afterwards. Needs DOCKER_HOST and the preset's image.
+
 Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1] [--baseline]
+                                               [--launch PRESET.toml]
 """
 
 from __future__ import annotations
@@ -61,9 +67,39 @@ def status_kib(pid: int, key: str) -> int:
     return int(match.group(1))
 
 
-def one_run(sparkdeck: str, seconds: float, config: Path, data: Path) -> dict[str, float]:
+READY = re.compile(r"state\s+ready")
+STOPPED = re.compile(r"state\s+stopped")
+
+
+def keys(*names: str) -> None:
+    for name in names:
+        tmux("send-keys", "-t", SESSION, name)
+        time.sleep(0.2)
+
+
+def launch_by_keys(row: int, since: float) -> None:
+    """Cursor to the preset's row, l, y; wait until the engine card says ready."""
+    wait_for(STOPPED, since)
+    keys(*["Down"] * row, "l")
+    time.sleep(2.0)  # the plan (Docker, the fit check) and its confirmation
+    keys("y")
+    wait_for(READY, since, timeout=120.0)
+
+
+def preset_row(config: Path, preset_id: str) -> int:
+    """The row of `preset_id` in the table: presets are listed in id order."""
+    os.environ["SPARKDECK_CONFIG_DIR"] = str(config)
+    from sparkdeck.presets import load_catalog
+
+    return sorted(load_catalog().presets).index(preset_id)
+
+
+def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
+            launch_row: int | None = None) -> dict[str, float]:
     env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
            "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     started = time.monotonic()
     tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
@@ -72,10 +108,17 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path) -> dict[st
         pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
         first_frame = wait_for(HEADER, started)
         first_data = wait_for(MEMORY_FIGURE, started)
+        if launch_row is not None:
+            launch_by_keys(launch_row, started)
         time.sleep(5.0)  # let start-up work (preset load, first Docker read) finish
         cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
         time.sleep(seconds)
         cpu_used, wall = cpu_seconds(pid) - cpu_before, time.monotonic() - wall_before
+        if launch_row is not None:
+            keys("s")
+            time.sleep(2.0)
+            keys("y")
+            wait_for(STOPPED, time.monotonic(), timeout=90.0)
         return {"first_frame_s": first_frame, "first_data_s": first_data,
                 "idle_cpu_pct": 100.0 * cpu_used / wall,
                 "rss_mib": status_kib(pid, "VmRSS") / 1024,
@@ -113,6 +156,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--baseline", action="store_true",
                         help="measure a bare Textual app first, for comparison")
+    parser.add_argument("--launch", type=Path, metavar="PRESET.toml",
+                        help="launch this preset before the window (an engine ready)")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed: apt-get install tmux")
@@ -121,6 +166,11 @@ def main() -> int:
         config, data = Path(tmp, "config"), Path(tmp, "data")
         config.mkdir()
         (config / "settings.toml").write_text('[ui]\ntheme = "spark-dark"\n')
+        row = None
+        if args.launch:
+            (config / "presets").mkdir()
+            shutil.copy(args.launch, config / "presets" / args.launch.name)
+            row = preset_row(config, args.launch.stem)
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
               f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
@@ -131,7 +181,9 @@ def main() -> int:
                 bare.write_text(BARE_APP)
                 report(f"run {run} bare Textual", one_run(f"{sys.executable} {bare}",
                                                           args.seconds, config, data))
-            report(f"run {run} sparkdeck", one_run(sparkdeck, args.seconds, config, data))
+            name = f"run {run} sparkdeck" + (f", {args.launch.stem} ready" if row is not None
+                                             else "")
+            report(name, one_run(sparkdeck, args.seconds, config, data, row))
     return 0
 
 

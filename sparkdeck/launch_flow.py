@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, can_flush
 from sparkdeck.presets import Preset
+from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
     from sparkdeck.docker_runtime import DockerRuntime, EngineState
@@ -81,13 +82,16 @@ class LaunchFlow:
     `runtime` is called for every plan and run (the app passes EngineReader.runtime, which
     connects once and again after a loss). `flush` None means "flush when this process may"
     (root or sudo -n); tests pass False where dropping the machine's page cache is not wanted.
+    `guard` holds the thresholds of settings.toml that the fit check and watchdog apply.
     """
 
     def __init__(self, runtime: Callable[[], DockerRuntime],
-                 flush: bool | None = None, stop_grace: float = 30.0) -> None:
+                 flush: bool | None = None, stop_grace: float = 30.0,
+                 guard: GuardSettings | None = None) -> None:
         self._connect = runtime
         self._flush = flush
         self._stop_grace = stop_grace
+        self._guard = guard or GuardSettings()
 
     def plan(self, preset: Preset) -> LaunchPlan:
         engines = tuple(self._connect().engines())
@@ -109,11 +113,17 @@ class LaunchFlow:
     def _launcher(self, on_event: EventSink) -> Launcher:
         from sparkdeck.launcher import Launcher
 
-        return Launcher(self._connect(), on_event=on_event, stop_grace=self._stop_grace)
+        return Launcher(self._connect(), on_event=on_event, stop_grace=self._stop_grace,
+                        guard=self._guard)
 
     def run(self, plan: LaunchPlan, on_event: EventSink,
-            cancel: threading.Event | None = None) -> EngineState:
-        return self._launcher(on_event).launch(plan.preset, flush=plan.flush, cancel=cancel)
+            cancel: threading.Event | None = None, *, force: bool = False,
+            skip_switch_wait: threading.Event | None = None) -> EngineState:
+        """Launch as planned. `force` launches a preset the guard says does not fit (the user
+        chose "Launch anyway"); setting `skip_switch_wait` ends the wait for the stopped
+        engine's memory at once."""
+        return self._launcher(on_event).launch(plan.preset, flush=plan.flush, cancel=cancel,
+                                               force=force, skip_switch_wait=skip_switch_wait)
 
     def stop(self, on_event: EventSink) -> list[EngineState]:
         return self._launcher(on_event).stop_all()

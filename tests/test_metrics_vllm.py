@@ -3,7 +3,8 @@
 Slow tier (marker `vllm`): runs under .ci/run, skipped locally when the vLLM venv is absent.
 A server of this module's own runs with --max-num-seqs 2, so six concurrent streams must
 queue: `waiting` has to move, not only `running`. The tiny model runs at ~700 tok/s on a quiet
-machine: 6 x 300 tokens keep the load going for several 0.2 s samples.
+machine: 6 x 500 tokens keep the load going for many 0.2 s samples, also when a busy
+machine makes vLLM deliver its steps in bursts (6 x 300 once showed no running request).
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     before = {name: server_counter(server.base_url, name) for name in (
         TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")}
     seen = asyncio.run(observe_load(plan, server.base_url, server.model, streams=6,
-                                    max_tokens=300, period_s=0.2, settle_s=120))
+                                    max_tokens=500, period_s=0.2, settle_s=120))
     after = {name: server_counter(server.base_url, name) for name in before}
 
     assert seen.load.errors == [] and seen.load.streams_ok == 6
     counted = after[TOKENS] - before[TOKENS]
-    assert counted == seen.load.completion_tokens == 6 * 300
+    assert counted == seen.load.completion_tokens == 6 * 500
     ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
 

@@ -31,7 +31,8 @@ from sparkdeck.ui.help_screen import HelpScreen
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.ui.engine_card import EngineCard, EngineReport, engine_content
 from sparkdeck.ui.messages import DockerConnectionFailed, TelemetrySampled
-from sparkdeck.ui.readers import EngineReading
+from sparkdeck.settings import GuardSettings
+from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total
 from sparkdeck.ui.widgets import EnvironmentPanel, PresetTable
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
@@ -148,11 +149,13 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
             table = app.query_one("#preset-table", PresetTable)
             await wait_until(pilot, lambda: table.row_count == 2, what="two preset rows")
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
-            expected = [(p.id, p.memory_setting(), p.image, p.model, p.kind)
+            total = memory_total()
+            expected = [(p.id, claim_cell(p, total, GuardSettings()), p.image, p.model, p.kind)
                         for _, p in sorted(catalog.presets.items())]
             assert rows == expected
             assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
-            assert rows[1][1].startswith("-c ")  # llama.cpp's memory setting is its context
+            # the guard's claim: an Ollama preset without memory_gib cannot be sized
+            assert rows[0][1] == "unknown"
             labels = [str(c.label) for c in table.columns.values()]
             assert labels == ["id", "claims", "image", "model", "kind"]
 
@@ -412,7 +415,9 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             names = [command.name for command in app.palette_commands()]
-            assert names[:6] == ["Launch", "Stop", "Theme", "Refresh", "Help", "Quit"]
+            assert names[:11] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
+                                  "Chat", "Guard", "Bench", "Help", "Quit"]
+            assert {"Chat: new chat", "Chat: conversations", "Chat: cancel reply"} <= set(names)
             assert {"Theme: spark-dark", "Theme: spark-light",
                     "Theme: solarized-night"} <= set(names)
             await pilot.press("ctrl+p")

@@ -7,10 +7,12 @@ samples, and saves the SVG Textual itself renders. Nothing on the screen is stag
 
 With --launch PRESET the preset is launched through the keys a user presses (cursor to it,
 l, y), the shot is taken once the engine is ready and its log is in the pane, and the engine
-is stopped again (s, y) before the tool exits. The page cache is not flushed.
+is stopped again (s, y) before the tool exits. The page cache is not flushed. With --ask
+TEXT the question is typed into the chat tab (c) and the reply awaited, so the engine has
+served something; --tab KEY then presses a tab's key (m, e, c, g) before the shot.
 
 Usage: .venv/bin/python tools/screenshot.py [--out docs/dashboard.svg] [--seconds 8]
-                                            [--launch PRESET]
+                                            [--launch PRESET] [--ask TEXT] [--tab KEY]
 """
 
 from __future__ import annotations
@@ -62,13 +64,28 @@ async def stop(pilot: Pilot, app: SparkdeckApp) -> None:
     await until(pilot, lambda: "state    stopped" in text(app, "#engine-card"), "the stop")
 
 
-async def capture(out: Path, seconds: float, preset_id: str | None) -> None:
+async def ask(pilot: Pilot, app: SparkdeckApp, question: str) -> None:
+    """Ask the ready engine one question through the chat tab and wait for the reply."""
+    await pilot.press("c")
+    await until(pilot, lambda: bool(app.query("#chat-input")), "the chat pane")
+    await pilot.press(*question, "enter")
+    await until(pilot, lambda: bool(app.query(".chat-reply")) and
+                not app.chat_tab.pane.streaming, "the reply")  # type: ignore[union-attr]
+    app.set_focus(app.query_one(PresetTable))  # tab keys reach the app again
+
+
+async def capture(out: Path, seconds: float, preset_id: str | None, question: str | None,
+                  tab: str | None) -> None:
     app = SparkdeckApp(flush=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: "reading" not in text(app, "#gpu-rows")
                     and "checking" not in text(app, "#environment-panel"), "every panel")
         if preset_id:
             await launch(pilot, app, preset_id)
+        if question:
+            await ask(pilot, app, question)
+        if tab:
+            await pilot.press(tab)
         await pilot.pause(seconds)  # a few samples of history in the sparklines
         out.parent.mkdir(parents=True, exist_ok=True)
         app.save_screenshot(filename=out.name, path=str(out.parent))
@@ -82,8 +99,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.svg")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--launch", metavar="PRESET", help="launch this preset for the shot")
+    parser.add_argument("--ask", metavar="TEXT", help="ask the launched engine this in chat")
+    parser.add_argument("--tab", metavar="KEY", help="press this tab key before the shot")
     args = parser.parse_args()
-    asyncio.run(capture(args.out, args.seconds, args.launch))
+    asyncio.run(capture(args.out, args.seconds, args.launch, args.ask, args.tab))
 
 
 if __name__ == "__main__":

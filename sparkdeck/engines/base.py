@@ -11,16 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
-
 from sparkdeck.container_spec import GeneratedFile, Mount
-from sparkdeck.metrics.exposition import parse_body
-from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.guard.claims import MemoryClaim, stated_claim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, not the presets
+    import httpx
+
+    from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 
@@ -123,6 +122,9 @@ class EngineKind:
         """Where the sampler reads this engine's numbers; None when it has no endpoint."""
         if not metrics_path:
             return None
+        from sparkdeck.metrics.exposition import parse_body
+        from sparkdeck.metrics.reader import MetricsTarget
+
         return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
                              self.metrics_hint)
 

@@ -6,15 +6,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from sparkdeck.engines.base import EndpointProbe, EngineKind
-from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.engines.base import stated_size_option
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 

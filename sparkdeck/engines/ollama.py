@@ -11,10 +11,10 @@ from sparkdeck.container_spec import Mount
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
 from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.metrics.reader import MetricsTarget
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
 
 
@@ -79,6 +79,8 @@ class Ollama(EngineKind):
         return '"version"' in probe.body("/api/version")
 
     def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
+        from sparkdeck.metrics.reader import MetricsTarget  # httpx: with the first scrape
+
         return MetricsTarget(base_url.rstrip("/") + "/api/ps", self.name, decode_ps,
                              self.metrics_hint)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.container_spec import GeneratedFile
-from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
-from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.engines.base import stated_size_option
+from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option, stated_size_option
 from sparkdeck.guard.claims import GIB, MemoryClaim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:

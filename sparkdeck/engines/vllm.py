@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.guard.claims import MemoryClaim, share_claim
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.presets import Preset
     from sparkdeck.settings import GuardSettings
 

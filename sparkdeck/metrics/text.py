@@ -5,7 +5,10 @@ A number the engine does not report reads "n/a", never 0.
 
 from __future__ import annotations
 
-from sparkdeck.metrics.snapshot import EngineMetrics
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the TUI draws with these words before any engine is read
+    from sparkdeck.metrics.snapshot import EngineMetrics
 
 NA = "n/a"
 

@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from sparkdeck.docker_errors import DockerUnavailable
@@ -27,8 +27,12 @@ from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.pull_progress import PullTracker
 from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
 from sparkdeck.telemetry import History, TelemetrySampler
+from sparkdeck.ui.chat_tab import ChatTab, chat_commands
 from sparkdeck.ui.engine_card import EngineCard, EngineReport
-from sparkdeck.ui.help_screen import HelpScreen, binding_rows
+from sparkdeck.ui.engine_metrics_panel import EngineMetricsPanel
+from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine
+from sparkdeck.ui.guard_wiring import GuardWiring
+from sparkdeck.ui.help_screen import HelpScreen, binding_rows, pane_rows
 from sparkdeck.ui.launch_controls import LaunchControls
 from sparkdeck.ui.log_pane import LogPane
 from sparkdeck.ui.messages import (
@@ -37,12 +41,14 @@ from sparkdeck.ui.messages import (
 from sparkdeck.ui.palette import PaletteCommand, SparkdeckCommands
 from sparkdeck.ui.panels.gpu import GpuPanel
 from sparkdeck.ui.panels.memory import MemoryPanel
-from sparkdeck.ui.readers import EngineReader, endpoint_answers, preset_rows
+from sparkdeck.ui.metrics_wiring import MetricsWiring
+from sparkdeck.ui.readers import EngineReader, endpoint_answers, memory_total, preset_rows
+from sparkdeck.ui.tab_controls import GUARD_NOTE, TAB_BINDINGS, TabControls
 from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
 
 if TYPE_CHECKING:
-    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.docker_runtime import DockerRuntime, EngineState
     from sparkdeck.log_follow import LogFollower
 
 ENGINE_POLL_SECONDS = 2.0
@@ -61,8 +67,9 @@ def connect_docker() -> DockerRuntime:
     return DockerRuntime.connect()
 
 
-class SparkdeckApp(LaunchControls, App[int]):
-    """The dashboard: presets, engine card and log on the left; the machine on the right."""
+class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[int]):
+    """The dashboard: presets, engine card and log on the left; on the right tabs for the
+    machine, the engine's metrics, chat and the memory guard; the watchdog's line below."""
 
     TITLE = "sparkdeck"
     SUB_TITLE = "inference engines on a DGX Spark"
@@ -77,12 +84,14 @@ class SparkdeckApp(LaunchControls, App[int]):
                 "settings.toml)", id="theme"),
         Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again",
                 id="refresh"),
+        *TAB_BINDINGS,
         Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
     engine_report: reactive[EngineReport] = reactive(EngineReport())
     environment: reactive[EnvironmentReport] = reactive(EnvironmentReport())
+    ready_engine: reactive[EngineState | None] = reactive(None)  # what chat talks to
 
     def __init__(self, catalog_loader: CatalogLoader = load_catalog,
                  runtime_factory: RuntimeFactory = connect_docker, *,
@@ -95,8 +104,9 @@ class SparkdeckApp(LaunchControls, App[int]):
         super().__init__()
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
-        self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush)
         self.settings = settings or Settings()
+        self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush,
+                                guard=self.settings.guard)
         self._saved_theme = self.settings.ui.theme
         self._sampler = sampler or TelemetrySampler()
         self._history = history or History()
@@ -124,19 +134,31 @@ class SparkdeckApp(LaunchControls, App[int]):
     def compose(self) -> ComposeResult:
         self._memory_panel = MemoryPanel(self.settings.guard, id="memory-panel")
         self._gpu_panel = GpuPanel(id="gpu-panel")
+        # Held by reference: workers' messages reach them while a dialog is the screen.
+        self.watchdog_line = WatchdogLine(id="watchdog-line")
+        self.timeline_chart = TimelineChart(id="timeline-chart")
+        self.chat_tab = ChatTab(id="chat-tab-body")
         yield Header()
         with Horizontal(id="main-area"):
             with Vertical(id="left-area"):
                 yield PresetTable(id="preset-table")
                 yield EngineCard(id="engine-card").data_bind(report=SparkdeckApp.engine_report)
                 yield LogPane(id="log-pane")
-            # Tabs leave room for the engine-metrics, chat and memory-guard panes.
             with TabbedContent(id="side-tabs"):
                 with TabPane("machine", id="machine-tab"):
                     yield self._memory_panel
                     yield self._gpu_panel
                     yield EnvironmentPanel(id="environment-panel").data_bind(
                         report=SparkdeckApp.environment)
+                with TabPane("metrics", id="metrics-tab"):
+                    yield EngineMetricsPanel(id="engine-metrics").data_bind(
+                        trail=SparkdeckApp.metrics_trail)
+                with TabPane("chat", id="chat-tab"):
+                    yield self.chat_tab.data_bind(engine=SparkdeckApp.ready_engine)
+                with TabPane("guard", id="guard-tab"):
+                    yield self.timeline_chart
+                    yield Static(GUARD_NOTE, id="guard-note", markup=False)
+        yield self.watchdog_line
         yield Footer()
 
     def on_mount(self) -> None:
@@ -152,9 +174,11 @@ class SparkdeckApp(LaunchControls, App[int]):
         self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
+        self.stop_watchdog()
         if self._log_follower is not None:
             self._log_follower.close()
+        await self.close_metrics()
 
     # ----- actions ------------------------------------------------------------------------
 
@@ -165,7 +189,7 @@ class SparkdeckApp(LaunchControls, App[int]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS)))
+            self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS) + pane_rows(self)))
 
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)
@@ -178,7 +202,7 @@ class SparkdeckApp(LaunchControls, App[int]):
         commands += [PaletteCommand(f"Theme: {name}", f"switch to the {name} theme",
                                     lambda name=name: setattr(self, "theme", name))
                      for name in sorted(self.available_themes)]
-        return commands
+        return commands + chat_commands(self)
 
     def _poll_engine(self) -> None:
         # A timer tick never queues behind a read that is still waiting on a slow daemon.
@@ -211,7 +235,7 @@ class SparkdeckApp(LaunchControls, App[int]):
           description="read and check the preset files", exit_on_error=False)
     def load_presets(self) -> None:
         catalog = self._catalog_loader()
-        rows = preset_rows(catalog)
+        rows = preset_rows(catalog, memory_total(), self.settings.guard)
         if not get_current_worker().is_cancelled:
             self.post_message(CatalogLoaded(catalog, rows))
 
@@ -257,11 +281,15 @@ class SparkdeckApp(LaunchControls, App[int]):
 
     def on_engine_state_read(self, message: EngineStateRead) -> None:
         if self.engine_report.phase is None:  # a running launch reports more than Docker
-            self.engine_report = EngineReport(reading=message.reading)
+            self.engine_report = EngineReport(reading=message.reading,
+                                              guard_stop=self.engine_report.guard_stop)
         self.environment = replace(self.environment, docker_reachable=True, docker_error=None)
         engine = message.reading.engine
         self._follow(engine.container_id if engine else None, engine.name if engine else "")
         self._set_fast_sampling(message.reading.status == "starting" or self._busy())
+        self.ready_engine = engine if message.reading.status == "ready" else None
+        self.follow_metrics(self.ready_engine)
+        self.follow_watchdog(None if self._busy() else self.ready_engine)
 
     def on_docker_connection_failed(self, message: DockerConnectionFailed) -> None:
         self.engine_report = EngineReport(docker_error=message.error)

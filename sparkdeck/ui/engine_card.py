@@ -34,6 +34,7 @@ class EngineReport:
     phase: str | None = None  # pulling, stopping, flushing, starting: set by the launch flow
     detail: str = ""  # what the phase is doing, e.g. the image being pulled
     pull_fraction: float | None = None
+    guard_stop: str | None = None  # the running watchdog stopped the engine: why (until a launch)
 
 
 _FRACTION = re.compile(r"(\.\d{1,6})\d*")
@@ -124,6 +125,8 @@ def engine_content(report: EngineReport, now: float) -> Content:
         parts.append(bar_content(Bar("pull", fraction or 0.0, text)))
     if report.detail:
         parts.append(rows_content([Row("step", report.detail, "muted")]))
+    if report.guard_stop:
+        parts.append(rows_content([Row("guard", report.guard_stop, "error")]))
     engine = report.reading.engine if report.reading else None
     if engine is not None:
         info = [Row("preset", f"{engine.preset_id or '(unlabelled)'}  {engine.kind}"),

@@ -9,6 +9,7 @@ sampling worker posts; `sample_forever` is that worker's body around the plain
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -18,10 +19,12 @@ from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
 from sparkdeck.metrics import text
-from sparkdeck.metrics.sampler import MetricsSampler
-from sparkdeck.metrics.snapshot import EngineMetrics
 
-Trail = tuple[EngineMetrics, ...]
+if TYPE_CHECKING:  # the sampler (httpx, prometheus_client) loads with the first ready engine
+    from sparkdeck.metrics.sampler import MetricsSampler
+    from sparkdeck.metrics.snapshot import EngineMetrics
+
+Trail = tuple["EngineMetrics", ...]
 _LABEL_WIDTH = 12
 
 

@@ -23,11 +23,14 @@ class GuardDecisionMade(Message):
 
 
 class SwitchProgressed(Message):
-    """The wait for a stopped engine's memory moved on (the last one is `done`)."""
+    """The wait for a stopped engine's memory moved on (the last one is `done`);
+    `engine_name` is the engine whose memory is awaited."""
 
-    def __init__(self, progress: SwitchProgress) -> None:
+    def __init__(self, progress: SwitchProgress, engine_name: str = "the stopped engine"
+                 ) -> None:
         super().__init__()
         self.progress = progress
+        self.engine_name = engine_name
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SwitchProgressed) and not message.progress.done

@@ -57,6 +57,9 @@ class TimelineChart(Widget):
     """
     timeline: reactive[StartupTimeline | None] = reactive(None)
 
+    def on_mount(self) -> None:
+        self.border_title = "start-up memory"
+
     def render(self) -> RenderResult:
         timeline = self.timeline
         if timeline is None or not timeline.points:
@@ -85,6 +88,16 @@ class WatchdogLine(Static):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("memory guard: not running", markup=False, **kwargs)  # type: ignore[arg-type]
         self.level = "off"
+        self._off_text = ""
+
+    def off(self, why: str) -> None:
+        """No watchdog runs (no engine, or a launch's own start-up guard has taken over);
+        a stop it made stays on the line until the next decision."""
+        text = f"memory guard: {why}"
+        if self.level != "stop" and (self.level != "off" or text != self._off_text):
+            self.level, self._off_text = "off", text  # unchanged text: no repaint each poll
+            self.set_class(False, "-ok", "-warn")
+            self.update(text)
 
     def show(self, decision: Decision) -> None:
         self.level = decision.level

@@ -16,8 +16,8 @@ HelpRow = tuple[str, str]
 """One line of the help: the key as shown, and what it does."""
 
 
-def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:
-    """One line per key: the app's bindings, then keys that widgets and Textual add."""
+def key_rows(app: App, bindings: Sequence[BindingType], where: str = "") -> list[HelpRow]:
+    """One line per binding; `where` names the pane or dialog the keys work in."""
     rows: list[HelpRow] = []
     for binding in bindings:
         assert isinstance(binding, Binding)
@@ -25,7 +25,28 @@ def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:
                 for key in binding.key.split(",")]
         what = f"{binding.description}: {binding.tooltip}" if binding.tooltip \
             else binding.description
-        rows.append((" / ".join(keys), what))
+        rows.append((" / ".join(keys), f"{where}: {what}" if where else what))
+    return rows
+
+
+def pane_rows(app: App) -> list[HelpRow]:
+    """The keys of the chat pane, the memory guard's dialogs and the benchmark screen, each
+    saying where."""
+    from sparkdeck.ui.bench_view import BenchCompareScreen  # loaded when the help opens
+    from sparkdeck.ui.chat_pane import ChatPane
+    from sparkdeck.ui.guard_screens import FitModal, SwitchWaitScreen
+
+    return [("enter", "in chat: send the message"),
+            *key_rows(app, ChatPane.BINDINGS, "in chat"),
+            ("tab", "in the fit dialog: Launch anyway / Cancel (the default)"),
+            *key_rows(app, FitModal.BINDINGS, "in the fit dialog"),
+            *key_rows(app, SwitchWaitScreen.BINDINGS, "waiting for memory (press twice)"),
+            *key_rows(app, BenchCompareScreen.BINDINGS, "in the benchmark screen")]
+
+
+def binding_rows(app: App, bindings: Sequence[BindingType]) -> list[HelpRow]:
+    """One line per key: the app's bindings, then keys that widgets and Textual add."""
+    rows = key_rows(app, bindings)
     rows += [
         ("enter", "on a preset: launch it (or switch to it), after a confirmation"),
         ("↑ / ↓", "move through the presets"),

@@ -8,8 +8,10 @@ card; a failed launch or stop is reported by the app's one worker-failure handle
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
@@ -38,9 +40,16 @@ class LaunchControls(_Base):
         _pull: PullTracker
         engine_report: EngineReport
 
+        _skip_switch: threading.Event | None
+
         def _follow(self, container_id: str | None, name: str) -> None: ...
         def _set_fast_sampling(self, fast: bool) -> None: ...
         def read_engine(self) -> object: ...
+        def launch_sink(self) -> Callable[[Any], None]: ...
+        def confirm_fit(self, plan: LaunchPlan,
+                        confirm: Callable[[LaunchPlan, bool], None]) -> None: ...
+        def close_switch_screen(self) -> None: ...
+        def follow_watchdog(self, engine: object) -> None: ...
 
     def action_launch(self) -> None:
         preset_id = self.query_one(PresetTable).selected_id()
@@ -75,9 +84,9 @@ class LaunchControls(_Base):
 
     @work(thread=True, group="launch", name="launch", exit_on_error=False,
           description="pull, stop the running engine, flush, start, wait for health")
-    def run_launch(self, plan: LaunchPlan) -> None:
+    def run_launch(self, plan: LaunchPlan, force: bool, skip: threading.Event) -> None:
         try:
-            self._flow.run(plan, lambda event: self.post_message(LaunchProgressed(event)))
+            self._flow.run(plan, self.launch_sink(), force=force, skip_switch_wait=skip)
         finally:
             self.post_message(LaunchFinished("launch"))
 
@@ -98,16 +107,23 @@ class LaunchControls(_Base):
             screen = ConfirmScreen("Stop the engine?", plan.lines(), "Stop")
             self.push_screen(screen, lambda yes: self.run_stop() if yes else None)
             return
-        title = (f"Switch to {plan.preset.id}?" if plan.is_switch
-                 else f"Launch {plan.preset.id}?")
-        self.push_screen(ConfirmScreen(title, plan.lines(), "Switch" if plan.is_switch
-                                       else "Launch"),
-                         lambda yes: self._start_launch(plan) if yes else None)
+        self.confirm_fit(plan, self._confirm_launch)  # a FitModal first if it does not fit
 
-    def _start_launch(self, plan: LaunchPlan) -> None:
+    def _confirm_launch(self, plan: LaunchPlan, force: bool) -> None:
+        verb = "Switch" if plan.is_switch else "Launch"
+        title = (f"Switch to {plan.preset.id}" if plan.is_switch
+                 else f"Launch {plan.preset.id}") + (" anyway?" if force else "?")
+        lines = plan.lines() + (["forced: the guard's verdict is overridden"] if force else [])
+        self.push_screen(ConfirmScreen(title, lines, f"{verb} anyway" if force else verb),
+                         lambda yes: self._start_launch(plan, force) if yes else None)
+
+    def _start_launch(self, plan: LaunchPlan, force: bool = False) -> None:
         self._pull = PullTracker()
+        self._skip_switch = threading.Event()
         self._set_fast_sampling(True)
-        self.run_launch(plan)
+        self.run_launch(plan, force, self._skip_switch)
+        self.follow_watchdog(None)  # the launch guards its own start-up
+        self.engine_report = replace(self.engine_report, guard_stop=None)
 
     def on_launch_progressed(self, message: LaunchProgressed) -> None:
         self.engine_report = report_after(self.engine_report, message.event, self._pull)
@@ -116,6 +132,7 @@ class LaunchControls(_Base):
             self._follow(engine.container_id, engine.name)
 
     def on_launch_finished(self, message: LaunchFinished) -> None:
+        self.close_switch_screen()
         self.engine_report = replace(self.engine_report, phase=None, detail="",
                                      pull_fraction=None)
         self.read_engine()

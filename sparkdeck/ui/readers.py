@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.presets import PresetCatalog
+from sparkdeck.presets import Preset, PresetCatalog
+from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
     from sparkdeck.docker_runtime import DockerRuntime, EngineState
@@ -26,12 +27,37 @@ PresetRow = tuple[str, str, str, str, str]
 The claim comes second so that it stays in view on a narrow terminal (the rest scrolls)."""
 
 
-def preset_rows(catalog: PresetCatalog) -> list[PresetRow]:
-    """The preset table's lines, in id order (memory_setting() is computed here, off the UI)."""
+def claim_cell(preset: Preset, total: int | None, guard: GuardSettings) -> str:
+    """The guard's claim in GiB, "~" when partly estimated, "unknown" when it cannot be sized
+    (how it was reached is in the launch confirmation). Without MemTotal, the engine's knob."""
+    if total is None:
+        return preset.memory_setting()
+    claim = preset.memory_claim(total, guard)
+    if claim.bytes is None:
+        return "unknown"
+    return f"{'~' if claim.estimated else ''}{claim.bytes / 2**30:.1f} GiB"
+
+
+def preset_rows(catalog: PresetCatalog, total: int | None = None,
+                guard: GuardSettings | None = None) -> list[PresetRow]:
+    """The preset table's lines, in id order. Claims are computed here, in the worker that
+    read the files: llama.cpp's reads the GGUF header when the model is on this machine."""
+    guard = guard or GuardSettings()
     return [
-        (preset.id, preset.memory_setting(), preset.image, preset.model or "-", preset.kind)
+        (preset.id, claim_cell(preset, total, guard), preset.image, preset.model or "-",
+         preset.kind)
         for _, preset in sorted(catalog.presets.items())
     ]
+
+
+def memory_total() -> int | None:
+    """MemTotal in bytes for sizing claims; None when /proc/meminfo cannot be read."""
+    from sparkdeck.host.meminfo import MemInfoError, read_meminfo
+
+    try:
+        return read_meminfo().total
+    except (MemInfoError, OSError):
+        return None
 
 
 # ----- the engine -------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""The chat tab: a ChatPane for the engine that is ready, or a line saying there is none.
+
+The app binds the ready engine into `engine`. The pane is built only while the tab is shown
+(`showing`, set by the app when tabs change): a ChatPane focuses its input when it mounts,
+which must never take the keys away from the preset table while the user looks elsewhere,
+and the chat modules (httpx, SSE) load only when someone opens the tab. A new engine (another
+container) gets a new pane; the old one closes its stream and HTTP client on unmount.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from sparkdeck.ui.palette import PaletteCommand
+
+if TYPE_CHECKING:
+    from sparkdeck.docker_runtime import EngineState
+    from sparkdeck.ui.chat_pane import ChatPane
+
+NO_ENGINE = ("no engine is ready to chat with: launch a preset (l) and wait for \"ready\".\n"
+             "An engine sparkdeck did not start: sparkdeck chat --endpoint URL --kind K \"...\"")
+
+
+class ChatTab(Vertical):
+    """Holds the chat pane of the ready engine (see the module docstring)."""
+
+    DEFAULT_CSS = """
+    ChatTab { height: 1fr; }
+    ChatTab #chat-none { color: $text-muted; padding: 1; }
+    """
+
+    engine: reactive[EngineState | None] = reactive(None)
+
+    def __init__(self, **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        self.showing = False
+        self._pane_for: str | None = None  # the container the mounted pane talks to
+
+    def compose(self) -> ComposeResult:
+        yield Static(NO_ENGINE, id="chat-none", markup=False)
+
+    @property
+    def pane(self) -> ChatPane | None:
+        from sparkdeck.ui.chat_pane import ChatPane
+
+        panes = self.query(ChatPane)
+        return panes.first() if panes else None
+
+    async def watch_engine(self) -> None:
+        await self.sync()
+
+    async def show(self, showing: bool) -> None:
+        """The tab was opened (or left); bring the pane up to date when it is opened."""
+        self.showing = showing
+        await self.sync()
+
+    async def sync(self) -> None:
+        """Mount, replace or remove the pane to match `engine` (only while shown)."""
+        engine = self.engine
+        wanted = engine.container_id if engine is not None else None
+        if not self.is_mounted or wanted == self._pane_for or (wanted and not self.showing):
+            return
+        self._pane_for = wanted
+        await self.query("ChatPane").remove()
+        self.query_one("#chat-none").display = engine is None
+        if engine is not None:
+            from sparkdeck.engines import get_kind
+            from sparkdeck.ui.chat_pane import ChatPane
+
+            await self.mount(ChatPane(engine.base_url, get_kind(engine.kind)))
+
+
+def chat_commands(app: App) -> list[PaletteCommand]:
+    """The chat pane's actions for the command palette; without a pane they say why."""
+    from sparkdeck.ui.chat_pane import ChatPane  # loaded when the palette opens
+
+    async def run(action: str) -> None:
+        pane = app.chat_tab.pane  # type: ignore[attr-defined]  # the palette is the screen
+        if pane is None:
+            app.notify("open the chat tab (c) with an engine ready first", severity="warning")
+        else:
+            await pane.run_action(action)
+
+    return [PaletteCommand(f"Chat: {b.description}", f"in the chat tab: {b.description}",
+                           lambda action=b.action: run(action))
+            for b in ChatPane.BINDINGS if isinstance(b, Binding)]
