@@ -146,8 +146,9 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
         time.sleep(0.05)
     # It stopped soon after the client left, not at the ~8k tokens the request allowed. The
     # server runs ahead of a slow reader by what the socket buffers hold (26-450 tokens seen
-    # here), more on a loaded machine: hence half the allowance as the bound.
-    assert _metric(llama_url, "n_decode_total") - decoded_before < CONTEXT // 2
+    # here, 4,335 once on a machine loaded by other test runs): hence three quarters of the
+    # allowance as the bound - a cancel that did nothing decodes all of it.
+    assert _metric(llama_url, "n_decode_total") - decoded_before < (CONTEXT - 100) * 3 // 4
 
 
 def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
