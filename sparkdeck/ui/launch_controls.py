@@ -1,9 +1,10 @@
 """Launch, switch and stop from the dashboard: keys, confirmations, workers, the card's steps.
 
 A mixin of SparkdeckApp, kept apart so app.py stays wiring. Planning (what a launch stops,
-what it claims) and running both go through sparkdeck.launch_flow.LaunchFlow in thread
-workers; the user confirms each plan on a ConfirmScreen; progress events update the engine
-card; a failed launch or stop is reported by the app's one worker-failure handler.
+what it claims, whether it fits) and running both go through sparkdeck.launch_flow.LaunchFlow
+in thread workers; the user confirms each plan on a ConfirmScreen (after the guard's FitModal
+when the plan does not fit); progress events update the engine card; a failed launch or
+stop is reported by the app's one worker-failure handler.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class LaunchControls(_Base):
                 self.notify(plan.lines()[0])
                 return
             screen = ConfirmScreen("Stop the engine?", plan.lines(), "Stop")
-            self.push_screen(screen, lambda yes: self.run_stop() if yes else None)
+            self.push_screen(screen, lambda yes: self._start_stop() if yes else None)
             return
         self.confirm_fit(plan, self._confirm_launch)  # a FitModal first if it does not fit
 
@@ -124,6 +125,10 @@ class LaunchControls(_Base):
         self.run_launch(plan, force, self._skip_switch)
         self.follow_watchdog(None)  # the launch guards its own start-up
         self.engine_report = replace(self.engine_report, guard_stop=None)
+
+    def _start_stop(self) -> None:
+        self.run_stop()
+        self.follow_watchdog(None)  # its engine is going away on purpose
 
     def on_launch_progressed(self, message: LaunchProgressed) -> None:
         self.engine_report = report_after(self.engine_report, message.event, self._pull)
