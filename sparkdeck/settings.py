@@ -149,6 +149,7 @@ def save_setting(section: str, key: str, value: Any, path: Path | None = None) -
     """
     path = path or settings_path()
     table = _read_table(path)
+    parse_settings(table, path)  # a file that is already bad is reported, never overwritten
     current = dict(table.get(section, {}))
     current[key] = value
     updated = {**table, section: current}

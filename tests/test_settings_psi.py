@@ -58,6 +58,15 @@ def test_save_keeps_other_keys_and_refuses_bad_values() -> None:
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".settings")]
 
 
+def test_save_never_overwrites_a_file_that_is_already_bad() -> None:
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('ui = "not a table"\n[guard]\nmode = "stop"\n')
+    with pytest.raises(SettingsError, match="ui: must be a table"):
+        save_setting("ui", "theme", "spark-light")
+    assert path.read_text() == 'ui = "not a table"\n[guard]\nmode = "stop"\n'
+
+
 def test_parse_pressure_reads_both_lines() -> None:
     snap = parse_pressure(PSI_TEXT, monotonic=10.0)
     assert snap.some.avg10 == 1.5 and snap.some.total_us == 1_000_000

@@ -9,6 +9,7 @@ on a Spark, where the host can wedge faster than avg10 climbs (kernel psi.rst).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +78,6 @@ def parse_pressure(text: str, monotonic: float) -> PsiSnapshot:
 
 def read_pressure(path: Path = PRESSURE_MEMORY, *, monotonic: float | None = None) -> PsiSnapshot:
     """Read memory pressure now. Raises PsiError when the kernel offers none."""
-    import time
-
     now = time.monotonic() if monotonic is None else monotonic
     try:
         text = path.read_text()

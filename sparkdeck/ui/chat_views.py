@@ -13,7 +13,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.geometry import Size
 from textual.binding import Binding
