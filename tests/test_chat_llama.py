@@ -35,7 +35,9 @@ from tests.conftest import free_port, llama_preset_fields, remove_scope, write_p
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
-CONTEXT = 8192
+# Large enough that a reply allowed the whole context runs for seconds even on a quiet machine
+# (at 8,192 a quiet CI run once saw the server idle again by the first content token).
+CONTEXT = 32768
 # A Qwen3-style template: thinking off renders an empty think block into the prompt.
 THINK_TEMPLATE = """{%- for message in messages -%}
 {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
@@ -136,7 +138,10 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
             if isinstance(timed.delta, Content):
                 contents += 1
                 if contents == 1:
-                    assert _metric(llama_url, "requests_processing") == 1
+                    deadline = time.monotonic() + 1.0
+                    while _metric(llama_url, "requests_processing") != 1:
+                        assert time.monotonic() < deadline, "never counted as processing"
+                        time.sleep(0.02)
                 if contents == 20:
                     threading.Thread(target=stream.cancel).start()
         cancelled_at = time.monotonic()
