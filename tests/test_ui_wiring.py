@@ -136,8 +136,11 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
                              timeout=60.0, what="the stop")
             await wait_until(pilot, lambda: app.metrics_trail == (), what="the trail emptied")
-            assert not [w for w in app.workers if w.group in ("metrics", "guard")
-                        and not w.is_finished]
+            # Cancelling is asynchronous (a scrape in flight ends first): wait, but not long.
+            await wait_until(pilot, lambda: not [w for w in app.workers
+                                                 if w.group in ("metrics", "guard")
+                                                 and not w.is_finished],
+                             timeout=5.0, what="the metrics and guard workers to end")
             assert "not running" in str(line.render())
 
     asyncio.run(scenario())
