@@ -49,6 +49,10 @@ async def settled(pilot: Pilot) -> None:
                      what="Docker's answer")
     await wait_until(pilot, lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
                      what="the telemetry sample")
+    # The preset table sizes its columns on idle after its rows arrive; a shot taken before
+    # that shows cut columns (seen once in CI). Let the idle pass and any refresh run first.
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause(0.3)
     await pilot.pause()
 
 
