@@ -11,7 +11,6 @@ import os
 import shutil
 import threading
 import time
-from datetime import datetime
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ import httpx
 import requests.exceptions
 
 from sparkdeck import paths
+from sparkdeck.container_logs import split_lines, stamp_seconds, stamped_lines
 from sparkdeck.container_spec import ContainerSpec
 from sparkdeck.pull_progress import PullProgress, split_reference
 from sparkdeck.docker_errors import (
@@ -194,28 +194,8 @@ class DockerRuntime:
             return self._state(container)
 
     def log_tail(self, container: Any, lines: int = LOG_TAIL_LINES) -> list[str]:
-        """The last lines of stdout and stderr together, in the order they were written.
-
-        Each stream is read on its own and merged by timestamp: asked for both at once,
-        dockerd 20.10's json-file `tail` was seen to drop a final stderr line (the one that
-        says why an engine died).
-        """
-        return [text for _, text in self._stamped_lines(container, lines)]
-
-    @staticmethod
-    def _stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
-        stamped: list[tuple[str, str]] = []
-        for stream in ("stdout", "stderr"):
-            try:
-                raw = container.logs(tail=lines, timestamps=True, stdout=stream == "stdout",
-                                     stderr=stream == "stderr")
-            except docker.errors.APIError:
-                continue
-            for line in raw.decode("utf-8", "replace").splitlines():
-                stamp, _, text = line.partition(" ")
-                stamped.append((stamp, text))
-        stamped.sort(key=lambda pair: pair[0])  # RFC 3339 with fixed nanoseconds sorts as text
-        return stamped if lines == "all" else stamped[-int(lines):]
+        """The last lines of stdout and stderr together, in the order they were written."""
+        return [text for _, text in stamped_lines(container, lines)]
 
     def timed_logs(self, container_id: str) -> list[tuple[float, str]]:
         """Every log line with the time Docker received it (seconds since the epoch), for
@@ -224,15 +204,9 @@ class DockerRuntime:
             container = self._our_container(container_id, "read the logs of")
             if container is None:
                 return []
-            out = []
-            for stamp, text in self._stamped_lines(container, "all"):
-                try:  # 2026-11-30T04:01:02.123456789Z: Python takes at most 6 digits
-                    head, _, frac = stamp.rstrip("Z").partition(".")
-                    when = datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00")
-                except ValueError:
-                    continue
-                out.append((when.timestamp(), text))
-            return out
+            timed = [(stamp_seconds(stamp), text)
+                     for stamp, text in stamped_lines(container, "all")]
+        return [(when, text) for when, text in timed if when is not None]
 
     def host_pids(self, container_id: str) -> set[int]:
         """Host PIDs of the container's processes (to ask NVML about them after a stop)."""
@@ -253,14 +227,7 @@ class DockerRuntime:
         with _daemon():
             container = self.client.containers.get(container_id)
             stream = container.logs(stream=True, follow=follow, tail=tail)
-        pending = b""
-        for chunk in stream:
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line.decode("utf-8", "replace").rstrip("\r")
-        if pending:
-            yield pending.decode("utf-8", "replace")
+        yield from split_lines(stream)
 
     # ----- images --------------------------------------------------------------------------
 

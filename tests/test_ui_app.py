@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from textual.content import Content
 from textual.message import Message
-from textual.pilot import Pilot
 from textual.widget import Widget
 
 from sparkdeck.docker_errors import DockerUnavailable
@@ -34,6 +33,7 @@ from sparkdeck.ui.messages import DockerConnectionFailed, TelemetrySampled
 from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total
 from sparkdeck.ui.widgets import EnvironmentPanel, PresetTable
+from tests.support.pane_host import wait_until
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
 SIZE = (160, 48)
@@ -100,16 +100,6 @@ class UnreachableDocker:
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(test())
-
-
-async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 10.0,
-                     what: str = "condition") -> None:
-    """Let the app run until predicate() holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
 
 
 def text_of(widget: Widget) -> str:

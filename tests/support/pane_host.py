@@ -36,6 +36,7 @@ class PaneHost(App):
 
 async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0,
                      what: str = "condition") -> None:
+    """Let the app run until predicate() holds; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
