@@ -224,7 +224,8 @@ def test_guard_command_prints_decisions_for_the_running_engine(runtime, scope, t
     assert first["level"] == "ok" and first["reading"]["total"] > 0
 
 
-def test_guard_command_without_an_engine_says_so(scope):
+def test_guard_command_without_an_engine_says_so(docker_client, scope):
+    # docker_client: with no daemon this is skipped (or failed under .ci/run), not misread
     result = run_cli("guard", "--duration", "1", env={**os.environ, "SPARKDECK_SCOPE": scope})
     assert result.returncode == 1 and "no sparkdeck engine is running" in result.stderr
 
