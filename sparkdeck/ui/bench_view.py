@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Footer, Static
 from sparkdeck.bench.runner import BenchConfig, BenchProgress
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore, StoredPoint, StoredRun
+from sparkdeck.ui.tables import fill_table
 
 
 @dataclass(frozen=True)
@@ -168,17 +169,17 @@ class BenchComparison(Vertical):
         self.query_one("#bench-bars", Static).update(self._bars(metric))
 
     def _fill_table(self, metric: Metric) -> None:
-        table = self.query_one("#bench-table", DataTable)
-        table.clear(columns=True)
         levels = levels_of(self.runs)
-        table.add_columns("engine", "version", "run", "status",
-                          *(f"c={level}" for level in levels))
+        rows = []
         for run in self.runs:
             values = values_by_level(run, metric)
             cells = ["-" if values.get(lv) is None else f"{values[lv]:.{metric.digits}f}"
                      for lv in levels]
-            table.add_row(run.fingerprint.label, run.fingerprint.engine_version or "?",
-                          str(run.id), run.status, *cells, key=str(run.id))
+            rows.append([run.fingerprint.label, run.fingerprint.engine_version or "?",
+                         str(run.id), run.status, *cells])
+        fill_table(self.query_one("#bench-table", DataTable),
+                   ["engine", "version", "run", "status", *(f"c={level}" for level in levels)],
+                   rows, [str(run.id) for run in self.runs])
 
     def _bars(self, metric: Metric) -> Text:
         text = Text()

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 
 from sparkdeck.ui.readers import PresetRow
+from sparkdeck.ui.tables import fill_table
 
 MAX_PROBLEMS_SHOWN = 3
 _LABEL_WIDTH = 9
@@ -74,7 +75,7 @@ class PresetTable(DataTable):
         self.cursor_type = "row"
         self.zebra_stripes = True
         self.border_title = "presets"
-        self.add_columns(*self.COLUMNS)
+        fill_table(self, self.COLUMNS, [], [])
 
     def selected_id(self) -> str | None:
         if not self.row_count:
@@ -84,9 +85,7 @@ class PresetTable(DataTable):
     def show_rows(self, rows: list[PresetRow]) -> None:
         """Replace the rows, keeping the cursor on the same preset when it is still there."""
         selected = self.selected_id()
-        self.clear()
-        for row in rows:
-            self.add_row(*row, key=row[0])
+        fill_table(self, self.COLUMNS, rows, [row[0] for row in rows])
         if selected is not None and selected in {row[0] for row in rows}:
             self.move_cursor(row=self.get_row_index(selected))
 

@@ -1,0 +1,68 @@
+"""Tables are drawn with their full column widths from the first frame.
+
+Textual's DataTable measures auto-width columns on idle, and a frame drawn before that pass
+stays cached with every column cut to its label (the dashboard showed "ol" for
+"ollama-test" in about one start in five). These tests draw a line before any idle pass runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable
+
+from sparkdeck.ui.tables import column_widths, fill_table
+
+LABELS = ("id", "image", "kind")
+ROWS = [("ollama-test", "ollama/ollama:test", "ollama"),
+        ("tiny-llama", "local/llama-server:test", "llama.cpp")]
+
+
+class Host(App[None]):
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="table")
+
+
+def test_widths_come_from_the_widest_cell_or_label() -> None:
+    assert column_widths(LABELS, ROWS) == [11, 23, 9]
+    assert column_widths(("model",), [("x",)]) == [5]
+    # Wide characters take two cells each in a terminal.
+    assert column_widths(("m",), [("模型模型",)]) == [8]
+
+
+def test_a_row_with_more_cells_than_columns_is_refused() -> None:
+    with pytest.raises(ValueError, match="3 cells for 2 columns"):
+        column_widths(("a", "b"), [("1", "2", "3")])
+
+
+def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
+    async def scenario() -> None:
+        async with Host().run_test(size=(120, 10)) as pilot:
+            table = pilot.app.query_one(DataTable)
+            fill_table(table, LABELS, ROWS, [row[0] for row in ROWS])
+            # No pause: this is the frame a repaint right after the rows arrive would draw.
+            first_row = table.render_line(1).text
+            assert "ollama-test" in first_row
+            assert "ollama/ollama:test" in first_row
+            assert table.render_line(2).text.split() == ["tiny-llama", "local/llama-server:test",
+                                                         "llama.cpp"]
+
+    asyncio.run(scenario())
+
+
+def test_refilling_replaces_columns_and_rows_and_keys() -> None:
+    async def scenario() -> None:
+        async with Host().run_test(size=(120, 10)) as pilot:
+            table = pilot.app.query_one(DataTable)
+            fill_table(table, LABELS, ROWS, ["a", "b"])
+            fill_table(table, ("engine", "c=1"), [("vllm", "12.5")], ["run-7"])
+            await pilot.pause()
+            assert [c.label.plain for c in table.ordered_columns] == ["engine", "c=1"]
+            assert table.row_count == 1
+            assert table.get_row("run-7") == ["vllm", "12.5"]
+            assert table.render_line(1).text.split() == ["vllm", "12.5"]
+
+
+    asyncio.run(scenario())
