@@ -22,7 +22,7 @@ are busy with other work the lag figures grow, this one much less) and the part 
 thread used (ui): the rest is the HTTP/SSE worker thread, which shares the interpreter lock.
 
 Run: .venv/bin/python benchmarks/chat_pane_lag.py [--seconds S] [--rates 500,2000,5000]
-[--repeat N]
+[--repeat N] [--default-gc]
 """
 
 from __future__ import annotations
@@ -110,13 +110,14 @@ def serve(port_out: Any, sent_out: Any, rate: float, count: int) -> None:
     server.serve_forever()
 
 
-async def measure(rate: float, seconds: float) -> dict[str, Any]:
+async def measure(rate: float, seconds: float, tuned_gc: bool = True) -> dict[str, Any]:
     from textual import events
     from textual._compositor import CompositorUpdate
     from textual.app import App, ComposeResult
     from textual.widgets import Input, Markdown
 
     from sparkdeck.engines import get_kind
+    from sparkdeck.ui import gc_tuning
     from sparkdeck.ui.chat_pane import ChatPane
     from sparkdeck.ui.chat_views import ReplyView
 
@@ -156,6 +157,9 @@ async def measure(rate: float, seconds: float) -> dict[str, Any]:
     cpu_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     ui_before = time.thread_time()  # this (the main) thread is the app's UI thread
     async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        if tuned_gc:  # as `sparkdeck` does once its first frame is up
+            gc_tuning.freeze_startup_objects()
         original_feed = ReplyView.feed
 
         async def counting_feed(view: ReplyView, *parts: Any) -> None:
@@ -236,10 +240,18 @@ def main() -> int:
     parser.add_argument("--rates", default="500,2000,5000", help="tokens per second, comma list")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per rate (a shared machine is noisy: medians are printed)")
+    parser.add_argument("--default-gc", action="store_true",
+                        help="keep CPython's collector settings (sparkdeck tunes them: "
+                             "sparkdeck/ui/gc_tuning.py), to compare")
     args = parser.parse_args()
+    if not args.default_gc:
+        from sparkdeck.ui import gc_tuning
+
+        gc_tuning.tune_for_ui()
     os.environ["SPARKDECK_DATA_DIR"] = tempfile.mkdtemp(prefix="sparkdeck-bench-")
     print(f"chat pane lag benchmark: {args.seconds:g} s per rate, 120x40 headless, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+          f"{'default' if args.default_gc else 'tuned'} garbage collector")
     print(f"{'rate':>6} {'achieved':>9} {'tokens':>7} {'lag ms':>7} {'keys':>5} "
           f"{'key p50':>8} {'key p95':>8} {'key max':>8} {'drains':>7} {'feed ms':>7} "
           f"{'segs':>4} {'cpu':>5} {'ui':>5}  pane caption")
@@ -247,7 +259,7 @@ def main() -> int:
     for rate in (float(r) for r in args.rates.split(",")):
         lags, key_p50s = [], []
         for _ in range(args.repeat):
-            r = asyncio.run(measure(rate, args.seconds))
+            r = asyncio.run(measure(rate, args.seconds, tuned_gc=not args.default_gc))
             keys = sorted(k * 1000 for k in r["keys"])
             p50 = statistics.median(keys) if keys else float("nan")
             p95 = keys[min(len(keys) - 1, int(0.95 * len(keys)))] if keys else float("nan")

@@ -28,6 +28,7 @@ from sparkdeck.pull_progress import PullTracker
 from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
 from sparkdeck.telemetry import History, TelemetrySampler
 from sparkdeck.ui.chat_tab import ChatTab, chat_commands
+from sparkdeck.ui import gc_tuning
 from sparkdeck.ui.engine_card import EngineCard, EngineReport
 from sparkdeck.ui.engine_metrics_panel import EngineMetricsPanel
 from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine
@@ -100,8 +101,10 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
                  health_check: Callable[[str], bool] = endpoint_answers,
                  engine_poll_seconds: float = ENGINE_POLL_SECONDS,
                  sample_seconds: float = SAMPLE_SECONDS,
-                 starting_sample_seconds: float = STARTING_SAMPLE_SECONDS) -> None:
+                 starting_sample_seconds: float = STARTING_SAMPLE_SECONDS,
+                 tune_gc: bool = False) -> None:
         super().__init__()
+        self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
@@ -170,6 +173,8 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
         self.call_after_refresh(self._start_readers)
 
     def _start_readers(self) -> None:
+        if self._tune_gc:
+            gc_tuning.freeze_startup_objects()
         self.sample_telemetry()
         self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
@@ -325,7 +330,8 @@ def run_app(catalog_loader: CatalogLoader = load_catalog,
         settings = load_settings()
     except SettingsError as exc:
         settings, problem = Settings(), str(exc)
-    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings)
+    gc_tuning.tune_for_ui()
+    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True)
     if problem:
         app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
                        markup=False)

@@ -256,7 +256,8 @@ class ChatPane(Vertical):
     async def _drain(self, view: ReplyView, feed: ReplyFeed) -> None:
         started = time.monotonic()
         self._next_feed = started + MAX_FEED_GAP  # until this batch is on screen
-        await view.feed(*feed.drain())
+        with self.app.batch_update():  # the whole batch in one frame
+            await view.feed(*feed.drain())
         self.call_after_refresh(self._painted, started)
 
     def _painted(self, started: float) -> None:
@@ -264,8 +265,9 @@ class ChatPane(Vertical):
         self._next_feed = now + feed_gap(now - started)
 
     async def on_chat_pane_reply_ended(self, message: ReplyEnded) -> None:
-        await message.view.feed(*message.feed.drain())
-        await message.view.finish(message.outcome)
+        with self.app.batch_update():
+            await message.view.feed(*message.feed.drain())
+            await message.view.finish(message.outcome)
         self.streaming = False
 
     def action_cancel(self) -> None:

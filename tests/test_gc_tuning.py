@@ -1,0 +1,63 @@
+"""The collector settings `sparkdeck` runs with (sparkdeck/ui/gc_tuning.py).
+
+What they buy is measured by benchmarks/chat_pane_lag.py (`--default-gc` compares); these
+tests check that the app applies them when asked, and only then, and that they do what the
+module says. The interpreter's settings are restored after each test.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkdeck.ui import gc_tuning
+from tests.test_ui_app import make_app, run, text_of, wait_until
+
+
+@pytest.fixture(autouse=True)
+def restore_collector() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+def test_young_generation_threshold_is_raised_and_the_older_ones_kept() -> None:
+    gc.set_threshold(700, 11, 12)
+    gc_tuning.tune_for_ui()
+    assert gc.get_threshold() == (gc_tuning.YOUNG_THRESHOLD, 11, 12)
+
+
+def test_freezing_collects_garbage_first_and_freezes_what_survives() -> None:
+    gc.unfreeze()
+
+    class Node:
+        def __init__(self) -> None:
+            self.me = self
+
+    garbage = weakref.ref(Node())  # a cycle nobody holds: collected, not frozen forever
+    kept = Node()
+    assert garbage() is not None  # only the cycle collector can free it
+    frozen = gc_tuning.freeze_startup_objects()
+    assert frozen == gc.get_freeze_count() > 0
+    assert garbage() is None
+    assert kept.me is kept
+
+
+@pytest.mark.parametrize("tune", [True, False])
+def test_the_app_freezes_its_start_up_objects_only_when_asked(tmp_path: Path,
+                                                              tune: bool) -> None:
+    gc.unfreeze()
+
+    async def scenario() -> None:
+        app, _ = make_app(tmp_path, tune_gc=tune)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "loaded" in text_of(
+                app.query_one("#environment-panel")), what="the presets")
+            assert (gc.get_freeze_count() > 0) is tune
+
+    run(scenario)
