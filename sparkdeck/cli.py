@@ -20,6 +20,7 @@ from sparkdeck import commands
 from sparkdeck.cli_output import LaunchPrinter, confirm, print_presets, print_status
 from sparkdeck.docker_errors import DockerRuntimeError, DockerUnavailable, EngineExited
 from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.guard import records
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for
 from sparkdeck.engines import KINDS
 from sparkdeck.host.gpu import gpu_presence
@@ -182,8 +183,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not stopped:
         print("no sparkdeck engine is running (engines sparkdeck did not start are never "
               "stopped by it)")
+    returning = {r.container_name for r in records.load_returning()}
     for engine in stopped:
         print(f"stopped and removed {engine.name} ({engine.preset_id})")
+        if engine.name in returning:
+            print("  its memory can take a minute or more to come back; the next launch "
+                  "waits for it")
     return 0
 
 

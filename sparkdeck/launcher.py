@@ -66,9 +66,9 @@ class PreviousStopped:
 
 @dataclass(frozen=True)
 class SwitchWaited:
-    """One step of the wait for the stopped engine's memory (the last one has `done`)."""
+    """One step of the wait for a stopped engine's memory (the last one has `done`)."""
 
-    engine: EngineState
+    engine: str  # its preset id (or container name)
     progress: SwitchProgress
 
 
@@ -177,6 +177,8 @@ class Launcher:
             record = records.load_launch_record(engine.name) if engine.alive else None
             if record and isinstance(record.get("available_before"), int):
                 returning += max(record["available_before"] - memory.available, 0)
+        for pending in self._still_returning():
+            returning += max(pending.available_before - memory.available, 0)
         return check_fit(claim, memory, headroom=int(self.guard.stop_available_pct / 100
                                                      * memory.total),
                          returning=returning, flush_possible=flush_possible)
@@ -194,13 +196,42 @@ class Launcher:
             self.on_event(PreviousStopped(engine, time.monotonic() - started))
             stopped.append(engine)
             record = records.load_launch_record(engine.name)
-            if wait_memory and engine.alive and record and "available_before" in record:
-                SwitchWaiter(lambda: self.read_memory().available, self.gpu_pids).wait(
-                    baseline=int(record["available_before"]),
-                    margin=int(self.guard.switch_margin_gib * GIB),
-                    timeout=self.guard.switch_timeout_s, old_pids=pids, skip=skip_wait,
-                    on_progress=lambda p, e=engine: self.on_event(SwitchWaited(e, p)))
+            if not (engine.alive and record and "available_before" in record):
+                continue
+            label = engine.preset_id or engine.name
+            if wait_memory:
+                self._wait_for(label, int(record["available_before"]), pids,
+                               self.guard.switch_timeout_s, skip_wait)
+            else:  # the next launch waits for it (see wait_for_returning)
+                records.save_returning(engine.name, label, int(record["available_before"]),
+                                       sorted(pids))
         return stopped
+
+    def _still_returning(self) -> list[records.Returning]:
+        """Returning records of stops recent enough that their memory may still come back;
+        older ones are dropped (after the switch timeout a wait would end at once)."""
+        pending = []
+        for returning in records.load_returning():
+            if time.time() - returning.stopped_at < self.guard.switch_timeout_s:
+                pending.append(returning)
+            else:
+                records.clear_returning(returning.container_name)
+        return pending
+
+    def wait_for_returning(self, skip: threading.Event | None = None) -> None:
+        """Wait for the memory of engines stopped earlier without a wait (`sparkdeck stop`,
+        then a launch seconds later), each until the switch timeout counted from its stop."""
+        for pending in self._still_returning():
+            left = self.guard.switch_timeout_s - (time.time() - pending.stopped_at)
+            self._wait_for(pending.label, pending.available_before, pending.pids, max(left, 0.0), skip)
+            records.clear_returning(pending.container_name)
+
+    def _wait_for(self, label: str, baseline: int, pids: Collection[int], timeout: float,
+                  skip: threading.Event | None) -> SwitchProgress:
+        return SwitchWaiter(lambda: self.read_memory().available, self.gpu_pids).wait(
+            baseline=baseline, margin=int(self.guard.switch_margin_gib * GIB),
+            timeout=timeout, old_pids=pids, skip=skip,
+            on_progress=lambda p: self.on_event(SwitchWaited(label, p)))
 
     def launch(self, preset: Preset, *, flush: bool = True, timeout: float | None = None,
                cancel: threading.Event | None = None, force: bool = False,
@@ -214,6 +245,7 @@ class Launcher:
         if not fit.allowed and not force:
             raise DoesNotFit(preset.id, fit)
         self.stop_all(wait_memory=True, skip_wait=skip_switch_wait)
+        self.wait_for_returning(skip_switch_wait)
         if flush:
             self.on_event(CacheFlushed(self.flush()))
         else:

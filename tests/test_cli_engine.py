@@ -60,6 +60,10 @@ def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, l
 
     stopped = run_cli("stop", "--grace", "5", env=cli_env)
     assert stopped.returncode == 0 and "stopped and removed" in stopped.stdout
+    # the launch's record is there, so the stop leaves word for the next launch to wait
+    assert "the next launch waits for it" in stopped.stdout
+    assert [p.name for p in (Path(isolated_dirs["data"]) / "returning").iterdir()] == [
+        f"{container.name}.json"]
     assert scope_containers(docker_client, scope) == []
     assert run_cli("stop", env=cli_env).stdout.startswith("no sparkdeck engine is running")
 

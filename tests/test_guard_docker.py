@@ -248,3 +248,54 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
     assert [p.state for p in progress] == ["waiting"] * 5 + [BACK]
     assert progress[0].gpu_pids_left == tuple(sorted(pids))
     assert "GPU process(es) of the old engine left" in progress[0].describe()
+
+
+def web(tmp_path: Path, busybox_image: str, preset_id: str = "web"):
+    """A busybox "engine" that answers its health path at once (busybox httpd)."""
+    fields = dict(title=preset_id, kind="openai", image=busybox_image, port=free_port(),
+                  startup_timeout=30.0, **base_fields(),
+                  openai={"container_port": 8080, "health_path": "/health",
+                          "entrypoint": ["/bin/sh", "-c", "mkdir -p /www && echo ok > "
+                                         "/www/health && exec httpd -f -p 8080 -h /www"]})
+    return load_file(write_preset(tmp_path / "presets", preset_id, **fields))
+
+
+def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
+        runtime, docker_client, scope, tmp_path, busybox_image):
+    """`sparkdeck stop`, then a launch seconds later: the stop did not wait, so the launch
+    waits for the stopped engine's memory (from the returning record the stop left)."""
+    from sparkdeck.guard.records import load_returning, save_launch_record, save_returning
+
+    old = runtime.start(sleeper(tmp_path, busybox_image, "old").container_spec())
+    pids = runtime.host_pids(old.container_id)
+    available = HostReadings()().memory.available
+    # 20 GiB that never come back on this machine: the wait must run to its timeout
+    save_launch_record(old.name, {"available_before": available + 20 * 2**30})
+    Launcher(runtime, stop_grace=1).stop_all()
+    (returning,) = load_returning()
+    assert (returning.label, returning.pids) == ("old", tuple(sorted(pids)))
+    assert returning.available_before == available + 20 * 2**30
+
+    events: list = []
+    guard = GuardSettings(switch_timeout_s=3.0)
+    launcher = Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
+                        stop_grace=1)
+    started = time.monotonic()
+    ready = launcher.launch(web(tmp_path, busybox_image), flush=False)
+    assert ready.docker_state == "running"
+    (fit,) = [e.fit for e in events if isinstance(e, FitChecked)]
+    assert fit.returning >= 19 * 2**30  # counted as coming back, as for a running engine
+    waits = [e for e in events if isinstance(e, SwitchWaited)]
+    assert {e.engine for e in waits} == {"old"}
+    assert waits[-1].progress.state == TIMED_OUT and len(waits) >= 3
+    # the timeout counts from the stop, not from the launch
+    assert waits[-1].progress.timeout <= 3.0 and time.monotonic() - started < 10
+    assert load_returning() == []  # waited once, then forgotten
+
+    # a stop older than the switch timeout: nothing to wait for, the record is dropped
+    save_returning("sparkdeck-older", "older", available + 20 * 2**30, [],
+                   stopped_at=time.time() - 600)
+    events.clear()
+    launcher.launch(web(tmp_path, busybox_image, "web2"), flush=False)
+    assert not [e for e in events if isinstance(e, SwitchWaited) and e.engine == "older"]
+    assert load_returning() == []

@@ -71,8 +71,7 @@ class GuardWiring(_Base):
 
         def on_event(event: Any) -> None:
             if isinstance(event, SwitchWaited):
-                self.post_message(SwitchProgressed(
-                    event.progress, event.engine.preset_id or event.engine.name))
+                self.post_message(SwitchProgressed(event.progress, event.engine))
             elif isinstance(event, GuardDecided):
                 self.post_message(GuardDecisionMade(event.decision))
             elif isinstance(event, TimelineSaved):
