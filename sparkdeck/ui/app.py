@@ -37,13 +37,16 @@ from sparkdeck.ui.help_screen import HelpScreen, binding_rows, pane_rows
 from sparkdeck.ui.launch_controls import LaunchControls
 from sparkdeck.ui.log_pane import LogPane
 from sparkdeck.ui.messages import (
-    CatalogLoaded, DockerConnectionFailed, EngineStateRead, LogLinesRead, TelemetrySampled,
+    CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, LogLinesRead,
+    TelemetrySampled,
 )
 from sparkdeck.ui.palette import PaletteCommand, SparkdeckCommands
 from sparkdeck.ui.panels.gpu import GpuPanel
 from sparkdeck.ui.panels.memory import MemoryPanel
 from sparkdeck.ui.metrics_wiring import MetricsWiring
-from sparkdeck.ui.readers import EngineReader, endpoint_answers, memory_total, preset_rows
+from sparkdeck.ui.readers import (
+    ChatTarget, EngineReader, chat_target, endpoint_answers, memory_total, preset_rows,
+)
 from sparkdeck.ui.tab_controls import GUARD_NOTE, TAB_BINDINGS, TabControls
 from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
@@ -92,7 +95,8 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
 
     engine_report: reactive[EngineReport] = reactive(EngineReport())
     environment: reactive[EnvironmentReport] = reactive(EnvironmentReport())
-    ready_engine: reactive[EngineState | None] = reactive(None)  # what chat talks to
+    ready_engine: reactive[EngineState | None] = reactive(None)  # metrics and the watchdog
+    chat_target: reactive[ChatTarget] = reactive(ChatTarget(None))  # what chat talks to
 
     def __init__(self, catalog_loader: CatalogLoader = load_catalog,
                  runtime_factory: RuntimeFactory = connect_docker, *,
@@ -157,7 +161,7 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
                     yield EngineMetricsPanel(id="engine-metrics").data_bind(
                         trail=SparkdeckApp.metrics_trail)
                 with TabPane("chat", id="chat-tab"):
-                    yield self.chat_tab.data_bind(engine=SparkdeckApp.ready_engine)
+                    yield self.chat_tab.data_bind(target=SparkdeckApp.chat_target)
                 with TabPane("guard", id="guard-tab"):
                     yield self.timeline_chart
                     yield Static(GUARD_NOTE, id="guard-note", markup=False)
@@ -247,13 +251,18 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
     @work(thread=True, exclusive=True, group="engine", name="read engine",
           description="ask Docker for the current sparkdeck engine", exit_on_error=False)
     def read_engine(self) -> None:
+        reading = None
         try:
-            message: EngineStateRead | DockerConnectionFailed = EngineStateRead(
-                self._engine_reader.read())
+            reading = self._engine_reader.read()
+            message: EngineStateRead | DockerConnectionFailed = EngineStateRead(reading)
         except DockerUnavailable as exc:
             message = DockerConnectionFailed(str(exc))
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(message)
+        target = chat_target(reading, self._engine_reader.health_check)
         if not get_current_worker().is_cancelled:
-            self.post_message(message)
+            self.post_message(ChatTargetRead(target))
 
     @work(thread=True, exclusive=True, group="logs", name="follow logs", exit_on_error=False,
           description="follow the engine container's log")
@@ -295,6 +304,9 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
         self.ready_engine = engine if message.reading.status == "ready" else None
         self.follow_metrics(self.ready_engine)
         self.follow_watchdog(None if self._busy() else self.ready_engine)
+
+    def on_chat_target_read(self, message: ChatTargetRead) -> None:
+        self.chat_target = message.target
 
     def on_docker_connection_failed(self, message: DockerConnectionFailed) -> None:
         self.engine_report = EngineReport(docker_error=message.error)

@@ -1,10 +1,12 @@
-"""The chat tab: a ChatPane for the engine that is ready, or a line saying there is none.
+"""The chat tab: a ChatPane for the engine to talk to, or a line saying why there is none.
 
-The app binds the ready engine into `engine`. The pane is built only while the tab is shown
+The app binds its ChatTarget (sparkdeck's ready engine, else the one attached engine that
+answers; see sparkdeck.ui.readers.chat_target) into `target`. The pane is built only while the tab is shown
 (`showing`, set by the app when tabs change): a ChatPane focuses its input when it mounts,
 which must never take the keys away from the preset table while the user looks elsewhere,
-and the chat modules (httpx, SSE) load only when someone opens the tab. A new engine (another
-container) gets a new pane; the old one closes its stream and HTTP client on unmount.
+and the chat modules (httpx, SSE) load only when someone opens the tab. Another engine (a new
+container, or the attached one) gets a new pane; the old one closes its stream and HTTP
+client on unmount.
 """
 
 from __future__ import annotations
@@ -19,31 +21,29 @@ from textual.widgets import Static
 
 from sparkdeck.ui.palette import PaletteCommand
 
-if TYPE_CHECKING:
-    from sparkdeck.docker_runtime import EngineState
-    from sparkdeck.ui.chat_pane import ChatPane
+from sparkdeck.ui.readers import ChatTarget
 
-NO_ENGINE = ("no engine is ready to chat with: launch a preset (l) and wait for \"ready\".\n"
-             "An engine sparkdeck did not start: sparkdeck chat --endpoint URL --kind K \"...\"")
+if TYPE_CHECKING:
+    from sparkdeck.ui.chat_pane import ChatPane
 
 
 class ChatTab(Vertical):
-    """Holds the chat pane of the ready engine (see the module docstring)."""
+    """Holds the chat pane of the target engine (see the module docstring)."""
 
     DEFAULT_CSS = """
     ChatTab { height: 1fr; }
     ChatTab #chat-none { color: $text-muted; padding: 1; }
     """
 
-    engine: reactive[EngineState | None] = reactive(None)
+    target: reactive[ChatTarget] = reactive(ChatTarget(None))
 
     def __init__(self, **kwargs: str) -> None:
         super().__init__(**kwargs)
         self.showing = False
-        self._pane_for: str | None = None  # the container the mounted pane talks to
+        self._pane_for: ChatTarget | None = None  # what the mounted pane talks to
 
     def compose(self) -> ComposeResult:
-        yield Static(NO_ENGINE, id="chat-none", markup=False)
+        yield Static(self.target.note, id="chat-none", markup=False)
 
     @property
     def pane(self) -> ChatPane | None:
@@ -52,7 +52,9 @@ class ChatTab(Vertical):
         panes = self.query(ChatPane)
         return panes.first() if panes else None
 
-    async def watch_engine(self) -> None:
+    async def watch_target(self) -> None:
+        if self.is_mounted:
+            self.query_one("#chat-none", Static).update(self.target.note)
         await self.sync()
 
     async def show(self, showing: bool) -> None:
@@ -61,19 +63,19 @@ class ChatTab(Vertical):
         await self.sync()
 
     async def sync(self) -> None:
-        """Mount, replace or remove the pane to match `engine` (only while shown)."""
-        engine = self.engine
-        wanted = engine.container_id if engine is not None else None
+        """Mount, replace or remove the pane to match `target` (only while shown)."""
+        target = self.target
+        wanted = target if target.endpoint is not None else None
         if not self.is_mounted or wanted == self._pane_for or (wanted and not self.showing):
             return
         self._pane_for = wanted
         await self.query("ChatPane").remove()
-        self.query_one("#chat-none").display = engine is None
-        if engine is not None:
+        self.query_one("#chat-none").display = wanted is None
+        if wanted is not None and (endpoint := wanted.endpoint) is not None:
             from sparkdeck.engines import get_kind
             from sparkdeck.ui.chat_pane import ChatPane
 
-            await self.mount(ChatPane(engine.base_url, get_kind(engine.kind)))
+            await self.mount(ChatPane(endpoint.url, get_kind(endpoint.kind)))
 
 
 def chat_commands(app: App) -> list[PaletteCommand]:

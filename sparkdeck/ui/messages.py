@@ -11,7 +11,7 @@ from sparkdeck.launch_flow import LaunchPlan, StopPlan
 from sparkdeck.presets import PresetCatalog
 from sparkdeck.pull_progress import PullProgress
 from sparkdeck.telemetry import TelemetrySnapshot
-from sparkdeck.ui.readers import EngineReading, PresetRow
+from sparkdeck.ui.readers import ChatTarget, EngineReading, PresetRow
 
 
 class CatalogLoaded(Message):
@@ -44,6 +44,17 @@ class DockerConnectionFailed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, (EngineStateRead, DockerConnectionFailed))
+
+
+class ChatTargetRead(Message):
+    """What the chat tab should talk to now (read with each engine poll)."""
+
+    def __init__(self, target: ChatTarget) -> None:
+        super().__init__()
+        self.target = target
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ChatTargetRead)
 
 
 class TelemetrySampled(Message):

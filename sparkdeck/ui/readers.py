@@ -18,6 +18,7 @@ from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
     from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.endpoints import Endpoint
 
 HEALTH_TIMEOUT_S = 1.5
 
@@ -103,7 +104,7 @@ class EngineReader:
     def __init__(self, runtime_factory: Callable[[], DockerRuntime],
                  health_check: Callable[[str], bool] = endpoint_answers):
         self._runtime_factory = runtime_factory
-        self._health_check = health_check
+        self.health_check = health_check
         self._runtime: DockerRuntime | None = None
         self._lock = threading.Lock()
 
@@ -124,5 +125,49 @@ class EngineReader:
                 self._runtime = None
             raise
         healthy = (engine is not None and engine.docker_state == "running"
-                   and self._health_check(engine.base_url + engine.health_path))
+                   and self.health_check(engine.base_url + engine.health_path))
         return EngineReading(engine, healthy)
+
+
+# ----- what the chat tab talks to ---------------------------------------------------------
+
+NO_ENGINE = ("no engine is ready to chat with: launch a preset (l) and wait for \"ready\", or "
+             "attach one that sparkdeck did not start: sparkdeck attach URL")
+
+
+@dataclass(frozen=True)
+class ChatTarget:
+    """The engine the chat tab talks to, or None and the sentence that says why not."""
+
+    endpoint: Endpoint | None
+    note: str = NO_ENGINE
+    instance: str = ""  # the container id of a managed engine: a relaunch is a new pane
+
+
+def chat_target(reading: EngineReading | None,
+                health_check: Callable[[str], bool] = endpoint_answers) -> ChatTarget:
+    """sparkdeck's engine when it is ready, else the one attached engine when it answers its
+    health path (the same choice as `sparkdeck chat` without --endpoint). `reading` is None
+    when Docker cannot be reached: an attached engine needs no Docker."""
+    from sparkdeck.endpoints import AttachedRegistry, EndpointError, managed_endpoint
+
+    if reading is not None and reading.engine is not None and reading.status == "ready":
+        return ChatTarget(managed_endpoint(reading.engine),
+                          instance=reading.engine.container_id)
+    try:
+        attached = AttachedRegistry().load()
+    except EndpointError as exc:
+        return ChatTarget(None, str(exc))
+    if len(attached) > 1:
+        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
+        return ChatTarget(None, f"several engines are attached ({names}): the chat tab talks "
+                                "to one; detach the others (sparkdeck detach NAME) or use "
+                                "sparkdeck chat --endpoint URL")
+    if attached:
+        endpoint = attached[0]
+        if health_check(endpoint.url + endpoint.health_path):
+            return ChatTarget(endpoint)
+        return ChatTarget(None, f"the attached engine {endpoint.name} ({endpoint.url}) does "
+                                f"not answer {endpoint.health_path}; start it, or launch a "
+                                "preset (l)")
+    return ChatTarget(None)
