@@ -13,9 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-import tomli_w
-
 from sparkdeck import paths
 from sparkdeck.engines import EndpointProbe, get_kind, identify
 
@@ -80,6 +77,8 @@ def normalise_url(url: str) -> str:
 
 def probe(url: str, timeout: float = 3.0) -> EndpointProbe:
     """Ask a server a few well-known paths; raise EndpointError when nothing answers."""
+    import httpx  # here, not at the top: the TUI reads the registry on its first poll
+
     answers: dict[str, tuple[int, str]] = {}
     last_error: Exception | None = None
     with httpx.Client(timeout=timeout) as client:
@@ -113,6 +112,8 @@ def endpoint_for(url: str, kind: str | None = None, name: str | None = None,
 
 def check(endpoint: Endpoint, timeout: float = 3.0) -> EndpointStatus:
     """Is the server up and healthy, and which models does it serve?"""
+    import httpx
+
     try:
         with httpx.Client(timeout=timeout) as client:
             health = client.get(endpoint.url + endpoint.health_path)
@@ -156,6 +157,8 @@ class AttachedRegistry:
         return found
 
     def _save(self, endpoints: list[Endpoint]) -> None:
+        import tomli_w
+
         rows = [{"name": e.name, "url": e.url, "kind": e.kind, "health_path": e.health_path,
                  "metrics_path": e.metrics_path or "",
                  "attached_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for e in endpoints]
