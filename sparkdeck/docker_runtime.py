@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,68 +26,17 @@ from sparkdeck import paths
 from sparkdeck.container_logs import split_lines, stamp_seconds, stamped_lines
 from sparkdeck.container_spec import ContainerSpec
 from sparkdeck.pull_progress import PullProgress, split_reference
+from sparkdeck.engine_state import (
+    ALIVE_STATES, HEALTH, KIND, MANAGED, METRICS, MODEL, PRESET, SCOPE, SPEC_HASH, URL,
+    EngineState, container_labels, default_scope,
+)
 from sparkdeck.docker_errors import (
     DockerUnavailable, EngineExited, ImagePullError, LaunchError, NotManaged, ReadinessTimeout,
     explain_pull_failure, explain_start_failure, unavailable_message,
 )
 
-LABEL = "io.sparkdeck."
-MANAGED, SCOPE, PRESET, SPEC_HASH = (LABEL + n for n in ("managed", "scope", "preset",
-                                                         "spec-hash"))
-KIND, URL, HEALTH, METRICS, MODEL = (LABEL + n for n in ("kind", "url", "health-path",
-                                                          "metrics-path", "model"))
 LOG_TAIL_LINES = 50
 STACK_BYTES = 64 * 1024 * 1024  # NVIDIA's playbooks: --ulimit stack=67108864
-_ALIVE = ("created", "running", "restarting")
-
-
-def default_scope() -> str:
-    """Scope label: lets tests (or two users of one daemon) keep their engines apart."""
-    return os.environ.get("SPARKDECK_SCOPE", "default")
-
-
-@dataclass(frozen=True)
-class EngineState:
-    """A sparkdeck container as Docker reported it at one moment."""
-
-    container_id: str
-    name: str
-    preset_id: str
-    kind: str
-    image: str
-    model: str
-    base_url: str
-    health_path: str
-    metrics_path: str | None
-    spec_hash: str
-    docker_state: str  # created, running, restarting, exited, dead, paused
-    exit_code: int | None
-    started_at: str | None
-    log_tail: tuple[str, ...] = ()
-    image_id: str = ""  # the content id (sha256:...) the container runs, not its tag
-    argv: tuple[str, ...] = ()  # the process Docker started: entrypoint and command
-
-    @property
-    def alive(self) -> bool:
-        return self.docker_state in _ALIVE
-
-    @property
-    def crashed(self) -> bool:
-        return self.docker_state in ("exited", "dead")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["log_tail"] = list(self.log_tail)
-        data["argv"] = list(self.argv)
-        return data
-
-
-def _labels(spec: ContainerSpec, scope: str) -> dict[str, str]:
-    return {
-        MANAGED: "true", SCOPE: scope, PRESET: spec.preset_id, SPEC_HASH: spec.spec_hash(),
-        KIND: spec.kind, URL: spec.base_url, HEALTH: spec.health_path,
-        METRICS: spec.metrics_path or "", MODEL: spec.model, **dict(spec.extra_labels),
-    }
 
 
 @contextmanager
@@ -326,7 +274,7 @@ class DockerRuntime:
         environment.update({k: os.environ[k] for k in spec.pass_env if k in os.environ})
         kwargs: dict[str, Any] = {
             "image": spec.image, "command": list(spec.command), "name": name,
-            "labels": _labels(spec, self.scope), "environment": environment,
+            "labels": container_labels(spec, self.scope), "environment": environment,
             "ports": {f"{spec.port.container_port}/tcp": (spec.port.host_ip,
                                                           spec.port.host_port)},
             "mounts": mounts, "detach": True,
@@ -414,7 +362,7 @@ class DockerRuntime:
             if container is None:
                 return
             try:
-                if container.status in _ALIVE:
+                if container.status in ALIVE_STATES:
                     container.stop(timeout=int(max(grace, 0)))
                 container.remove(force=True)
             except docker.errors.NotFound:

@@ -17,7 +17,7 @@ from sparkdeck import paths
 from sparkdeck.engines import EndpointProbe, get_kind, identify
 
 if TYPE_CHECKING:
-    from sparkdeck.docker_runtime import EngineState
+    from sparkdeck.engine_state import EngineState
 
 PROBE_PATHS = ("/health", "/v1/models", "/metrics", "/api/version", "/props", "/version",
                "/get_server_info")

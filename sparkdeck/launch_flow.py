@@ -18,7 +18,8 @@ from sparkdeck.presets import Preset
 from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
-    from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.engine_state import EngineState
     from sparkdeck.guard.fit import FitCheck
     from sparkdeck.launcher import Launcher
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from sparkdeck import paths
 from sparkdeck.docker_errors import DockerRuntimeError, EngineExited, ReadinessTimeout
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.engine_state import EngineState
 from sparkdeck.engines import KINDS
 from sparkdeck.guard import records
 from sparkdeck.guard.claims import GIB

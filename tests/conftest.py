@@ -24,7 +24,8 @@ import docker.errors
 import pytest
 import tomli_w
 
-from sparkdeck.docker_runtime import MANAGED, SCOPE, DockerRuntime
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.engine_state import MANAGED, SCOPE
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm

@@ -22,7 +22,8 @@ from textual.message import Message
 from textual.widget import Widget
 
 from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.engine_state import EngineState
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.settings import load_settings, settings_path
 from sparkdeck.ui.app import SparkdeckApp

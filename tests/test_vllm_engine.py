@@ -184,3 +184,16 @@ def test_status_cli_reports_it_healthy(vllm_server, isolated_dirs):
     report = json.loads(done.stdout)["endpoint"]
     assert report["kind"] == "vllm" and report["healthy"] is True
     assert report["models"] == [vllm_server.model] and report["source"] == "flag"
+
+
+def test_start_up_phases_are_found_in_the_real_servers_log(vllm_server):
+    """The launch's start-up timeline marks phases from these lines (no CUDA graphs on CPU)."""
+    from sparkdeck.engines import get_kind
+    from sparkdeck.guard.timeline import mark_phases
+
+    lines = vllm_server.log_path.read_text(errors="replace").splitlines()
+    marks = mark_phases(((float(i), line) for i, line in enumerate(lines)),
+                        get_kind("vllm").startup_phases)
+    assert [m.phase for m in marks] == ["weights loading", "KV-cache allocation", "ready"]
+    assert "Starting to load model" in marks[0].line
+    assert "KV cache" in marks[1].line and "Application startup complete" in marks[2].line

@@ -27,7 +27,8 @@ import httpx
 
 from sparkdeck.bench.runner import BenchRunner
 from sparkdeck.docker_errors import DockerRuntimeError
-from sparkdeck.docker_runtime import DockerRuntime, EngineState
+from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.engine_state import EngineState
 from sparkdeck.endpoints import (
     Endpoint, NoEngine, choose_endpoint, endpoint_for, normalise_url,
 )

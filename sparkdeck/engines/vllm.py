@@ -44,11 +44,12 @@ class VLLM(EngineKind):
         spec_drafted=("vllm:spec_decode_num_draft_tokens_total",),
     )
     metrics_hint = "vLLM always serves /metrics: check the URL and that nothing proxies it away"
-    # Log lines of vLLM's V1 engine (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py and
-    # the API server's uvicorn start-up).
+    # Log lines of vLLM's V1 engine (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py,
+    # kv_cache_utils.py and the API server's uvicorn start-up). Checked against a real vLLM
+    # 0.32 (its CPU build prints "CPU KV cache size" where a GPU prints "GPU KV cache size").
     startup_phases = (
         ("weights loading", r"Starting to load model|Loading weights"),
-        ("KV-cache allocation", r"Available KV cache memory|GPU KV cache size|# GPU blocks"),
+        ("KV-cache allocation", r"Available KV cache memory|[GC]PU KV cache size|# GPU blocks"),
         ("CUDA graph capture", r"Capturing CUDA graph"),
         ("ready", r"Application startup complete"),
     )

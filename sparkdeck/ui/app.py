@@ -52,7 +52,8 @@ from sparkdeck.ui.themes import load_themes, next_theme
 from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
 
 if TYPE_CHECKING:
-    from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.engine_state import EngineState
     from sparkdeck.log_follow import LogFollower
 
 ENGINE_POLL_SECONDS = 2.0

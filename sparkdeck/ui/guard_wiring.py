@@ -25,7 +25,7 @@ from sparkdeck.ui.messages import LaunchProgressed
 if TYPE_CHECKING:
     from textual.app import App
 
-    from sparkdeck.docker_runtime import EngineState
+    from sparkdeck.engine_state import EngineState
     from sparkdeck.launch_flow import LaunchPlan
     from sparkdeck.ui.readers import EngineReader
 

@@ -21,7 +21,7 @@ from sparkdeck.ui.engine_metrics_panel import MetricsSampled, Trail
 if TYPE_CHECKING:
     from textual.app import App
 
-    from sparkdeck.docker_runtime import EngineState
+    from sparkdeck.engine_state import EngineState
     from sparkdeck.metrics.reader import MetricsReader
 
     _Base = App[int]

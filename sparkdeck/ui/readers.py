@@ -17,7 +17,8 @@ from sparkdeck.presets import Preset, PresetCatalog
 from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
-    from sparkdeck.docker_runtime import DockerRuntime, EngineState
+    from sparkdeck.docker_runtime import DockerRuntime
+    from sparkdeck.engine_state import EngineState
     from sparkdeck.endpoints import Endpoint
 
 HEALTH_TIMEOUT_S = 1.5
