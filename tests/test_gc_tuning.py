@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sparkdeck.ui import gc_tuning
+from sparkdeck.ui.app import FREEZE_AFTER_S
 from tests.test_ui_app import make_app, run, text_of, wait_until
 
 
@@ -58,6 +59,8 @@ def test_the_app_freezes_its_start_up_objects_only_when_asked(tmp_path: Path,
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_until(pilot, lambda: "loaded" in text_of(
                 app.query_one("#environment-panel")), what="the presets")
+            assert gc.get_freeze_count() == 0  # not before the first data is on screen
+            await pilot.pause(FREEZE_AFTER_S + 0.5)
             assert (gc.get_freeze_count() > 0) is tune
 
     run(scenario)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from sparkdeck.log_follow import LogFollower
 
 ENGINE_POLL_SECONDS = 2.0
+FREEZE_AFTER_S = 3.0  # start-up objects are frozen this long after the first frame
 SAMPLE_SECONDS = 1.0  # telemetry once a second ...
 STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
 
@@ -178,8 +179,8 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
         self.call_after_refresh(self._start_readers)
 
     def _start_readers(self) -> None:
-        if self._tune_gc:
-            gc_tuning.freeze_startup_objects()
+        if self._tune_gc:  # after the first data: the collection takes tens of ms
+            self.set_timer(FREEZE_AFTER_S, gc_tuning.freeze_startup_objects)
         self.sample_telemetry()
         self.action_refresh()
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
