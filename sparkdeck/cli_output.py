@@ -10,7 +10,8 @@ from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launcher import (
     CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped, GuardDecided,
-    GuardFailed, PreviousStopped, PreviousStopping, PullStarted, SwitchWaited, TimelineSaved,
+    GuardFailed, ModelPullStarted, PreviousStopped, PreviousStopping, PullStarted, SwitchWaited,
+    TimelineSaved,
 )
 from sparkdeck.presets import PresetCatalog
 
@@ -49,7 +50,12 @@ class LaunchPrinter:
     def _describe(self, event: object) -> str | None:
         prefix = "\n" if self.tty and self._last_step >= -1 and self.tracker.fraction else ""
         if isinstance(event, PullStarted):
+            self.tracker.reset()
             return f"image {event.image} is not here: pulling it"
+        if isinstance(event, ModelPullStarted):
+            self.tracker.reset()
+            self._last_step = -1
+            return f"{prefix}the engine is up; model {event.model} is not in it yet: pulling it"
         if isinstance(event, PreviousStopping):
             return f"{prefix}stopping {event.engine.preset_id} ({event.engine.name})"
         if isinstance(event, PreviousStopped):

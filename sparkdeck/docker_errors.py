@@ -25,6 +25,11 @@ class LaunchError(DockerRuntimeError):
     """The container could not be created or started; nothing was left behind."""
 
 
+class ModelPullError(LaunchError):
+    """The engine could not get the preset's model (an Ollama pull failed or was refused);
+    the launch stops and removes the container."""
+
+
 class NotManaged(DockerRuntimeError):
     """sparkdeck was asked to act on a container it did not create."""
 

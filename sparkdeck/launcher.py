@@ -49,6 +49,13 @@ class PullStarted:
 
 
 @dataclass(frozen=True)
+class ModelPullStarted:
+    """The engine is up but lacks the preset's model: it is being pulled (Ollama)."""
+
+    model: str
+
+
+@dataclass(frozen=True)
 class FitChecked:
     fit: FitCheck
     forced: bool
@@ -114,7 +121,7 @@ class EngineReady:
     seconds: float
 
 
-LaunchEvent = (PullStarted | PullProgress | FitChecked | PreviousStopping | PreviousStopped
+LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | PreviousStopping | PreviousStopped
                | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted | GuardDecided
                | GuardFailed | TimelineSaved | EngineReady)
 
@@ -269,6 +276,7 @@ class Launcher:
                               on_error=lambda e: self.on_event(GuardFailed(str(e)))):
                 ready = self.runtime.wait_ready(engine, timeout or spec.startup_timeout,
                                                 cancel=cancel)
+                self._fetch_model(preset, ready, cancel)
         except EngineExited as exc:
             self._save_timeline(engine, record, recorder, started_wall)
             if watchdog.stopped_by is not None:
@@ -289,6 +297,15 @@ class Launcher:
         self._save_timeline(engine, record, recorder, started_wall)
         self.on_event(EngineReady(ready, time.monotonic() - started))
         return ready
+
+    def _fetch_model(self, preset: Preset, ready: EngineState,
+                     cancel: threading.Event | None) -> None:
+        """What the server still has to fetch before it can serve the preset (Ollama pulls
+        its model), still under the start-up watchdog: a pull also fills memory."""
+        model = preset.engine.missing_model(ready.base_url, preset)
+        if model is not None:
+            self.on_event(ModelPullStarted(model))
+            preset.engine.pull_model(ready.base_url, model, self.on_event, cancel)
 
     def _save_timeline(self, engine: EngineState, record: dict[str, Any],
                        recorder: TimelineRecorder, started_wall: float) -> None:

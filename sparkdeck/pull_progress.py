@@ -23,12 +23,18 @@ class PullTracker:
         self._layers: dict[str, tuple[int, int]] = {}
         self._done: set[str] = set()
 
+    def reset(self) -> None:
+        """Start over for the next pull (an image, then a model)."""
+        self._layers.clear()
+        self._done.clear()
+
     def update(self, event: PullProgress) -> None:
         if event.layer is None:
             return
         if event.total:
             self._layers[event.layer] = (event.current or 0, event.total)
-        if event.status in ("Pull complete", "Already exists", "Download complete"):
+        finished = event.total is not None and event.current == event.total  # Ollama's blobs
+        if finished or event.status in ("Pull complete", "Already exists", "Download complete"):
             self._done.add(event.layer)
             if event.layer in self._layers:
                 total = self._layers[event.layer][1]
@@ -36,6 +42,9 @@ class PullTracker:
 
     @property
     def fraction(self) -> float | None:
+        # Of the bytes announced so far. Docker announces every layer before the bytes flow;
+        # Ollama announces its blobs one by one, but the weights come first and hold nearly
+        # all the bytes, so the small blobs after them move the bar by less than a pixel.
         total = sum(t for _, t in self._layers.values())
         return sum(c for c, _ in self._layers.values()) / total if total else None
 

@@ -7,7 +7,7 @@ of its kind from the outside. Nothing outside `sparkdeck/engines/` branches on t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -17,10 +17,13 @@ from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, not the presets
+    import threading
+
     import httpx
 
     from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
+    from sparkdeck.pull_progress import PullProgress
     from sparkdeck.settings import GuardSettings
 
 # Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
@@ -117,6 +120,17 @@ class EngineKind:
     def metrics_map_for(self, options: Mapping[str, Any] | None) -> MetricsMap | None:
         """The metric names to read; `options` are a preset's kind options when known."""
         return self.metrics_map
+
+    def missing_model(self, base_url: str, preset: Preset) -> str | None:
+        """Once the server answers its health path: the model it still has to fetch before it
+        can serve `preset`, or None. Engines that load their model at start-up have none."""
+        return None
+
+    def pull_model(self, base_url: str, model: str,
+                   on_progress: Callable[[PullProgress], None],
+                   cancel: threading.Event | None = None) -> None:
+        """Fetch `model` into the running server (only called for what missing_model named)."""
+        raise NotImplementedError(f"{self.title} cannot pull models")
 
     def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
         """Where the sampler reads this engine's numbers; None when it has no endpoint."""

@@ -14,8 +14,12 @@ from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+
     from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
+    from sparkdeck.pull_progress import PullProgress
 
 
 class Ollama(EngineKind):
@@ -74,6 +78,22 @@ class Ollama(EngineKind):
         # Ollama's /v1 endpoint turns reasoning_effort into its native `think`: "none" is
         # think=false; any level turns thinking on (a level only matters to gpt-oss).
         return {"reasoning_effort": "medium" if enabled else "none"}
+
+    def missing_model(self, base_url: str, preset: Preset) -> str | None:
+        # The container starts with what its volume holds; a chat with any other model
+        # fails with "model not found", so the launch pulls it (see ollama_models).
+        if not preset.model:
+            return None
+        from sparkdeck.engines.ollama_models import model_present
+
+        return None if model_present(base_url, preset.model) else preset.model
+
+    def pull_model(self, base_url: str, model: str,
+                   on_progress: Callable[[PullProgress], None],
+                   cancel: threading.Event | None = None) -> None:
+        from sparkdeck.engines.ollama_models import pull_model
+
+        pull_model(base_url, model, on_progress, cancel)
 
     def identify(self, probe: EndpointProbe) -> bool:
         return '"version"' in probe.body("/api/version")

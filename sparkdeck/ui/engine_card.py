@@ -61,12 +61,17 @@ def uptime_text(seconds: float) -> str:
 def report_after(report: EngineReport, event: object, tracker: PullTracker) -> EngineReport:
     """The card after one launch-flow event (sparkdeck.launcher's events)."""
     from sparkdeck.launcher import (  # loaded with the first launch, not with the UI
-        CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped,
+        CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped, ModelPullStarted,
         PreviousStopped, PreviousStopping, PullStarted, SwitchWaited,
     )
 
     if isinstance(event, PullStarted):
+        tracker.reset()
         return replace(report, phase="pulling", detail=f"pulling {event.image}",
+                       pull_fraction=None)
+    if isinstance(event, ModelPullStarted):
+        tracker.reset()
+        return replace(report, phase="pulling", detail=f"pulling model {event.model}",
                        pull_fraction=None)
     if isinstance(event, PullProgress):
         tracker.update(event)
