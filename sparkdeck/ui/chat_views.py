@@ -19,8 +19,9 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
+from rich.style import Style
 from textual.app import ComposeResult
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -84,6 +85,7 @@ class FrozenMarkdown(Widget):
         self.parts: list[str] = []
         self._width = 0
         self._strips: list[Strip] = []
+        self._line_style: Style | None = None  # set for the duration of one repaint
 
     @property
     def source(self) -> str:
@@ -114,12 +116,19 @@ class FrozenMarkdown(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._strips_for(width))
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # rich_style walks every ancestor's styles: once per repaint, not once per line (it
+        # was a third of this widget's cost in each frame of a streaming reply)
+        self._line_style = self.rich_style
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
+        style = self._line_style or self.rich_style
         strips = self._strips_for(self.content_region.width or self._width)
         if y >= len(strips):
-            return Strip.blank(self.content_region.width, self.rich_style)
+            return Strip.blank(self.content_region.width, style)
         # the widget's own colours under Rich's, as a Static would show them
-        return strips[y].apply_style(self.rich_style)
+        return strips[y].apply_style(style)
 
     @property
     def lines(self) -> list[str]:
