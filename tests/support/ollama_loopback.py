@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.support.http_json import JsonReplies
 
 # As in a real manifest: the weights first (nearly all the bytes), then template and params.
 BLOBS = {"sha256:aaa1": 4_000_000, "sha256:bbb2": 1_200, "sha256:ccc3": 90}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonReplies):
     protocol_version = "HTTP/1.1"
     server: FakeOllama
 
@@ -28,14 +30,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self) -> dict[str, Any]:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-
-    def _json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_POST(self) -> None:
         body = self._body()

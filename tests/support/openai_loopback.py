@@ -14,8 +14,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.support.http_json import JsonReplies
 
 
 @dataclass
@@ -41,7 +43,7 @@ def chunk_event(content: str) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonReplies):
     protocol_version = "HTTP/1.1"
     server: _Server
 
@@ -85,13 +87,6 @@ class _Handler(BaseHTTPRequestHandler):
         while answer.repeat_forever is not None:
             yield answer.repeat_forever
 
-    def _json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 class _Server(ThreadingHTTPServer):

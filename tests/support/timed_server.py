@@ -32,9 +32,11 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.support.http_json import JsonReplies
 
 TEMPLATE_TOKENS = 7
 SPIN_S = 0.0003
@@ -53,7 +55,7 @@ def count_tokens(messages: list[dict[str, Any]]) -> int:
     return TEMPLATE_TOKENS + sum(len(str(m.get("content", "")).split()) for m in messages)
 
 
-class TimedHandler(BaseHTTPRequestHandler):
+class TimedHandler(JsonReplies):
     protocol_version = "HTTP/1.1"
     server: TimedServer
 
@@ -64,14 +66,6 @@ class TimedHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
-
-    def _json(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length", "0"))
