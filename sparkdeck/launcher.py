@@ -121,9 +121,9 @@ class EngineReady:
     seconds: float
 
 
-LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | PreviousStopping | PreviousStopped
-               | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted | GuardDecided
-               | GuardFailed | TimelineSaved | EngineReady)
+LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | PreviousStopping
+               | PreviousStopped | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted
+               | GuardDecided | GuardFailed | TimelineSaved | EngineReady)
 
 
 class DoesNotFit(Exception):
@@ -231,7 +231,8 @@ class Launcher:
         then a launch seconds later), each until the switch timeout counted from its stop."""
         for pending in self._still_returning():
             left = self.guard.switch_timeout_s - (time.time() - pending.stopped_at)
-            self._wait_for(pending.label, pending.available_before, pending.pids, max(left, 0.0), skip)
+            self._wait_for(pending.label, pending.available_before, pending.pids,
+                           max(left, 0.0), skip)
             records.clear_returning(pending.container_name)
 
     def _wait_for(self, label: str, baseline: int, pids: Collection[int], timeout: float,

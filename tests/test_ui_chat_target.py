@@ -47,7 +47,8 @@ def test_several_attached_engines_are_named_not_guessed() -> None:
     attach("b", "http://127.0.0.1:10")
     target = chat_target(None, lambda url: True)
     assert target.endpoint is None
-    assert "several engines are attached" in target.note and "b (http://127.0.0.1:10)" in target.note
+    assert "several engines are attached" in target.note
+    assert "b (http://127.0.0.1:10)" in target.note
 
 
 def test_a_broken_registry_is_reported_with_its_file() -> None:

@@ -3,8 +3,8 @@
 A launch record keeps MemAvailable before the launch (the safe switch waits for memory to
 come back to it) and the start-up timeline. A returning record is left by a stop that did not
 wait for memory (`sparkdeck stop`, the TUI's stop): the next launch waits on it, since the
-stopped engine's memory may still be on its way back. An action record keeps the decision and the last
-60 s of readings, so a stop can be understood afterwards. All writes are atomic.
+stopped engine's memory may still be on its way back. An action record keeps the decision
+and the last 60 s of readings, so a stop can be understood afterwards. All writes are atomic.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The chat tab: a ChatPane for the engine to talk to, or a line saying why there is none.
 
 The app binds its ChatTarget (sparkdeck's ready engine, else the one attached engine that
-answers; see sparkdeck.ui.readers.chat_target) into `target`. The pane is built only while the tab is shown
-(`showing`, set by the app when tabs change): a ChatPane focuses its input when it mounts,
-which must never take the keys away from the preset table while the user looks elsewhere,
-and the chat modules (httpx, SSE) load only when someone opens the tab. Another engine (a new
+answers; see sparkdeck.ui.readers.chat_target) into `target`. The pane is built only while
+the tab is shown (`showing`, set by the app when tabs change): a ChatPane focuses its input
+when it mounts, which must never take the keys away from the preset table while the user
+looks elsewhere, and the chat modules (httpx, SSE) load only when someone opens the tab. Another engine (a new
 container, or the attached one) gets a new pane; the old one closes its stream and HTTP
 client on unmount.
 """
