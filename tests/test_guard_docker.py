@@ -284,7 +284,7 @@ def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
     ready = launcher.launch(web(tmp_path, busybox_image), flush=False)
     assert ready.docker_state == "running"
     (fit,) = [e.fit for e in events if isinstance(e, FitChecked)]
-    assert fit.returning >= 19 * 2**30  # counted as coming back, as for a running engine
+    assert fit.returning >= 15 * 2**30  # counted as coming back, as for a running engine
     waits = [e for e in events if isinstance(e, SwitchWaited)]
     assert {e.engine for e in waits} == {"old"}
     assert waits[-1].progress.state == TIMED_OUT and len(waits) >= 3
