@@ -4,10 +4,11 @@ Measured with benchmarks/chat_pane_lag.py at 2,000 tok/s (2-core test machine): 
 default thresholds (700, 10, 10) ran ~900 young collections and 7-8 full ones in 6 s of
 streaming; each full collection walked every object of Textual, Rich and the app and took
 50-200 ms, always on the UI thread and at random points, and those pauses were most of the
-key-press p95 (135-213 ms before, 90-103 ms after). Two changes, both plain CPython:
+key-press p95 (97-242 ms per run with the defaults, 57-76 ms with these settings; 8 runs
+each). Two changes, both plain CPython:
 
-- the objects alive once the first frame is up (modules, classes, the widget tree, the
-  stylesheet) are collected once and then frozen: later full collections skip them;
+- the objects alive a few seconds after the first frame (modules, classes, the widget tree,
+  the stylesheet) are collected once and then frozen: later full collections skip them;
 - the youngest generation is collected every 10,000 net allocations instead of 700, and
   the middle one every 50 of those instead of 10, so the many short-lived strips and
   segments of each frame mostly die before a collection looks at them. Pooled over 8 runs
