@@ -29,7 +29,9 @@ class PullTracker:
         self._done.clear()
 
     def update(self, event: PullProgress) -> None:
-        if event.layer is None:
+        if event.layer is None or event.layer in self._done:
+            # a finished layer keeps its full bytes: Docker's "Extracting" events that follow
+            # a download count from 0 to the layer's size again and would pull the bar back
             return
         if event.total:
             self._layers[event.layer] = (event.current or 0, event.total)

@@ -114,3 +114,18 @@ def test_pull_tracker_adds_layers_up():
     tracker.update(PullProgress("img", "a", "Pull complete", None, None))
     tracker.update(PullProgress("img", "b", "Downloading", 150, 300))
     assert tracker.fraction == pytest.approx(250 / 400) and tracker.layers_done == 1
+
+
+def test_pull_tracker_never_goes_back_while_a_layer_extracts():
+    """Docker reports a download, then "Download complete", then extraction progress that
+    counts the same layer's bytes from 0 again (as the daemon streams it)."""
+    tracker = PullTracker()
+    tracker.update(PullProgress("img", "a", "Downloading", 0, 200))
+    tracker.update(PullProgress("img", "b", "Downloading", 100, 200))
+    tracker.update(PullProgress("img", "a", "Downloading", 200, 200))
+    assert tracker.fraction == pytest.approx(300 / 400)
+    tracker.update(PullProgress("img", "a", "Download complete", None, None))
+    tracker.update(PullProgress("img", "a", "Extracting", 10, 200))
+    assert tracker.fraction == pytest.approx(300 / 400)
+    tracker.update(PullProgress("img", "a", "Pull complete", None, None))
+    assert tracker.layers_done == 1
