@@ -265,10 +265,12 @@ class ChatPane(Vertical):
         self._next_feed = now + feed_gap(now - started)
 
     async def on_chat_pane_reply_ended(self, message: ReplyEnded) -> None:
-        with self.app.batch_update():
-            await message.view.feed(*message.feed.drain())
-            await message.view.finish(message.outcome)
-        self.streaming = False
+        try:
+            with self.app.batch_update():
+                await message.view.feed(*message.feed.drain())
+                await message.view.finish(message.outcome)
+        finally:  # a failure showing the end must not leave the pane refusing new questions
+            self.streaming = False
 
     def action_cancel(self) -> None:
         if self.streaming:
