@@ -26,6 +26,7 @@ import tomli_w
 
 from sparkdeck.docker_runtime import DockerRuntime
 from sparkdeck.engine_state import MANAGED, SCOPE
+from sparkdeck.presets import Preset, load_file
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
@@ -207,6 +208,18 @@ def base_fields(**extra: Any) -> dict[str, Any]:
     """Fields every test preset shares: no GPU (CI has none), no HF cache, no secrets."""
     return {"gpus": False, "hf_cache": False, "pass_env": [], "memlock": host_memlock(),
             **extra}
+
+
+def busybox_preset(tmp_path: Path, preset_id: str, image: str, script: str, *,
+                   health_path: str = "/index.html", openai: dict[str, Any] | None = None,
+                   **fields: Any) -> Preset:
+    """A busybox "engine" (kind openai) running `script` under /bin/sh -c. The image serves
+    /www/index.html, so `exec httpd -f -p 8080 -h /www` answers the default health path."""
+    return load_file(write_preset(
+        tmp_path / "presets", preset_id, title=preset_id, kind="openai", image=image,
+        port=free_port(), **{**base_fields(), **fields},
+        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script],
+                "health_path": health_path, **(openai or {})}))
 
 
 def llama_preset_fields(image: str, port: int, **extra: Any) -> dict[str, Any]:

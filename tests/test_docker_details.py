@@ -10,23 +10,14 @@ from sparkdeck.container_spec import ContainerSpec, GeneratedFile
 from sparkdeck.docker_errors import ReadinessTimeout
 from sparkdeck.pull_progress import PullProgress, PullTracker
 from sparkdeck.launcher import Launcher
-from sparkdeck.presets import load_file
-from tests.conftest import base_fields, free_port, scope_containers, write_preset
+from tests.conftest import busybox_preset, scope_containers
 
 pytestmark = [pytest.mark.docker]
 
 
-def _busybox_preset(tmp_path, preset_id, image, script, **extra):
-    return load_file(write_preset(
-        tmp_path / "presets", preset_id, title=preset_id, kind="openai", image=image,
-        port=free_port(), **{**base_fields(), **extra},
-        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script],
-                "health_path": "/index.html"}))
-
-
 def test_readiness_timeout_leaves_nothing_behind(runtime, docker_client, scope, tmp_path,
                                                  busybox_image):
-    preset = _busybox_preset(tmp_path, "silent", busybox_image, "echo loading; sleep 60")
+    preset = busybox_preset(tmp_path, "silent", busybox_image, "echo loading; sleep 60")
     started = time.monotonic()
     with pytest.raises(ReadinessTimeout) as info:
         Launcher(runtime, stop_grace=1).launch(preset, flush=False, timeout=2)
@@ -38,7 +29,7 @@ def test_readiness_timeout_leaves_nothing_behind(runtime, docker_client, scope, 
 
 def test_ready_when_health_answers_200(runtime, docker_client, scope, tmp_path, busybox_image):
     # busybox httpd serves /www; it starts after a delay, like an engine loading weights
-    preset = _busybox_preset(tmp_path, "web", busybox_image,
+    preset = busybox_preset(tmp_path, "web", busybox_image,
                              "sleep 1; exec httpd -f -p 8080 -h /www")
     started = time.monotonic()
     engine = Launcher(runtime).launch(preset, flush=False, timeout=20)
@@ -49,7 +40,7 @@ def test_ready_when_health_answers_200(runtime, docker_client, scope, tmp_path, 
 def test_stop_waits_the_grace_period_then_kills(runtime, docker_client, scope, tmp_path,
                                                 busybox_image):
     # PID 1 that ignores SIGTERM: only SIGKILL after the grace period ends it
-    preset = _busybox_preset(tmp_path, "stubborn", busybox_image,
+    preset = busybox_preset(tmp_path, "stubborn", busybox_image,
                              "trap '' TERM; while true; do sleep 1; done")
     engine = runtime.start(preset.container_spec())
     started = time.monotonic()
@@ -63,7 +54,7 @@ def test_hf_cache_and_generated_files_are_mounted(runtime, docker_client, scope,
                                                   busybox_image, monkeypatch):
     hf_home = tmp_path / "hf"
     monkeypatch.setenv("HF_HOME", str(hf_home))
-    preset = _busybox_preset(tmp_path, "mounts", busybox_image, "sleep 60", hf_cache=True)
+    preset = busybox_preset(tmp_path, "mounts", busybox_image, "sleep 60", hf_cache=True)
     base = preset.container_spec()
     spec = ContainerSpec(**{**base.__dict__, "files": (
         GeneratedFile("/etc/sparkdeck/options.yaml", "kv_cache_config:\n  x: 1\n"),)})
@@ -84,7 +75,7 @@ def test_a_single_file_and_a_missing_directory_can_be_mounted(runtime, docker_cl
     template = tmp_path / "template.jinja"
     template.write_text("{{ messages }}")
     missing = tmp_path / "not-yet" / "models"
-    preset = _busybox_preset(tmp_path, "filemount", busybox_image, "sleep 60",
+    preset = busybox_preset(tmp_path, "filemount", busybox_image, "sleep 60",
                              volumes=[f"{template}:/templates/chat.jinja:ro",
                                       f"{missing}:/models"])
     engine = runtime.start(preset.container_spec())
@@ -96,7 +87,7 @@ def test_a_single_file_and_a_missing_directory_can_be_mounted(runtime, docker_cl
 
 
 def test_follow_logs_streams_until_exit(runtime, tmp_path, busybox_image):
-    preset = _busybox_preset(tmp_path, "talker", busybox_image,
+    preset = busybox_preset(tmp_path, "talker", busybox_image,
                              "for i in 1 2 3; do echo step $i; sleep 0.3; done; exit 0")
     engine = runtime.start(preset.container_spec())
     lines = list(runtime.follow_logs(engine.container_id, tail=10, follow=True))

@@ -27,7 +27,8 @@ from sparkdeck.launcher import (
 from sparkdeck.presets import load_file
 from sparkdeck.settings import GuardSettings
 from tests.conftest import (
-    base_fields, free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+    base_fields, busybox_preset, free_port, llama_preset_fields, remove_scope, scope_containers,
+    write_preset,
 )
 from tests.test_cli_engine import run_cli
 
@@ -55,11 +56,8 @@ class CrossingSource:
 
 def sleeper(tmp_path: Path, busybox_image: str, preset_id: str = "sleeper", **openai):
     """A busybox "engine" that never answers its health path (a long start-up)."""
-    fields = dict(title=preset_id, kind="openai", image=busybox_image, port=free_port(),
-                  startup_timeout=60.0, **base_fields(),
-                  openai={"container_port": 8080, "health_path": "/health",
-                          "entrypoint": ["/bin/sh", "-c", "echo loading; sleep 600"], **openai})
-    return load_file(write_preset(tmp_path / "presets", preset_id, **fields))
+    return busybox_preset(tmp_path, preset_id, busybox_image, "echo loading; sleep 600",
+                          health_path="/health", openai=openai, startup_timeout=60.0)
 
 
 def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
@@ -252,12 +250,8 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
 
 def web(tmp_path: Path, busybox_image: str, preset_id: str = "web"):
     """A busybox "engine" that answers its health path at once (busybox httpd)."""
-    fields = dict(title=preset_id, kind="openai", image=busybox_image, port=free_port(),
-                  startup_timeout=30.0, **base_fields(),
-                  openai={"container_port": 8080, "health_path": "/health",
-                          "entrypoint": ["/bin/sh", "-c", "mkdir -p /www && echo ok > "
-                                         "/www/health && exec httpd -f -p 8080 -h /www"]})
-    return load_file(write_preset(tmp_path / "presets", preset_id, **fields))
+    return busybox_preset(tmp_path, preset_id, busybox_image, "exec httpd -f -p 8080 -h /www",
+                          startup_timeout=30.0)
 
 
 def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
