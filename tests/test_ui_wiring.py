@@ -166,8 +166,10 @@ def test_the_running_watchdog_stops_the_engine_and_says_so(tmp_path, runtime, do
                                                         warn_available_pct=99.95))
             await wait_until(pilot, lambda: app.query_one(WatchdogLine).level == "stop",
                              timeout=30.0, what="the watchdog's stop")
-            toasts = [str(t.render()) for t in app.screen.query("Toast")]
-            assert any("the memory guard stopped the engine" in t for t in toasts), toasts
+            # the notification's toast mounts a moment after the line turns (seen in CI)
+            await wait_until(pilot, lambda: any(
+                "the memory guard stopped the engine" in str(t.render())
+                for t in app.screen.query("Toast")), timeout=10.0, what="the toast")
             await wait_until(pilot, lambda: "stopped by the memory guard: MemAvailable"
                              in engine_text(app), timeout=30.0, what="the card's note")
             await wait_until(pilot, lambda: running(docker_client, scope) == [],
@@ -293,8 +295,8 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
             assert app.chat_tab.pane is None
             chat_new = next(c for c in app.palette_commands() if c.name == "Chat: new chat")
             await chat_new.run()
-            await pilot.pause()
-            toasts = [str(t.render()) for t in app.screen.query("Toast")]
-            assert any("open the chat tab (c) with an engine ready" in t for t in toasts)
+            await wait_until(pilot, lambda: any(
+                "open the chat tab (c) with an engine ready" in str(t.render())
+                for t in app.screen.query("Toast")), timeout=10.0, what="the toast")
 
     asyncio.run(scenario())
