@@ -117,9 +117,9 @@ async def measure(rate: float, seconds: float, tuned_gc: bool = True) -> dict[st
     from textual.widgets import Input, Markdown
 
     from sparkdeck.engines import get_kind
-    from sparkdeck.ui import gc_tuning
-    from sparkdeck.ui.chat_pane import ChatPane
-    from sparkdeck.ui.chat_views import ReplyView
+    from sparkdeck.ui import STYLESHEET, gc_tuning
+    from sparkdeck.ui.chat.pane import ChatPane
+    from sparkdeck.ui.chat.views import ReplyView
 
     count = int(rate * seconds)
     ports, sent = mp.Queue(), mp.Queue()
@@ -133,6 +133,8 @@ async def measure(rate: float, seconds: float, tuned_gc: bool = True) -> dict[st
     feed_times: list[float] = []
 
     class Host(App):
+        CSS_PATH = STYLESHEET
+
         def compose(self) -> ComposeResult:
             yield ChatPane(url, get_kind("openai"))
 

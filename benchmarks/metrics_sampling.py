@@ -33,7 +33,6 @@ from sparkdeck.engines import get_kind  # noqa: E402
 from sparkdeck.metrics.exposition import parse_body  # noqa: E402
 from sparkdeck.metrics.history import MetricsHistory  # noqa: E402
 from sparkdeck.metrics.reader import MetricsReader, RawSample  # noqa: E402
-from sparkdeck.metrics.sampler import plan_for  # noqa: E402
 from sparkdeck.metrics.snapshot import normalise  # noqa: E402
 from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
 
@@ -83,7 +82,7 @@ def cli_cpu(url: str, samples: int, interval: float) -> tuple[float, float]:
 
 
 async def scrape_latencies(url: str, count: int) -> list[float]:
-    plan = plan_for(url, "llamacpp", "/metrics")
+    plan = get_kind("llamacpp").metrics_plan(url, "/metrics")
     reader = MetricsReader()
     times = []
     try:

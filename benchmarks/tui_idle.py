@@ -10,16 +10,31 @@ settings.toml choosing a theme), and measures from outside, like a person would 
   as a percentage of one core; the screen is not captured during the window;
 - resident memory: VmRSS (and the peak, VmHWM) from /proc/PID/status after the window.
 
+Both apps start from compiled bytecode, as an installed sparkdeck does (pip compiles a wheel's
+modules when it installs them): sparkdeck's modules are compiled first, since a checkout run
+with PYTHONDONTWRITEBYTECODE=1 (this project's shells and CI) would otherwise compile every
+module from source at each start (~0.1 s of CPU on the 2-core test machine) and measure that.
+
 With --baseline, a bare Textual app (a header and one line of text) is measured the same
 way first, so figures from a loaded machine can be read against what Textual alone costs there.
+
+With --btop, btop (the system monitor, `apt-get install btop`) is measured the same way in
+each run, right after sparkdeck, at 120x40 with its update interval set to 1000 ms (its own
+config in the run's temporary dir), as a second baseline: a monitor that draws at the
+dashboard's rate. The issue's target: sparkdeck within 1.3x of btop, and at most 1.0 %.
 
 With --launch PRESET.toml the preset file is put in the run's config dir and launched through
 the keys a user presses (cursor to it, l, y) before the window, so CPU and memory are those of
 the dashboard with an engine ready (engine poll, log follower, watchdog, metrics sampler);
 the engine is stopped (s, y) afterwards. Needs DOCKER_HOST and the preset's image.
 
+With --service each run measures sparkdeck twice: standalone (no service on its socket) and
+then with a sparkdeck service running (`python -m sparkdeck.service`, the way a front end
+starts it, on the run's own socket), which the window finds and follows. The issue's target:
+connected no slower to its first frame than standalone. Needs DOCKER_HOST.
+
 Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1] [--baseline]
-                                               [--launch PRESET.toml]
+                                               [--btop] [--launch PRESET.toml] [--service]
 """
 
 from __future__ import annotations
@@ -94,10 +109,16 @@ def preset_row(config: Path, preset_id: str) -> int:
     return sorted(load_catalog().presets).index(preset_id)
 
 
+ANY_TEXT = re.compile(r"\S")
+BTOP_DATA = re.compile(r"(?i)cpu")
+
+
 def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
-            launch_row: int | None = None) -> dict[str, float]:
+            launch_row: int | None = None, frame: re.Pattern[str] = HEADER,
+            figure: re.Pattern[str] = MEMORY_FIGURE,
+            extra_env: dict[str, str] | None = None) -> dict[str, float]:
     env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+           "TERM": "xterm-256color", "COLORTERM": "truecolor", **(extra_env or {})}
     if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     exports = " ".join(f"{k}={v}" for k, v in env.items())
@@ -106,8 +127,8 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
          f"exec env {exports} {sparkdeck}")
     try:
         pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
-        first_frame = wait_for(HEADER, started)
-        first_data = wait_for(MEMORY_FIGURE, started)
+        first_frame = wait_for(frame, started)
+        first_data = wait_for(figure, started)
         if launch_row is not None:
             launch_by_keys(launch_row, started)
         time.sleep(5.0)  # let start-up work (preset load, first Docker read) finish
@@ -150,22 +171,74 @@ def report(name: str, r: dict[str, float]) -> None:
           f"(peak {r['peak_rss_mib']:.1f} MiB)", flush=True)
 
 
+def btop_run(seconds: float, tmp: Path) -> dict[str, float]:
+    """btop in the same tmux size, with a config of its own: 1000 ms updates."""
+    btop = shutil.which("btop")
+    if btop is None:
+        raise SystemExit("--btop needs btop: apt-get install -y btop")
+    conf = tmp / "btop-config" / "btop"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "btop.conf").write_text("update_ms = 1000\n")
+    return one_run(btop, seconds, tmp / "config", tmp / "data", frame=ANY_TEXT,
+                   figure=BTOP_DATA, extra_env={"XDG_CONFIG_HOME": str(tmp / "btop-config")})
+
+
+class RunningService:
+    """A sparkdeck service on the run's own socket, for as long as the `with` lasts."""
+
+    def __init__(self, env: dict[str, str], runtime: Path) -> None:
+        self.env, self.socket = env, runtime / "service.sock"
+
+    def __enter__(self) -> RunningService:
+        self.process = subprocess.Popen([sys.executable, "-m", "sparkdeck.service"],
+                                        env={**os.environ, **self.env},
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not self.socket.exists():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise SystemExit("the sparkdeck service did not start (is DOCKER_HOST set?)")
+            time.sleep(0.1)
+        time.sleep(3.0)  # its first readings taken: a service as a window would find it
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def compile_bytecode() -> None:
+    """Write __pycache__ for every sparkdeck module (see the module docstring)."""
+    import compileall
+
+    import sparkdeck
+
+    compileall.compile_dir(Path(sparkdeck.__file__).parent, quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="idle window (default 30)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--baseline", action="store_true",
                         help="measure a bare Textual app first, for comparison")
+    parser.add_argument("--btop", action="store_true",
+                        help="measure btop (1000 ms updates) in each run too, as a baseline")
     parser.add_argument("--launch", type=Path, metavar="PRESET.toml",
                         help="launch this preset before the window (an engine ready)")
+    parser.add_argument("--service", action="store_true",
+                        help="measure sparkdeck standalone and connected to a service")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed: apt-get install tmux")
     sparkdeck = str(Path(sys.executable).with_name("sparkdeck"))
+    compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="sparkdeck-bench-") as tmp:
         config, data = Path(tmp, "config"), Path(tmp, "data")
         config.mkdir()
         (config / "settings.toml").write_text('[ui]\ntheme = "spark-dark"\n')
+        # the run's own service socket: a service of the user's is never found (or started)
+        runtime = Path(tmp, "run")
+        private = {"SPARKDECK_RUNTIME_DIR": str(runtime)}
         row = None
         if args.launch:
             (config / "presets").mkdir()
@@ -183,7 +256,22 @@ def main() -> int:
                                                           args.seconds, config, data))
             name = f"run {run} sparkdeck" + (f", {args.launch.stem} ready" if row is not None
                                              else "")
-            report(name, one_run(sparkdeck, args.seconds, config, data, row))
+            ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
+            report(name + (", standalone" if args.service else ""), ours)
+            if args.service:
+                with RunningService({**private, "SPARKDECK_CONFIG_DIR": str(config),
+                                     "SPARKDECK_DATA_DIR": str(data)}, runtime):
+                    connected = one_run(sparkdeck, args.seconds, config, data, row,
+                                        extra_env=private)
+                report(name + ", connected to the service", connected)
+                print(f"run {run} first frame, connected - standalone: "
+                      f"{connected['first_frame_s'] - ours['first_frame_s']:+.2f} s",
+                      flush=True)
+            if args.btop:
+                theirs = btop_run(args.seconds, Path(tmp))
+                report(f"run {run} btop (update 1000 ms)", theirs)
+                print(f"run {run} sparkdeck / btop idle CPU: "
+                      f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x", flush=True)
     return 0
 
 

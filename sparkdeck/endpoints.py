@@ -1,4 +1,5 @@
-"""Engines reached by URL: probing what a server is, its health, and the attached registry.
+"""Engines reached by URL: probing what a server is, its health, the attached registry, and
+the one resolver of which engine to talk to (`resolve`, `resolve_endpoint`).
 
 Many owners run engines by hand, with compose or another launcher. `sparkdeck attach URL`
 records such a server (in the data dir) so status, metrics, chat and benchmark work with it;
@@ -8,16 +9,18 @@ sparkdeck never stops what it did not start, so an attached engine is only ever 
 from __future__ import annotations
 
 import time
-import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sparkdeck import paths
 from sparkdeck.engines import EndpointProbe, get_kind, identify
+from sparkdeck.text_safety import excerpt
+from sparkdeck.toml_files import TomlFileError, read_toml
 
 if TYPE_CHECKING:
-    from sparkdeck.engine_state import EngineState
+    from sparkdeck.runtime.state import EngineState
 
 PROBE_PATHS = ("/health", "/v1/models", "/metrics", "/api/version", "/props", "/version",
                "/get_server_info")
@@ -79,16 +82,27 @@ def probe(url: str, timeout: float = 3.0) -> EndpointProbe:
     """Ask a server a few well-known paths; raise EndpointError when nothing answers."""
     import httpx  # here, not at the top: the TUI reads the registry on its first poll
 
+    from sparkdeck.http_limits import capped_client, read_head
+
     answers: dict[str, tuple[int, str]] = {}
     last_error: Exception | None = None
-    with httpx.Client(timeout=timeout) as client:
+    with capped_client(timeout=timeout) as client:
         for path in PROBE_PATHS:
             try:
-                response = client.get(url + path)
+                # only the start of each answer is needed to tell the kind: an endless body
+                # (seen: /metrics) is cut there, never read whole
+                with client.stream("GET", url + path) as response:
+                    head = read_head(response, _BODY_LIMIT)
+            except httpx.ReadTimeout as exc:
+                # connected, then silence: a hung engine answers no other path either, and
+                # asking each would multiply the wait by len(PROBE_PATHS)
+                raise EndpointError(f"the engine is not answering (no reply from {url}{path} "
+                                    f"within {timeout:g} s): is it hung or overloaded?"
+                                    ) from exc
             except httpx.TransportError as exc:
                 last_error = exc
                 continue
-            answers[path] = (response.status_code, response.text[:_BODY_LIMIT])
+            answers[path] = (response.status_code, head.decode("utf-8", "replace"))
     if not answers:
         raise EndpointError(f"nothing answers at {url} ({last_error}): is the engine running "
                             "and is the address right?")
@@ -114,20 +128,27 @@ def check(endpoint: Endpoint, timeout: float = 3.0) -> EndpointStatus:
     """Is the server up and healthy, and which models does it serve?"""
     import httpx
 
+    from sparkdeck.http_limits import capped_client
+
     try:
-        with httpx.Client(timeout=timeout) as client:
+        with capped_client(timeout=timeout) as client:
             health = client.get(endpoint.url + endpoint.health_path)
             models: tuple[str, ...] = ()
             if health.status_code == 200:
                 listed = client.get(endpoint.url + "/v1/models")
                 if listed.status_code == 200:
                     try:
-                        models = tuple(str(m.get("id")) for m in listed.json().get("data", [])
+                        models = tuple(excerpt(str(m.get("id")), 200)
+                                       for m in listed.json().get("data", [])
                                        if isinstance(m, dict))
-                    except (ValueError, AttributeError):
+                    except (ValueError, AttributeError, RecursionError):
                         models = ()
+    except httpx.ReadTimeout:
+        return EndpointStatus(endpoint, False, False, None, (),
+                              f"not answering (no reply within {timeout:g} s)")
     except httpx.TransportError as exc:
-        return EndpointStatus(endpoint, False, False, None, (), f"unreachable: {exc}")
+        return EndpointStatus(endpoint, False, False, None, (),
+                              f"unreachable: {excerpt(str(exc), 300)}")
     return EndpointStatus(endpoint, True, health.status_code == 200, health.status_code, models)
 
 
@@ -139,22 +160,35 @@ class AttachedRegistry:
 
     def load(self) -> list[Endpoint]:
         try:
-            data = tomllib.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise EndpointError(f"{self.path}: cannot be read ({exc}); fix or delete it") from exc
-        found = []
-        for i, item in enumerate(data.get("engine", [])):
-            try:
-                engine = get_kind(item["kind"])
-                found.append(Endpoint(item["name"], item["url"], engine.name,
-                                      item.get("health_path", engine.health_path),
-                                      item.get("metrics_path", engine.metrics_path) or None,
-                                      "attached"))
-            except (KeyError, TypeError) as exc:
-                raise EndpointError(f"{self.path}: engine[{i}] is malformed ({exc})") from exc
-        return found
+            data = read_toml(self.path, missing_ok=True)
+        except TomlFileError as exc:  # not UTF-8, not TOML, nested too deep, unreadable
+            raise EndpointError(f"{exc}; fix or delete it") from None
+        rows = data.get("engine", [])
+        if not isinstance(rows, list):
+            raise EndpointError(f"{self.path}: engine must be an array of tables ([[engine]]); "
+                                "fix or delete it")
+        return [self._row(i, item) for i, item in enumerate(rows)]
+
+    def _row(self, i: int, item: Any) -> Endpoint:
+        """One [[engine]] row, every field's type checked (the file may have been edited)."""
+        where = f"{self.path}: engine[{i}]"
+        if not isinstance(item, dict):
+            raise EndpointError(f"{where} must be a table; fix or delete the file")
+        for key in ("name", "url", "kind", "health_path", "metrics_path"):
+            if key in item and not isinstance(item[key], str):
+                raise EndpointError(f"{where}.{key} must be a string, not "
+                                    f"{type(item[key]).__name__}; fix or delete the file")
+        missing = [key for key in ("name", "url", "kind") if key not in item]
+        if missing:
+            raise EndpointError(f"{where} lacks {', '.join(missing)}; fix or delete the file")
+        try:
+            engine = get_kind(item["kind"])
+        except KeyError:
+            raise EndpointError(f"{where}.kind {item['kind']!r} is not an engine kind; fix or "
+                                "delete the file") from None
+        return Endpoint(item["name"], item["url"], engine.name,
+                        item.get("health_path", engine.health_path),
+                        item.get("metrics_path", engine.metrics_path) or None, "attached")
 
     def _save(self, endpoints: list[Endpoint]) -> None:
         import tomli_w
@@ -164,18 +198,27 @@ class AttachedRegistry:
                  "attached_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for e in endpoints]
         paths.atomic_write_text(self.path, tomli_w.dumps({"engine": rows}))
 
+    def _lock(self) -> Any:
+        # Read-modify-write: parallel `attach` runs take turns, or the last writer wins and
+        # the others' entries vanish although each printed "attached".
+        from sparkdeck.file_lock import FileLock
+
+        return FileLock("attached", "update attached.toml").acquire_or_raise(timeout=30.0)
+
     def add(self, endpoint: Endpoint) -> None:
         """Record an engine; one with the same name or URL is replaced."""
-        kept = [e for e in self.load() if e.name != endpoint.name and e.url != endpoint.url]
-        self._save([*kept, Endpoint(**{**endpoint.to_dict(), "source": "attached"})])
+        with self._lock():
+            kept = [e for e in self.load() if e.name != endpoint.name and e.url != endpoint.url]
+            self._save([*kept, Endpoint(**{**endpoint.to_dict(), "source": "attached"})])
 
     def remove(self, name_or_url: str) -> bool:
-        current = self.load()
-        kept = [e for e in current if name_or_url not in (e.name, e.url)]
-        if len(kept) == len(current):
-            return False
-        self._save(kept)
-        return True
+        with self._lock():
+            current = self.load()
+            kept = [e for e in current if name_or_url not in (e.name, e.url)]
+            if len(kept) == len(current):
+                return False
+            self._save(kept)
+            return True
 
 
 def managed_endpoint(engine: EngineState) -> Endpoint:
@@ -184,22 +227,83 @@ def managed_endpoint(engine: EngineState) -> Endpoint:
                     engine.health_path, engine.metrics_path, "managed", engine.preset_id)
 
 
-def choose_endpoint(url: str | None, kind: str | None, current: EngineState | None,
-                    purpose: str) -> Endpoint:
-    """--endpoint when given, else sparkdeck's running engine, else the one attached engine.
+# ----- which engine to talk to: the one resolver --------------------------------------------
 
-    `purpose` finishes the sentence "no engine to ..." (e.g. "chat with", "benchmark").
-    Raises NoEngine when nothing decides which server is meant.
+HEALTH_TIMEOUT_S = 1.5
+
+
+def answers(url: str, timeout: float = HEALTH_TIMEOUT_S) -> bool:
+    """The health check: True when GET url answers 200, the engine's own word that it is
+    ready. Capped: a health answer that never ends must not fill a front end's memory."""
+    import httpx
+
+    from sparkdeck.http_limits import get_capped
+
+    try:
+        return get_capped(url, timeout=timeout).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The engine to talk to, or why there is none (`why_none` None: no engine at all)."""
+
+    endpoint: Endpoint | None
+    why_none: str | None = None
+    instance: str | None = None  # sparkdeck's container id when the engine is its own
+
+    def require(self, purpose: str) -> Endpoint:
+        """The endpoint, or NoEngine saying why not; `purpose` finishes "no engine to ..."
+        (e.g. "chat with", "benchmark")."""
+        if self.endpoint is not None:
+            return self.endpoint
+        raise NoEngine(self.why_none or f"no engine to {purpose}: launch one (`sparkdeck "
+                       "launch PRESET`), attach one (`sparkdeck attach URL`), or pass "
+                       "--endpoint URL")
+
+
+def resolve(current: EngineState | None, healthy: bool | None = None, *,
+            health_check: Callable[[str], bool] = answers) -> Resolved:
+    """sparkdeck's ready engine, else the one attached engine that answers, else why not.
+
+    `current` is sparkdeck's engine (None when there is none or Docker cannot be reached: an
+    attached engine needs no Docker); `healthy` is its health answer when the caller has just
+    asked (the TUI's engine poll), else it is asked here. Chat, metrics, bench, status and
+    the TUI all choose through this.
     """
+    starting = None
+    if current is not None and current.alive:
+        if healthy is None:
+            healthy = current.docker_state == "running" and health_check(
+                current.base_url + current.health_path)
+        if healthy:
+            return Resolved(managed_endpoint(current), instance=current.container_id)
+        starting = (f"sparkdeck's engine {current.preset_id or current.name} is not ready "
+                    "yet: wait for \"ready\"")
+    try:
+        attached = AttachedRegistry().load()
+    except EndpointError as exc:  # a bad attached.toml: say which file and what is wrong
+        return Resolved(None, str(exc))
+    if len(attached) > 1:
+        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
+        return Resolved(None, f"several engines are attached ({names}): pass --endpoint URL, "
+                              "or detach the others (sparkdeck detach NAME)")
+    if attached:
+        endpoint = attached[0]
+        if health_check(endpoint.url + endpoint.health_path):
+            return Resolved(endpoint)
+        return Resolved(None, starting or f"the attached engine {endpoint.name} "
+                        f"({endpoint.url}) does not answer {endpoint.health_path}; start it, "
+                        "or launch a preset")
+    return Resolved(None, starting)
+
+
+def resolve_endpoint(url: str | None, kind: str | None, purpose: str) -> Endpoint:
+    """--endpoint when given, else `resolve` with sparkdeck's engine looked up: what `chat`,
+    `metrics` and `bench` use. Raises NoEngine (an EndpointError) saying why there is none."""
     if url:
         return endpoint_for(url, kind)
-    if current is not None and current.alive:
-        return managed_endpoint(current)
-    attached = AttachedRegistry().load()
-    if len(attached) == 1:
-        return attached[0]
-    if attached:
-        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
-        raise NoEngine(f"several attached engines ({names}): pass --endpoint URL")
-    raise NoEngine(f"no engine to {purpose}: launch one (`sparkdeck launch PRESET`), attach "
-                   "one (`sparkdeck attach URL`), or pass --endpoint URL")
+    from sparkdeck.runtime import current_engine
+
+    return resolve(current_engine()[1]).require(purpose)

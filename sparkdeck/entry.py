@@ -14,7 +14,7 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        from sparkdeck.ui.app import run_app
+        from sparkdeck.ui.run import run_app
 
         return run_app()
     from sparkdeck.cli import main as cli_main

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import platformdirs
@@ -53,13 +54,109 @@ def user_themes_dir() -> Path:
     return config_dir() / "themes"
 
 
-def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
+# One rule for what sparkdeck keeps in its data dir: conversations, prompts, benchmark runs
+# and launch records are the user's own business, so files are 0600 and folders 0700.
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+# A temporary file of an atomic write older than this is a leftover whatever its name says.
+STALE_TMP_S = 60.0
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` (and parents); inside the data dir every folder is made private.
+
+    Folders an older sparkdeck created with the default 0755 are tightened too; folders
+    outside the data dir (an export's --output folder) are the user's and left as they are.
+    """
+    root = data_dir()
+    if not _inside(path, root):
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    for folder in (path, *path.parents):
+        if not _inside(folder, root):
+            break
+        try:
+            if folder.stat().st_mode & 0o077:
+                os.chmod(folder, PRIVATE_DIR)
+        except OSError:
+            pass  # not ours to change (another owner): the files inside are still 0600
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Make sure a file sparkdeck writes without atomic_write_text (SQLite) is 0600.
+
+    Created empty when missing, so the first open never leaves it with the umask's mode;
+    SQLite gives its journal files the mode of the database file.
+    """
+    ensure_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def remove_stale_temp_files(path: Path, now: float | None = None) -> int:
+    """Delete `.{name}.*` leftovers of atomic writes that a killed writer never renamed.
+
+    A temporary name carries its writer's PID (`.{name}.{pid}.{random}.tmp`): one whose
+    writer is gone is removed at once; any other (an older naming, or a PID reused by an
+    unrelated process) once it is older than a minute, far longer than a write takes.
+    Returns how many were removed.
+    """
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        candidates = list(path.parent.glob(f".{path.name}.*"))
+    except OSError:
+        return 0
+    for tmp in candidates:
+        parts = tmp.name[len(path.name) + 2:].split(".")
+        pid = int(parts[0]) if len(parts) == 3 and parts[0].isdigit() else None
+        try:
+            if pid == os.getpid():
+                continue  # a write of this process in another thread
+            dead = pid is not None and not _pid_alive(pid)
+            if dead or now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+                removed += 1
+        except OSError:
+            continue  # already gone (another cleaner) or not ours to remove
+    return removed
+
+
+def atomic_write_text(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
     """Write a file so that readers see either the old or the new content, never half.
 
-    The temporary file sits in the same directory so the final rename stays on one filesystem.
+    The temporary file sits in the same directory so the final rename stays on one filesystem;
+    it is named with the writer's PID so that the next writer can clean up after one that was
+    killed mid-write. Files are private (0600) unless the caller says otherwise.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    ensure_dir(path.parent)
+    remove_stale_temp_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck import paths
-from sparkdeck.container_spec import ContainerSpec, GeneratedFile, Mount, PortBinding
+from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.engines import KINDS, EngineKind, get_kind
+from sparkdeck.models.facts import KV_DTYPE_BYTES
 from sparkdeck.schema import FileProblem, Option, check_table
+from sparkdeck.toml_files import TomlFileError, read_toml
 
 if TYPE_CHECKING:
     from sparkdeck.guard.claims import MemoryClaim
@@ -61,6 +62,17 @@ COMMON: dict[str, Option] = {
     "bytes_per_token": Option("float", None, "bytes read per generated token (active "
                               "weights), for the bandwidth ceiling", minimum=1e3,
                               maximum=1e12),
+    # Right-sized memory (sparkdeck.models.sizing): with `context` (or a KV budget) stated,
+    # sparkdeck reads the model's files and sets the engine's own memory knob to weights +
+    # KV + the engine's overhead instead of a flat share of the pool.
+    "context": Option("int", None, "tokens per sequence; sizes the KV cache from the model",
+                      minimum=16, maximum=16_777_216),
+    "concurrency": Option("int", None, "sequences of `context` tokens held at once "
+                          "(default 1)", minimum=1, maximum=4096),
+    "kv_budget_gib": Option("float", None, "KV cache size in GiB, instead of concurrency",
+                            minimum=0.0, exclusive_minimum=True, maximum=4096.0),
+    "kv_cache_dtype": Option("str", None, "KV cache dtype (default: the model's)",
+                             choices=tuple(KV_DTYPE_BYTES)),
 }
 
 
@@ -96,6 +108,10 @@ class Preset:
     options: Mapping[str, Any]
     memlock: int = -1
     bytes_per_token: float | None = None
+    context: int | None = None
+    concurrency: int | None = None
+    kv_budget_gib: float | None = None
+    kv_cache_dtype: str | None = None
     description: str = ""
     source: Path | None = None
     bundled: bool = False
@@ -108,8 +124,17 @@ class Preset:
         return self.engine.memory_setting(self)
 
     def memory_claim(self, total: int, guard: GuardSettings) -> MemoryClaim:
-        """What this preset will take from a pool of `total` bytes (see the engine kind)."""
-        return self.engine.memory_claim(self, total, guard)
+        """What this preset will take from a pool of `total` bytes (see the engine kind).
+
+        A figure that cannot be computed (a GGUF header with absurd sizes, say) makes this
+        preset's claim unknown; it never takes the preset list or the table down with it.
+        """
+        from sparkdeck.guard.claims import MemoryClaim
+
+        try:
+            return self.engine.memory_claim(self, total, guard)
+        except (ArithmeticError, ValueError, OSError) as exc:
+            return MemoryClaim(None, f"cannot be sized ({type(exc).__name__}: {exc})")
 
     def container_spec(self) -> ContainerSpec:
         """Turn the preset into what Docker will be asked for."""
@@ -151,6 +176,8 @@ class Preset:
             "memory_setting": self.memory_setting(), "gpus": self.gpus,
             "args": list(self.args), "pass_env": list(self.pass_env),
             "bytes_per_token": self.bytes_per_token,
+            "context": self.context, "concurrency": self.concurrency,
+            "kv_budget_gib": self.kv_budget_gib, "kv_cache_dtype": self.kv_cache_dtype,
             "description": self.description,
             "source": str(self.source) if self.source else None, "bundled": self.bundled,
         }
@@ -204,6 +231,11 @@ def _semantic_problems(values: Mapping[str, Any], engine: EngineKind) -> list[tu
         why = _volume_problem(volume)
         if why:
             problems.append(("volumes", why))
+    if values.get("concurrency") is not None and values.get("kv_budget_gib") is not None:
+        problems.append(("concurrency", "state either concurrency or kv_budget_gib, not both "
+                                        "(the budget decides how many sequences fit)"))
+    elif values.get("concurrency") is not None and values.get("context") is None:
+        problems.append(("concurrency", "needs `context` (tokens per sequence)"))
     if not _SIZE.match(str(values.get("shm_size", "1g"))):
         problems.append(("shm_size", f"{values['shm_size']!r} must look like '16g' or '512m'"))
     return problems
@@ -260,6 +292,11 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
         memlock=values["memlock"],
         bytes_per_token=(float(values["bytes_per_token"])
                          if values["bytes_per_token"] is not None else None),
+        context=values["context"],
+        concurrency=values["concurrency"],
+        kv_budget_gib=(float(values["kv_budget_gib"])
+                       if values["kv_budget_gib"] is not None else None),
+        kv_cache_dtype=values["kv_cache_dtype"],
         description=values["description"],
         source=path,
         bundled=bundled,
@@ -269,15 +306,9 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
 def load_file(path: Path, bundled: bool = False) -> Preset:
     """Read and check one preset file; raise PresetError naming the file on any problem."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PresetError([PresetProblem(path, None, f"cannot be read: {exc.strerror}")]) from exc
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PresetError([PresetProblem(path, None, f"is not UTF-8 text ({exc.reason})")]) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise PresetError([PresetProblem(path, None, f"is not valid TOML: {exc}")]) from exc
+        data = read_toml(path)
+    except TomlFileError as exc:  # unreadable, not UTF-8, not TOML, nested too deep
+        raise PresetError([PresetProblem(path, None, exc.reason)]) from None
     return parse_preset(path, data, bundled=bundled)
 
 

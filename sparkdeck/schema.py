@@ -6,10 +6,13 @@ matters is the message, which must name the file and the dotted key a user has t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+_INT64 = 2**63
 
 _TYPE_NAMES = {
     "str": "a string",
@@ -73,8 +76,12 @@ def check_value(option: Option, value: Any) -> str | None:
     if not _type_ok(option.type, value):
         return f"must be {_TYPE_NAMES[option.type]}, not {type(value).__name__} {value!r}"
     if option.type in ("int", "float"):
-        if value != value:  # NaN
-            return "must be a number, not nan"
+        if isinstance(value, float) and not math.isfinite(value):
+            # TOML allows nan and inf; no setting means either, and inf overflows every
+            # conversion to bytes later (int(inf))
+            return f"must be a finite number, not {value!r}"
+        if isinstance(value, int) and not -_INT64 <= value < _INT64:
+            return f"{value!r} is out of range: TOML integers are 64-bit"
         low = option.minimum
         if low is not None and (value <= low if option.exclusive_minimum else value < low):
             relation = "above" if option.exclusive_minimum else "at least"

@@ -1,23 +1,22 @@
-"""settings.toml: the user's choices that are not presets (theme, memory-guard thresholds).
+"""settings.toml: the user's choices that are not presets (theme, memory-guard thresholds, keys).
 
 The file lives in the config dir; a missing file means the defaults. A bad value is named
 with its file and dotted key and the whole file is refused (half-applied settings would be
-worse for a safety guard than none). Writes go through `atomic_write_text` and keep every
-other key the user wrote.
+worse for a safety guard than none). Writes go through `atomic_write_text` under a file lock
+and keep every other key and comment the user wrote.
 """
 
 from __future__ import annotations
 
-import tomllib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from sparkdeck import paths
 from sparkdeck.schema import FileProblem, Option, check_table
+from sparkdeck.toml_files import TomlFileError, read_toml
 
 SETTINGS_FILE = "settings.toml"
 
@@ -55,9 +54,79 @@ class GuardSettings:
 
 
 @dataclass(frozen=True)
+class EndpointSettings:
+    """The service's stable OpenAI endpoint (docs/endpoint.md). A host other than loopback
+    needs an API key, read from the environment variable named here (never from a file)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8400  # not 8888: JupyterLab on a Spark usually holds it
+    api_key_env: str = "SPARKDECK_API_KEY"
+    # a request naming another preset's model switches the engine (the memory-safe switch,
+    # fit check first) while it waits; off, it is refused naming the running model
+    switch_on_request: bool = False
+    loading_notice: bool = False  # a visible "loading <model>…" reasoning line while waiting
+    queue: int = 16  # requests that may wait behind a switch; more get 503 + Retry-After
+    switch_flush: bool = True  # a switch on request flushes the page cache when it may
+    keepalive_s: float = 3.0  # between SSE comments to a stream waiting for a switch
+
+
+@dataclass(frozen=True)
+class RecorderSettings:
+    """The flight recorder's bounds (sparkdeck.recorder): how long rows are kept, how big the
+    file may grow (the oldest rows go first)."""
+
+    keep_days: float = 7.0
+    max_mib: int = 256
+
+
+@dataclass(frozen=True)
 class Settings:
     ui: UiSettings = field(default_factory=UiSettings)
     guard: GuardSettings = field(default_factory=GuardSettings)
+    endpoint: EndpointSettings = field(default_factory=EndpointSettings)
+    recorder: RecorderSettings = field(default_factory=RecorderSettings)
+    keys: Mapping[str, str] = field(default_factory=dict)  # [keys]: binding id -> key(s)
+
+
+# Binding ids of the TUI that [keys] may remap (tests/test_ui_keymap.py checks that this is
+# every id the UI's bindings carry). Kept here as plain data: settings never imports the UI.
+KEY_IDS = frozenset({
+    "launch", "stop", "theme", "refresh", "help", "quit", "dismiss-failure", "tab-machine",
+    "tab-metrics", "tab-chat", "tab-guard", "bench", "chat-cancel", "chat-fold",
+    "chat-thinking", "chat-open", "chat-new", "chat-next-field", "conversations-close", "conversations-export",
+    "fit-cancel", "switch-skip", "confirm-yes", "confirm-no", "help-close", "bench-metric",
+    "bench-next-model", "bench-prev-model", "bench-reload", "bench-run", "bench-stop",
+    "bench-close", "history", "history-back", "history-ten-minutes", "history-hour",
+    "history-six-hours", "history-day", "history-week", "history-reload",
+    "postmortem-history", "postmortem-dismiss", "models", "connect", "connect-back",
+    "connect-copy", "connect-reload", "connect-tab", "connect-requests",
+})
+# A Textual key name, optionally with modifiers: l, L, f1, ctrl+r, question_mark, ?.
+_KEY = re.compile(r"((ctrl|shift|alt|super|meta|hyper)\+)*([a-z0-9_]+|[A-Z]|[!-~])")
+
+
+def _check_keys(raw: Mapping[str, Any], path: Path) -> tuple[dict[str, str], list[FileProblem]]:
+    """[keys]: each binding id to a key, or a list of keys (or one comma-separated string)."""
+    keys: dict[str, str] = {}
+    problems: list[FileProblem] = []
+    for binding_id, value in raw.items():
+        where = f"keys.{binding_id}"
+        if binding_id not in KEY_IDS:
+            problems.append(FileProblem(path, where, "no key binding has this id (known: "
+                                        + ", ".join(sorted(KEY_IDS)) + ")"))
+            continue
+        names = value.split(",") if isinstance(value, str) else value
+        if (not isinstance(names, list) or not names
+                or not all(isinstance(n, str) for n in names)):
+            problems.append(FileProblem(path, where, "must be a key or a list of keys"))
+            continue
+        bad = [n for n in names if not _KEY.fullmatch(n.strip())]
+        if bad:
+            problems.append(FileProblem(path, where, f"not a key: {bad[0]!r} (keys look "
+                                        "like l, L, f2, ctrl+r, question_mark)"))
+            continue
+        keys[binding_id] = ",".join(n.strip() for n in names)
+    return keys, problems
 
 
 _PCT = {"minimum": 0.0, "maximum": 100.0}
@@ -90,8 +159,34 @@ _SCHEMA: dict[str, dict[str, Option]] = {
                                      "activation reserve on top of SGLang's static fraction",
                                      minimum=0.0, maximum=128.0),
     },
+    "endpoint": {
+        "host": Option("str", EndpointSettings.host, "address the OpenAI endpoint listens on "
+                       "(other than 127.0.0.1/::1 only with an API key)"),
+        "port": Option("int", EndpointSettings.port, "TCP port of the OpenAI endpoint",
+                       minimum=1, maximum=65535),
+        "api_key_env": Option("str", EndpointSettings.api_key_env, "environment variable that "
+                              "holds the endpoint's API key"),
+        "switch_on_request": Option("bool", EndpointSettings.switch_on_request, "a request "
+                                    "for another preset's model switches the engine"),
+        "loading_notice": Option("bool", EndpointSettings.loading_notice, "streams waiting "
+                                 "for a switch get a visible loading line (reasoning)"),
+        "queue": Option("int", EndpointSettings.queue, "requests that may wait behind a "
+                        "switch (more get 503)", minimum=0, maximum=4096),
+        "switch_flush": Option("bool", EndpointSettings.switch_flush, "flush the page cache "
+                               "before a switch on request starts the engine (when allowed)"),
+        "keepalive_s": Option("float", EndpointSettings.keepalive_s, "seconds between the "
+                              "keep-alive comments a stream waiting for a switch gets",
+                              minimum=0.1, maximum=60.0),
+    },
 }
-_CLASSES = {"ui": UiSettings, "guard": GuardSettings}
+_SCHEMA["recorder"] = {
+    "keep_days": Option("float", RecorderSettings.keep_days,
+                        "days of flight-recorder rows to keep", minimum=0.01, maximum=366.0),
+    "max_mib": Option("int", RecorderSettings.max_mib,
+                      "largest size of the flight recording in MiB", minimum=4, maximum=65536),
+}
+_CLASSES = {"ui": UiSettings, "guard": GuardSettings, "endpoint": EndpointSettings,
+            "recorder": RecorderSettings}
 
 
 def settings_path() -> Path:
@@ -100,22 +195,24 @@ def settings_path() -> Path:
 
 def _read_table(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError([FileProblem(path, None, f"not valid TOML: {exc}")]) from None
-    except OSError as exc:
-        raise SettingsError([FileProblem(path, None, f"cannot read: {exc.strerror}")]) from None
+        return read_toml(path, missing_ok=True)
+    except TomlFileError as exc:  # not UTF-8, not TOML, nested too deep, unreadable
+        raise SettingsError([FileProblem(path, None, exc.reason)]) from None
 
 
 def parse_settings(table: Mapping[str, Any], path: Path) -> Settings:
     problems: list[FileProblem] = []
     for key in table:
-        if key not in _SCHEMA:
+        if key not in _SCHEMA and key != "keys":
             problems.append(FileProblem(path, key, "unknown section (allowed: "
-                                        + ", ".join(sorted(_SCHEMA)) + ")"))
+                                        + ", ".join(sorted([*_SCHEMA, "keys"])) + ")"))
+    keys: dict[str, str] = {}
+    raw_keys = table.get("keys", {})
+    if isinstance(raw_keys, Mapping):
+        keys, bad_keys = _check_keys(raw_keys, path)
+        problems += bad_keys
+    else:
+        problems.append(FileProblem(path, "keys", "must be a table"))
     sections: dict[str, Any] = {}
     for name, schema in _SCHEMA.items():
         raw = table.get(name, {})
@@ -131,9 +228,13 @@ def parse_settings(table: Mapping[str, Any], path: Path) -> Settings:
         if guard.stop_available_pct > guard.warn_available_pct:
             problems.append(FileProblem(path, "guard.stop_available_pct",
                                         "must not be above guard.warn_available_pct"))
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", sections["endpoint"].api_key_env):
+            problems.append(FileProblem(path, "endpoint.api_key_env",
+                                        "must be an environment variable name"))
     if problems:
         raise SettingsError(problems)
-    return Settings(ui=sections["ui"], guard=sections["guard"])
+    return Settings(ui=sections["ui"], guard=sections["guard"],
+                    endpoint=sections["endpoint"], recorder=sections["recorder"], keys=keys)
 
 
 def load_settings(path: Path | None = None) -> Settings:
@@ -142,16 +243,38 @@ def load_settings(path: Path | None = None) -> Settings:
     return parse_settings(_read_table(path), path)
 
 
+def settings_or_defaults() -> tuple[Settings, str | None]:
+    """The user's settings, or the defaults and why the file was refused (the TUI still opens
+    and says so)."""
+    try:
+        return load_settings(), None
+    except SettingsError as exc:
+        return Settings(), str(exc)
+
+
 def save_setting(section: str, key: str, value: Any, path: Path | None = None) -> None:
-    """Change one key, keep everything else in the file, write atomically.
+    """Change one key, keep everything else in the file (comments too), write atomically.
 
     The new value is checked first: a value load_settings would refuse is never written.
+    Two sparkdeck processes saving at once take turns (a file lock), so neither change is
+    lost; tomlkit edits the document in place, so the user's comments and layout survive.
     """
+    import tomlkit  # here: only a save needs it, not every start-up read
+
+    from sparkdeck.file_lock import FileLock
+
     path = path or settings_path()
-    table = _read_table(path)
-    parse_settings(table, path)  # a file that is already bad is reported, never overwritten
-    current = dict(table.get(section, {}))
-    current[key] = value
-    updated = {**table, section: current}
-    parse_settings(updated, path)
-    paths.atomic_write_text(path, tomli_w.dumps(updated), mode=0o644)
+    with FileLock("settings", "save settings.toml").acquire_or_raise(timeout=30.0):
+        table = _read_table(path)
+        parse_settings(table, path)  # a file that is already bad is reported, never overwritten
+        current = dict(table.get(section, {}))
+        current[key] = value
+        parse_settings({**table, section: current}, path)
+        try:
+            document = tomlkit.parse(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            document = tomlkit.document()
+        if section not in document:
+            document[section] = tomlkit.table()
+        document[section][key] = value  # type: ignore[index]
+        paths.atomic_write_text(path, tomlkit.dumps(document), mode=0o644)

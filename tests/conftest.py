@@ -14,6 +14,7 @@ import resource
 import shutil
 import socket
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +25,8 @@ import docker.errors
 import pytest
 import tomli_w
 
-from sparkdeck.docker_runtime import DockerRuntime
-from sparkdeck.engine_state import MANAGED, SCOPE
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.state import MANAGED, SCOPE
 from sparkdeck.presets import Preset, load_file
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
@@ -64,13 +65,21 @@ def unavailable(reason: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def isolated_dirs(tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
     """Every test gets its own config and data dir: never the user's files."""
     config, data = tmp_path / "config", tmp_path / "data"
     monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(config))
     monkeypatch.setenv("SPARKDECK_DATA_DIR", str(data))
     monkeypatch.delenv("SPARKDECK_SCOPE", raising=False)
-    return {"config": config, "data": data}
+    # The service is off unless a test turns it on (tests/test_service*.py): the launch
+    # sequence's own tests kill and race `sparkdeck launch` processes, whose launch must run
+    # in that process. Its socket folder is short (a Unix socket path has 107 bytes at most).
+    monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+    runtime = Path(tempfile.mkdtemp(prefix="sdrt-", dir="/tmp"))
+    monkeypatch.setenv("SPARKDECK_RUNTIME_DIR", str(runtime))
+    yield {"config": config, "data": data, "runtime": runtime}
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +171,8 @@ def scope() -> str:
 
 def remove_scope(client: docker.DockerClient, scope: str) -> None:
     for c in client.containers.list(all=True, filters={"label": [f"{MANAGED}=true",
-                                                                  f"{SCOPE}={scope}"]}):
+                                                                  f"{SCOPE}={scope}"]},
+                                    ignore_removed=True):
         try:
             c.remove(force=True)
         except docker.errors.NotFound:
@@ -178,7 +188,10 @@ def runtime(docker_client: docker.DockerClient, scope: str,
 
 
 def scope_containers(client: docker.DockerClient, scope: str) -> list[Any]:
-    return client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"})
+    # ignore_removed: a container removed between Docker's list and the SDK's inspect of
+    # each entry is skipped instead of raising NotFound (a race the service tests hit).
+    return client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"},
+                                  ignore_removed=True)
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, endpoint_for, normalise_url
 from sparkdeck.engines import EndpointProbe, identify
-from sparkdeck.launcher import Launcher
+from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_cli_engine import run_cli

@@ -88,8 +88,10 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
     # request by request, against what the server really did (medians: now and then other
     # work on the machine holds a process up for milliseconds, which no client can see past)
     # - the first *content* token: a role chunk sent at once would put this ~0.5 s off
+    # (the client's stamp is the kernel's receive time on loopback, taken inside the server's
+    # write: up to a fraction of a millisecond before the server reads its clock after it)
     delivery = [r.first_at - e["first_sent"] for _, r, e in pairs]
-    assert 0 <= statistics.median(delivery) < 0.003, delivery
+    assert -0.0005 <= statistics.median(delivery) < 0.003, delivery
     # - "sent" is before the server had the request (after it would shorten every TTFT),
     #   and not long before (the client's own work is not the server's time)
     transit = [e["received"] - r.sent_at for _, r, e in pairs]

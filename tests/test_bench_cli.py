@@ -125,8 +125,10 @@ def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
     assert run.status == "stopped" and "MemAvailable" in run.reason
     assert run.peaks["min_available_bytes"] == 3 * GIB and run.finished_at
     # the guard kept its own record of the decision, as for any engine it watches
-    [action] = recent_actions()
-    assert action["action"] == "stopped" and action["engine"] == url.split("//")[1]
+    # (the decision first, written before the stop was tried, then the outcome)
+    stopped, action = recent_actions()
+    assert (stopped["action"], action["action"]) == ("stopped", "stopping")
+    assert action["engine"] == url.split("//")[1]
 
 
 def test_a_watchdog_that_cannot_read_the_host_ends_the_run(

@@ -13,7 +13,7 @@ import pytest
 from sparkdeck.bench.runner import BenchConfig
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
-from sparkdeck.ui.bench_view import BenchComparison
+from sparkdeck.ui.bench.view import BenchComparison
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.test_cli_engine import cli_env, run_cli  # noqa: F401  (fixture)
 from tests.test_ui_bench_view import Host, settle
@@ -59,16 +59,25 @@ def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image
     assert not [w for w in run["warnings"] if "burst" not in w]
     assert [p["concurrency"] for p in run["points"]] == [1, 2, 4]
     for point in run["points"]:
-        assert point["errors"] == 0 and point["decode_tps"] > 0 and point["ttft_s"] > 0
+        assert point["errors"] == 0 and point["ttft_s"] > 0
+        # a 48-token reply of the tiny model takes ~6 ms: docker-proxy may hand all of it
+        # over in one read, which leaves the client no decode time to measure (n/a, not a
+        # made-up rate); llama-server's own figure is then the one there is
+        assert (point["decode_tps"] or 0) > 0 or (
+            point["summary"]["server_decode_tps"]["median"] > 0)
         assert point["summary"]["output_tokens"]["median"] == 48  # ignore_eos held
         assert point["summary"]["prompt_tokens"]["median"] == 200
     store = BenchStore(Path(run["store"]))
     [stored] = store.runs()
-    assert stored.status == "complete" and len(stored.points) == 3
+    # on a loaded 2-core machine docker-proxy may hand replies over in bursts that hide
+    # more than 20 ms of llama-server's own decode time: the run then says so
+    status = stored.status
+    assert status == "complete" or (status == "unreliable" and "in bursts" in stored.reason)
+    assert len(stored.points) == 3
     rows = show_in_tui(store)
-    assert rows[0][0] == "bench-tiny" and rows[0][3] == "complete" and rows[0][4] != "-"
+    assert rows[0][0] == "bench-tiny" and rows[0][3] == status and rows[0][4] != "-"
     shown = run_cli("bench", "history", env=cli_env)
-    assert "bench-tiny" in shown.stdout and "complete" in shown.stdout
+    assert "bench-tiny" in shown.stdout and status in shown.stdout
 
 
 @pytest.mark.vllm
@@ -76,7 +85,11 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
     config = BenchConfig(prompt_tokens=128, output_tokens=32, concurrency=(1, 2, 4, 8),
                          runs=1, warmup=1)
     run = BenchSession(config, url=vllm_server.base_url).run()  # kind detected, as the CLI does
-    assert run.status == "complete", run.reason
+    # vLLM's CPU API server can fall behind its engine core on a busy 2-core box and hand
+    # replies over in bursts: the run must then say so, with the server's own figures as proof
+    assert run.status in ("complete", "unreliable"), run.reason
+    if run.status == "unreliable":
+        assert "delivered in bursts" in run.reason and "inter-token latency" in run.reason
     fp = run.fingerprint
     assert (fp.kind, fp.model, fp.source) == ("vllm", vllm_server.model, "flag")
     assert fp.engine_version == httpx.get(vllm_server.base_url + "/version").json()["version"]
@@ -84,7 +97,12 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
     assert run.prompt_plan["total_tokens"] == 128
     assert [p.concurrency for p in run.points] == [1, 2, 4, 8]
     for point in run.points:
-        assert point.errors == 0 and point.decode_tps > 0 and point.total_output_tps > 0
+        assert point.errors == 0 and point.total_output_tps > 0
+        # the server's own view of each level, from its latency histograms
+        server_tps = point.summary["server_stream_decode_tps"]
+        assert server_tps > 0 and 0 < point.summary["server_ttft_s"] < 10
+        if run.status == "complete" and point.decode_tps:  # no burst: the two agree
+            assert point.decode_tps <= 1.25 * server_tps, (point.decode_tps, server_tps)
         out = point.summary["output_tokens"]
         assert out["minimum"] == out["maximum"] == 32  # ignore_eos + min_tokens held
         # the tiny tokenizer's merges see a reordered prompt a token or two differently;
@@ -93,7 +111,7 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
     assert all("prompt tokens" in w or "burst" in w for w in run.warnings)
     rows = show_in_tui(BenchStore())
     assert rows[0][0] == f"vllm@{vllm_server.base_url.split('//')[1]}"
-    assert rows[0][3] == "complete" and len(rows[0]) == 8
+    assert rows[0][3] == run.status and len(rows[0]) == 8
 
 
 @pytest.mark.docker

@@ -18,7 +18,7 @@ from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.sampler import ResourcePeaks
 from sparkdeck.bench.stats import RequestFigures, RoundFigures, summarise_point
 from sparkdeck.bench.store import SCHEMA_VERSION, BenchStore, BenchStoreError, default_path
-from sparkdeck.engine_state import EngineState
+from sparkdeck.runtime.state import EngineState
 from sparkdeck.endpoints import Endpoint
 
 CONFIG = BenchConfig(prompt_tokens=100, output_tokens=11, concurrency=(1, 2), runs=1)

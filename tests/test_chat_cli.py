@@ -21,7 +21,8 @@ def server():
 
 
 def _answer(server: LoopbackOpenAI, name: str) -> None:
-    server.answer(Scripted(sse_events((SSE / name).read_text(encoding="utf-8"))))
+    # a pause between events: tokens that arrive together have no decode rate between them
+    server.answer(Scripted(sse_events((SSE / name).read_text(encoding="utf-8")), pause=0.005))
 
 
 def test_json_carries_reply_reasoning_and_figures(server, capsys):

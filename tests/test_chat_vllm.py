@@ -32,14 +32,16 @@ def test_streaming_reply_with_usage(vllm_server):
         assert client.default_model() == vllm_server.model
         builder = ReplyBuilder(time.perf_counter())
         events = []
+        # 64 pieces: a busy vLLM can hand a short reply over in one read, and a reply
+        # that arrives all at once has no measurable decode rate (n/a, honestly)
         for timed in client.stream(ChatRequest([{"role": "user", "content": "hello"}],
-                                               max_tokens=24)):
+                                               max_tokens=64)):
             builder.add(timed)
             events.append(timed.delta)
     assert isinstance(events[0], Opened) and events[-1] == Done()
     assert any(isinstance(d, Usage) for d in events)
     figures = builder.figures()
-    assert figures.tokens_from == "usage" and figures.completion_tokens == 24
+    assert figures.tokens_from == "usage" and figures.completion_tokens == 64
     assert figures.prompt_tokens and figures.prompt_tokens > 1
     assert figures.ttft_s is not None and figures.decode_tps and figures.decode_tps > 0
     assert figures.server_tps is None  # vLLM reports no speed of its own in the stream
@@ -61,15 +63,21 @@ def test_multi_turn_session_saves_and_sends_history(vllm_server, isolated_dirs):
     assert [t.content for t in turns] == ["hello", first.text, "and more", second.text]
 
 
+# Enough work that the tiny model cannot finish it before the disconnect reaches the engine:
+# with 8 sequences a fast CI machine generated all 8,000 tokens first (1,000 batched steps).
+SEQUENCES = 64
+
+
 def test_cancel_mid_reply_returns_running_requests_to_zero(vllm_server):
     # vLLM's engine runs ahead of its HTTP layer: the tiny model can finish generating
     # before the client's disconnect is noticed, so the proof here is the spec's: the stream
     # ends at once on cancel and the running-request gauge is back at 0 (the llama.cpp test
     # also shows the token count stopping short).
     url = vllm_server.base_url
+    generated_before = _metric(url, "generation_tokens_total")
     with ChatClient(url) as client:
         stream = client.stream(ChatRequest([{"role": "user", "content": "go"}],
-                                           max_tokens=1000, extra={"n": 8}))
+                                           max_tokens=1000, extra={"n": SEQUENCES, "ignore_eos": True}))
         contents = 0
         for timed in stream:
             if isinstance(timed.delta, Content):
@@ -78,10 +86,16 @@ def test_cancel_mid_reply_returns_running_requests_to_zero(vllm_server):
                     threading.Thread(target=stream.cancel).start()
         cancelled_at = time.monotonic()
     assert stream.cancelled and not stream.finished_normally
-    assert contents < 8000
+    assert contents < SEQUENCES * 1000
     while _metric(url, "num_requests_running") != 0:
         assert time.monotonic() - cancelled_at < 5, "vLLM kept the request running"
         time.sleep(0.05)
+    # The proof of the cancel: the server generated fewer tokens than the request asked
+    # for (SEQUENCES sequences of 1,000, end-of-sequence ignored); a reply that simply ran
+    # to its end would have them all.
+    generated = _metric(url, "generation_tokens_total") - generated_before
+    print(f"vLLM generated {generated:.0f} of {SEQUENCES * 1000} tokens before the cancel")
+    assert 0 < generated < SEQUENCES * 1000
 
 
 def test_unknown_model_is_http_404_with_vllms_message(vllm_server):

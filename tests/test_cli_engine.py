@@ -63,7 +63,7 @@ def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, l
     # the launch's record is there, so the stop leaves word for the next launch to wait
     assert "the next launch waits for it" in stopped.stdout
     assert [p.name for p in (Path(isolated_dirs["data"]) / "returning").iterdir()] == [
-        f"{container.name}.json"]
+        f"{container.id}.json"]  # keyed by container id: a name is reused by the next launch
     assert scope_containers(docker_client, scope) == []
     assert run_cli("stop", env=cli_env).stdout.startswith("no sparkdeck engine is running")
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from sparkdeck.container_spec import ContainerSpec, GeneratedFile
-from sparkdeck.docker_errors import ReadinessTimeout
-from sparkdeck.pull_progress import PullProgress, PullTracker
-from sparkdeck.launcher import Launcher
+from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile
+from sparkdeck.runtime.errors import ReadinessTimeout
+from sparkdeck.runtime.pull import PullProgress, PullTracker
+from sparkdeck.launch.sequence import Launcher
 from tests.conftest import busybox_preset, scope_containers
 
 pytestmark = [pytest.mark.docker]

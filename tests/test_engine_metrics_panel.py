@@ -1,7 +1,7 @@
 """The engine metrics panel alone, inside a tiny host app, driven through Pilot.
 
 The host app is wired the way the real app is asked to be: an async worker running
-`sample_forever` posts `MetricsSampled`, the handler stores the trail in a reactive, and
+`sample_forever` posts `MetricsTab.TrailSampled`, the handler stores the trail in a reactive, and
 the panel is data-bound to it. The engine is a real HTTP server on loopback whose counters
 advance as a real engine's would.
 """
@@ -19,13 +19,15 @@ from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
 from sparkdeck.metrics.reader import MetricsReader
-from sparkdeck.metrics.sampler import MetricsSampler, plan_for
+from sparkdeck.metrics.sampler import MetricsSampler
+from sparkdeck.engines import get_kind
 from sparkdeck.metrics.snapshot import EngineMetrics
-from sparkdeck.ui import engine_metrics_panel as panel_module
-from sparkdeck.ui.engine_metrics_panel import EngineMetricsPanel, MetricsSampled, Trail
+from sparkdeck.ui import STYLESHEET
+from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail
+from sparkdeck.ui.metrics.tab import MetricsTab, sample_forever
 from tests.support.metrics_loopback import serving
 
-CSS = Path(panel_module.__file__).with_name("sparkdeck.tcss")
+CSS = STYLESHEET
 
 
 class Host(App):
@@ -41,11 +43,11 @@ class Host(App):
 
     def on_mount(self) -> None:
         if self.sampler is not None:
-            self.run_worker(panel_module.sample_forever(self.sampler, self.post_message),
+            self.run_worker(sample_forever(self.sampler, self.post_message),
                             name="engine metrics", group="metrics", exclusive=True,
                             exit_on_error=False)
 
-    def on_metrics_sampled(self, message: MetricsSampled) -> None:
+    def on_metrics_tab_trail_sampled(self, message: MetricsTab.TrailSampled) -> None:
         self.trail = message.trail
 
 
@@ -131,7 +133,7 @@ def engine_url():
 @sync
 async def test_worker_samples_a_real_http_engine_into_the_panel(engine_url):
     reader = MetricsReader()
-    sampler = MetricsSampler(plan_for(engine_url, "llamacpp", "/metrics"), reader)
+    sampler = MetricsSampler(get_kind("llamacpp").metrics_plan(engine_url, "/metrics"), reader)
     app = Host(sampler)
     async with app.run_test(size=(100, 30)) as pilot:
         sparkline = app.query_one("#tps-sparkline", Sparkline)

@@ -19,7 +19,7 @@ from sparkdeck.guard.fit import DOES_NOT_FIT, FITS, FITS_AFTER_FLUSH, UNKNOWN, c
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.presets import load_file
 from sparkdeck.settings import GuardSettings
-from tests.conftest import base_fields, write_preset
+from tests.conftest import base_fields, unavailable, write_preset
 from tests.support.tiny_gguf import write_tiny_gguf
 
 SPARK_TOTAL = int(121.7 * GIB)  # fake: a Spark's MemTotal
@@ -144,7 +144,7 @@ def test_flush_reporting_as_root_and_as_a_real_non_root_user(tmp_path):
     """Root can flush, so a cache-bound fit says "fits after flushing"; a real process that
     gave up root cannot, and the same numbers say "does not fit" (it never flushes)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to become another user")
+        unavailable("needs root to become another user")
     code = ("import os, sys\n"
             "from sparkdeck.host.pagecache import can_flush\n"
             "from sparkdeck.guard.fit import check_fit\n"

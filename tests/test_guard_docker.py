@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.docker_errors import NotManaged
+from sparkdeck.runtime.errors import NotManaged
 from sparkdeck.guard.fit import DOES_NOT_FIT
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.records import load_launch_record, recent_actions
 from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
+from sparkdeck.guard.stopper import ContainerStopper
 from sparkdeck.guard.watchdog import Watchdog
-from sparkdeck.launcher import (
-    DoesNotFit, FitChecked, GuardDecided, GuardStoppedEngine, Launcher, SwitchWaited,
-    TimelineSaved,
-)
+from sparkdeck.launch.events import FitChecked, GuardDecided, SwitchWaited, TimelineSaved
+from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, Launcher
 from sparkdeck.presets import load_file
 from sparkdeck.settings import GuardSettings
 from tests.conftest import (
@@ -80,8 +79,10 @@ def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
     assert scope_containers(docker_client, scope) == []
     latency = dog.stopped_at - source.crossed_at
     assert latency < 10.0, f"{latency:.2f} s from crossing to stopped"  # benchmark: <= 2 s
-    (action,) = recent_actions()
-    assert action["action"] == "stopped" and action["engine"] == engine.name
+    # the decision is written before the stop, the outcome after it
+    stopped, action = recent_actions()
+    assert (stopped["action"], action["action"]) == ("stopped", "stopping")
+    assert action["engine"] == engine.name
     assert len(action["window"]) >= 3 and action["window"][-1]["available"] == int(
         action["window"][-1]["total"] * 0.03)
 
@@ -93,12 +94,17 @@ def test_stop_action_refuses_a_container_sparkdeck_did_not_start(runtime, docker
     try:
         source = CrossingSource()
         source.cross()
+        attempts: list = []
         dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
-                       lambda: runtime.stop(stranger.id, grace=0), engine="stranger")
-        with pytest.raises(NotManaged):
-            dog.step()
+                       ContainerStopper.for_engine(runtime, stranger.id), engine="stranger",
+                       on_attempt=attempts.append)
+        dog.step()  # refused, and nothing of it killed directly either
+        assert attempts[0].text.startswith("stop refused: refusing to stop")
+        assert not attempts[0].done and attempts[0].killed == 0
         stranger.reload()
         assert stranger.status == "running"
+        with pytest.raises(NotManaged):
+            runtime.stop(stranger.id, grace=0)
     finally:
         stranger.remove(force=True)
 
@@ -130,7 +136,7 @@ def test_a_claim_that_does_not_fit_is_refused_and_the_old_engine_keeps_running(
     events: list = []
     launcher = Launcher(runtime, on_event=events.append, stop_grace=2)
     old = runtime.start(sleeper(tmp_path, busybox_image, "old").container_spec())
-    huge = sleeper(tmp_path, busybox_image, "huge", memory_gib=100_000.0)
+    huge = sleeper(tmp_path, busybox_image, "huge", memory_gib=4000.0)
     with pytest.raises(DoesNotFit) as info:
         launcher.launch(huge, flush=False)
     message = str(info.value)
@@ -145,7 +151,7 @@ def test_cli_refuses_then_force_launches(tmp_path, isolated_dirs, scope, docker_
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
     write_preset(isolated_dirs["config"] / "presets", "huge", title="huge", kind="openai",
                  image=busybox_image, port=free_port(), **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/", "memory_gib": 100_000.0,
+                 openai={"container_port": 8080, "health_path": "/", "memory_gib": 4000.0,
                          "entrypoint": ["/bin/sh", "-c", "echo ok > /www/x; httpd -f -p 8080 "
                                         "-h /www"]})
     try:
@@ -162,26 +168,35 @@ def test_cli_refuses_then_force_launches(tmp_path, isolated_dirs, scope, docker_
         remove_scope(docker_client, scope)
 
 
+def with_gpu_part(gib: float):
+    """The real engine-memory reader, plus `gib` GiB as NVML's per-process memory would add
+    on a Spark for a CUDA engine: a FAKE GPU part (no GPU here) that never comes back."""
+    from sparkdeck.host.engine_memory import read_engine_memory
+
+    def read(pids):
+        found = read_engine_memory(pids)
+        extra = int(gib * 2**30)
+        return replace(found, gpu=extra, held=found.held + extra,
+                       source=found.source + " + NVML per-process") if found.pids else found
+    return read
+
+
 def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope, tmp_path,
                                                    busybox_image):
-    from sparkdeck.guard.records import save_launch_record
-
-    def switch(baseline_offset_gib: float, skip: bool) -> list:
+    def switch(gpu_gib: float, skip: bool) -> list:
         events: list = []
         guard = GuardSettings(switch_timeout_s=2.0)
-        engine = runtime.start(sleeper(tmp_path, busybox_image, "a").container_spec())
-        available = HostReadings()().memory.available
-        save_launch_record(engine.name, {"available_before":
-                                         available + int(baseline_offset_gib * 2**30)})
+        runtime.start(sleeper(tmp_path, busybox_image, "a").container_spec())
         event = threading.Event()
         if skip:
             event.set()
         Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
-                 stop_grace=1).stop_all(wait_memory=True, skip_wait=event)
+                 stop_grace=1, engine_memory=with_gpu_part(gpu_gib)).stop_all(
+            wait_memory=True, skip_wait=event)
         assert scope_containers(docker_client, scope) == []
         return [e.progress for e in events if isinstance(e, SwitchWaited)]
 
-    back = switch(0.0, skip=False)  # memory is where it was before the launch
+    back = switch(0.0, skip=False)  # the engine's own few MiB came back at its stop
     assert [p.state for p in back] == [BACK]
     late = switch(20.0, skip=False)  # 20 GiB never come back on this machine
     assert late[-1].state == TIMED_OUT and 2.0 <= late[-1].elapsed < 4.0 and len(late) >= 4
@@ -202,7 +217,7 @@ def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path
     assert "KV-cache allocation" in phases
     assert all(0 <= m.t < 30 for m in saved.timeline.marks)
     assert len(saved.timeline.points) >= 1
-    record = load_launch_record(engine.name)
+    record = load_launch_record(engine.container_id)
     assert record["timeline"]["marks"][0]["phase"] == "weights loading"
     assert record["available_before"] > 0 and record["fit"]["verdict"]
 
@@ -232,12 +247,9 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
         runtime, docker_client, scope, tmp_path, busybox_image):
     """The old engine's host PIDs come from Docker; the NVML listing is a FAKE (no GPU here)
     that keeps listing them for five polls, as a slow-to-exit CUDA process would."""
-    from sparkdeck.guard.records import save_launch_record
-
     engine = runtime.start(sleeper(tmp_path, busybox_image, "gpu").container_spec())
     pids = runtime.host_pids(engine.container_id)
     assert pids and all(Path(f"/proc/{pid}").exists() for pid in pids)
-    save_launch_record(engine.name, {"available_before": HostReadings()().memory.available})
     listings = iter([set(pids) | {1}] * 5)
     events: list = []
     Launcher(runtime, on_event=events.append, gpu_pids=lambda: next(listings, {1}),
@@ -258,17 +270,17 @@ def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
         runtime, docker_client, scope, tmp_path, busybox_image):
     """`sparkdeck stop`, then a launch seconds later: the stop did not wait, so the launch
     waits for the stopped engine's memory (from the returning record the stop left)."""
-    from sparkdeck.guard.records import load_returning, save_launch_record, save_returning
+    from sparkdeck.guard.records import load_returning, save_returning
 
     old = runtime.start(sleeper(tmp_path, busybox_image, "old").container_spec())
     pids = runtime.host_pids(old.container_id)
-    available = HostReadings()().memory.available
-    # 20 GiB that never come back on this machine: the wait must run to its timeout
-    save_launch_record(old.name, {"available_before": available + 20 * 2**30})
-    Launcher(runtime, stop_grace=1).stop_all()
+    # 20 GiB (a FAKE GPU part) that never come back on this machine: the wait must run to
+    # its timeout
+    Launcher(runtime, stop_grace=1, engine_memory=with_gpu_part(20)).stop_all()
     (returning,) = load_returning()
     assert (returning.label, returning.pids) == ("old", tuple(sorted(pids)))
-    assert returning.available_before == available + 20 * 2**30
+    assert returning.container_id == old.container_id and returning.held >= 20 * 2**30
+    assert returning.source == "container cgroup + NVML per-process"
 
     events: list = []
     guard = GuardSettings(switch_timeout_s=3.0)
@@ -287,8 +299,8 @@ def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
     assert load_returning() == []  # waited once, then forgotten
 
     # a stop older than the switch timeout: nothing to wait for, the record is dropped
-    save_returning("sparkdeck-older", "older", available + 20 * 2**30, [],
-                   stopped_at=time.time() - 600)
+    save_returning(replace(returning, container_id="0" * 64, label="older",
+                           stopped_at=time.time() - 600))
     events.clear()
     launcher.launch(web(tmp_path, busybox_image, "web2"), flush=False)
     assert not [e for e in events if isinstance(e, SwitchWaited) and e.engine == "older"]

@@ -142,3 +142,51 @@ def test_reading_round_trips_through_a_dict():
     _, readings = recording("ramp_to_wedge")
     for r in readings[::20]:
         assert Reading.from_dict(r.to_dict()) == r
+
+
+def test_readings_taken_faster_count_the_stall_rule_in_configured_periods():
+    """The watchdog reads at 4 Hz inside the warn band. A full-stall burst of three quarter-
+    second intervals is three readings in a row over 5 %, but not three configured (1 s)
+    periods: no stop. Sustained over three periods, it stops."""
+    policy = WatchdogPolicy(GuardSettings())
+    quarter = [replace(r, t=r.t / 4) for r in _flat(9.0, 13)]  # 4 Hz, no stall yet
+    burst = []
+    for i, r in enumerate(quarter):  # stalled 80 % of the time over the last 0.75 s only
+        stalled = max(0, i - 9) * 0.25 * 0.8
+        burst.append(replace(r, psi=replace(r.psi, full=replace(r.psi.full,
+                                                                total_us=int(stalled * 1e6)))))
+    assert policy.decide(burst).level == STOP  # counted per reading it would have stopped
+    decision = policy.decide(burst, interval_s=1.0)
+    assert decision.level == WARN and not decision.stop_conditions_met
+    sustained = []
+    for r in quarter:
+        stalled = r.t * 0.8
+        sustained.append(replace(r, psi=replace(r.psi, full=replace(r.psi.full,
+                                                                    total_us=int(stalled * 1e6)))))
+    assert policy.decide(sustained, interval_s=1.0).level == STOP
+
+
+def test_the_watchdog_reads_four_times_a_second_inside_the_warn_band():
+    """Configured at 1 Hz: an OK host is read once a second, a host in the warn band (here
+    MemAvailable 9 % < 10 %) four times, so a crossing is seen within a quarter second."""
+    import threading
+    import time
+
+    def reads_in(pct: float, seconds: float) -> int:
+        reading = _flat(pct, 1)[0]
+        taken: list[float] = []
+
+        def read() -> Reading:
+            taken.append(time.monotonic())
+            return replace(reading, t=time.monotonic())
+
+        dog = Watchdog(WatchdogPolicy(GuardSettings()), read, lambda: None, engine="t",
+                       record=lambda *a, **k: None)
+        until = threading.Event()
+        timer = threading.Timer(seconds, until.set)
+        timer.start()
+        dog.run(until, lambda: 1.0)
+        return len(taken)
+
+    assert reads_in(50.0, 2.5) == 3  # at 0, 1 and 2 s
+    assert 9 <= reads_in(9.0, 2.5) <= 10  # at 0, 0.25, ... 2.25 s

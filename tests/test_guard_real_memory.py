@@ -12,6 +12,7 @@ shows the stall figures respond while the child re-reads a file four times that 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.switch import BACK, SwitchWaiter
 from sparkdeck.host.psi import read_pressure, stall_rates
+from tests.conftest import unavailable
 
 MIB = 2**20
 CHILD = r"""
@@ -58,6 +60,19 @@ def talk(child: subprocess.Popen, command: str, expect: str) -> None:
     assert line == expect, f"child said {line!r}"
 
 
+def pcp_free_bytes() -> int:
+    """Free pages held on the kernel's per-CPU lists (/proc/zoneinfo `count:`).
+
+    Since Linux 6.7 the lists' size is tuned up while a process frees a lot at once: seen on
+    this project's test machines (6.18), ~1.1 GiB freed by the child sat there, free and
+    reused by the next allocation, but in neither MemFree nor MemAvailable, for minutes. The
+    test adds them back to see the child's own memory; the reader itself is left to report
+    what /proc/meminfo says; whether the guard should count these lists is an open question.
+    """
+    text = Path("/proc/zoneinfo").read_text()
+    return sum(int(n) for n in re.findall(r"^\s+count:\s+(\d+)", text, re.M)) * 4096
+
+
 def test_memavailable_follows_a_child_that_allocates_and_frees():
     """The child allocates four steps (up to the cap), then frees them one by one; twice.
 
@@ -66,10 +81,15 @@ def test_memavailable_follows_a_child_that_allocates_and_frees():
     reader that does not follow the child fails, one disturbed step does not. Freed memory
     shows up in MemAvailable a little later here (seen: ~60 % at once, the rest within a
     second), like a Spark's slower return after a container stops, so each free is waited
-    for by the safe-switch waiter on the real reader (5 s at most).
+    for by the safe-switch waiter on the real reader (5 s at most). Free pages parked on the
+    kernel's per-CPU lists are counted back in (pcp_free_bytes).
     """
-    read = HostReadings()
-    cap = min(1024 * MIB, read().memory.available // 10)
+    readings = HostReadings()
+
+    def available() -> int:
+        return readings().memory.available + pcp_free_bytes()
+
+    cap = min(1024 * MIB, available() // 10)
     step = (cap // 4) // 4096 * 4096
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(step)], text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -78,14 +98,14 @@ def test_memavailable_follows_a_child_that_allocates_and_frees():
         for _ in range(2):
             rss_before = rss(child.pid)
             for _ in range(4):
-                before = read().memory.available
+                before = available()
                 talk(child, "a", "allocated")
-                drops.append(before - read().memory.available)
+                drops.append(before - available())
             assert rss(child.pid) - rss_before >= 0.95 * 4 * step  # the child really holds it
             for _ in range(4):
-                before = read().memory.available
+                before = available()
                 talk(child, "f", "freed")
-                progress = SwitchWaiter(lambda: read().memory.available, lambda: None,
+                progress = SwitchWaiter(available, lambda: None,
                                         poll_s=0.1).wait(baseline=before + step,
                                                          margin=int(0.35 * step), timeout=5.0,
                                                          old_pids=())
@@ -121,16 +141,16 @@ def limited_groups() -> Iterator[tuple[Path, Path]]:
         v1 = own_v1_memory_group() / name
         v1.mkdir()
     except OSError as exc:
-        pytest.skip(f"cannot create a cgroup v1 memory group here: {exc}")
+        unavailable(f"cannot create a cgroup v1 memory group here: {exc}")
     v2 = V2_ROOT / name
     try:
         v2.mkdir()
     except OSError as exc:
         v1.rmdir()
-        pytest.skip(f"cannot create a cgroup v2 group for PSI here: {exc}")
+        unavailable(f"cannot create a cgroup v2 group for PSI here: {exc}")
     if not (v2 / "memory.pressure").exists():
         v1.rmdir(), v2.rmdir()
-        pytest.skip("this kernel has no per-cgroup memory.pressure")
+        unavailable("this kernel has no per-cgroup memory.pressure")
     (v1 / "memory.limit_in_bytes").write_text(str(64 * MIB))
     yield v1, v2
     for group in (v1, v2):

@@ -14,14 +14,18 @@ from sparkdeck.guard.switch import switch_progress
 from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.settings import GuardSettings
-from sparkdeck.ui.guard_screens import FitModal, SwitchWaitScreen
-from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine, chart_rows, phase_row
+from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
+from sparkdeck.ui.guard.timeline import TimelineChart, chart_rows, phase_row
+from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+from sparkdeck.ui import STYLESHEET
 from tests.test_guard_policy import recording
 
 TOTAL = 100 * GIB  # fake pool size for the pictures
 
 
 class Host(App[None]):
+    CSS_PATH = STYLESHEET
+
     def __init__(self, *widgets) -> None:
         super().__init__()
         self.widgets = widgets
@@ -151,4 +155,17 @@ async def _test_watchdog_line_shows_each_level():
         line.show(stop)
         await pilot.pause()
         assert line.has_class("-stop") and not line.has_class("-ok")
-        assert "STOPPED the engine" in str(line.render())
+        # the decision alone is not the stop: the line says STOPPED only once it is done
+        assert "STOPPING the engine" in str(line.render())
+        line.show_attempt("stop failed: Docker is not answering; killed 2 processes of the "
+                          "container directly; retrying", done=False)
+        line.show(policy.decide(readings[:3]))  # later readings keep the stop in front
+        await pilot.pause()
+        assert line.has_class("-stop") and "killed 2 processes" in str(line.render())
+        assert "| now OK" in str(line.render())
+        line.show_attempt("stopped: Docker removed the container", done=True)
+        await pilot.pause()
+        assert "STOPPED the engine: stopped: Docker removed" in str(line.render())
+        line.reset("watching next…")  # a new engine: the old stop leaves the line
+        await pilot.pause()
+        assert not line.has_class("-stop") and "watching next" in str(line.render())

@@ -12,6 +12,7 @@ import pytest
 
 from sparkdeck.host.meminfo import MemInfoError, parse_meminfo, read_meminfo
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, FlushNotPermitted, can_flush, flush_page_cache
+from tests.conftest import unavailable
 
 # FAKE, labelled: the shape of a DGX Spark's /proc/meminfo (MemTotal ~121.7 GiB as the OS
 # sees 128 GB; SPARK.md). This machine has 24 GiB, so a Spark's figures are written by hand.
@@ -49,9 +50,9 @@ def test_real_meminfo_agrees_with_psutil():
     assert abs(snap.available - vm.available) < 256 * 2**20  # read a moment apart
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.access("/proc/sys/vm/drop_caches", os.W_OK),
-                    reason="needs root and a writable /proc/sys/vm/drop_caches")
 def test_flush_as_root_drops_a_file_from_the_cache(tmp_path):
+    if os.geteuid() != 0 or not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        unavailable("needs root and a writable /proc/sys/vm/drop_caches")
     # Put ~256 MiB into the page cache, then check the flush takes most of it out again.
     blob = tmp_path / "blob"
     with blob.open("wb") as fh:
@@ -68,7 +69,7 @@ def test_flush_as_root_drops_a_file_from_the_cache(tmp_path):
 def test_flush_as_non_root_says_how_to_allow_it():
     """A real process that gave up root (to user nobody) before flushing."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to become another user")
+        unavailable("needs root to become another user")
     # The interpreter lives under /root here, which nobody may not execute: start as root,
     # load sparkdeck, then drop to nobody before asking to flush.
     code = ("import os\n"

@@ -17,7 +17,7 @@ CORE_MODULES = sorted(
 
 
 def test_core_modules_exist():
-    assert {"sparkdeck.cli", "sparkdeck.docker_runtime", "sparkdeck.presets",
+    assert {"sparkdeck.cli.run", "sparkdeck.runtime.client", "sparkdeck.presets",
             "sparkdeck.engines.vllm"} <= set(CORE_MODULES)
 
 

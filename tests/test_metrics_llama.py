@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkdeck.launcher import Launcher
+from sparkdeck.launch.sequence import Launcher
 from sparkdeck.metrics.reader import MetricsOff, MetricsReader
-from sparkdeck.metrics.sampler import MetricsSampler, plan_for
+from sparkdeck.metrics.sampler import MetricsSampler
+from sparkdeck.engines import get_kind
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.engine_load import observe_load, server_counter
@@ -34,7 +35,7 @@ def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_
     # 2 slots, 6 concurrent streams: some wait (deferred) while two run.
     preset, engine = _launch(runtime, tmp_path, llama_image, "metrics-llama",
                              bytes_per_token=1e6)
-    plan = plan_for(engine.base_url, engine.kind, engine.metrics_path, preset)
+    plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)
     before = server_counter(engine.base_url, TOKENS)
     seen = asyncio.run(observe_load(plan, engine.base_url, "tiny", streams=6,
                                     max_tokens=700, ignore_eos=True))
@@ -50,7 +51,7 @@ def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
     # One stream's decode speed from the busy-time counter, against the replies' timings.
     stream_reference = load.predicted_n / (load.predicted_ms / 1000)
-    final = seen.samples[-1]
+    final = seen.answered()[-1]
     assert final.stream_tps is not None
     assert abs(final.stream_tps - stream_reference) <= 0.02 * stream_reference
     # The queue moved and drained.
@@ -70,7 +71,7 @@ def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
     engine = Launcher(runtime, stop_grace=5).launch(preset, flush=False)
     assert httpx.get(engine.base_url + "/metrics", timeout=5).status_code == 501
 
-    plan = plan_for(engine.base_url, "llamacpp", "/metrics")
+    plan = get_kind("llamacpp").metrics_plan(engine.base_url, "/metrics")
 
     async def one():
         reader = MetricsReader()

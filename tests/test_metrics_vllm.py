@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.metrics.sampler import plan_for
+from sparkdeck.engines import get_kind
 from tests.support.engine_load import observe_load, server_counter
 from tests.support.vllm_server import VllmServer, running_vllm
 
@@ -33,7 +33,7 @@ def queueing_vllm(vllm_python: Path, tiny_hf_model: Path,
 
 def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     server = queueing_vllm
-    plan = plan_for(server.base_url, "vllm", "/metrics")
+    plan = get_kind("vllm").metrics_plan(server.base_url, "/metrics")
     before = {name: server_counter(server.base_url, name) for name in (
         TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")}
     seen = asyncio.run(observe_load(plan, server.base_url, server.model, streams=6,
@@ -46,10 +46,12 @@ def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     ours, theirs = seen.rates_over_window(counted)
     assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
 
-    assert seen.peak("running") == 2  # --max-num-seqs 2
+    # --max-num-seqs 2: readings taken while two streams were mid-reply must see both
+    assert seen.in_flight, "no reading while two streams were mid-reply"
+    assert seen.peak("running") == 2
     assert seen.peak("waiting") >= 1
     assert seen.peak("kv_usage") > 0
-    final = seen.samples[-1]
+    final = seen.answered()[-1]
     assert (final.running, final.waiting, final.kv_usage) == (0, 0, 0)
     # TTFT from the histogram over the last minute, and the decode speed from 1/ITL.
     assert final.ttft_p50_s is not None and 0 < final.ttft_p50_s <= final.ttft_p90_s

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.docker_errors import ModelPullError
+from sparkdeck.runtime.errors import ModelPullError
 from sparkdeck.engines import get_kind
 from sparkdeck.engines.ollama_models import model_present, pull_model
-from sparkdeck.launcher import EngineReady, Launcher, ModelPullStarted
+from sparkdeck.launch.sequence import EngineReady, Launcher, ModelPullStarted
 from sparkdeck.presets import load_file
-from sparkdeck.pull_progress import PullProgress, PullTracker
+from sparkdeck.runtime.pull import PullProgress, PullTracker
 from tests.conftest import write_preset
 from tests.support.ollama_loopback import BLOBS, FakeOllama
 

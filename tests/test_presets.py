@@ -40,7 +40,8 @@ def test_vllm_spec_argv_and_knob():
     assert spec.port.host_ip == "127.0.0.1" and spec.port.container_port == 8000
     assert spec.ipc_mode == "host" and spec.shm_size is None
     assert spec.gpus and spec.pass_env == ("HF_TOKEN",)
-    assert ("HF_TOKEN", ) not in spec.env
+    # env holds (name, value) pairs: the secret is passed by name at start, never held here
+    assert "HF_TOKEN" not in dict(spec.env)
     upstream = load_catalog().get("vllm-upstream").container_spec()
     assert upstream.command[0] == "Qwen/Qwen3-8B"  # its entrypoint is already vllm serve
 
@@ -170,3 +171,19 @@ def test_presets_json_lists_bundled_and_names_no_secret_values(monkeypatch):
                                                   "llamacpp", "ollama", "trtllm",
                                                   "custom-openai"}
     assert all(p["pass_env"] == ["HF_TOKEN"] for p in data["presets"])
+
+
+def test_a_secret_in_the_environment_reaches_no_spec_description_or_digest(monkeypatch):
+    """The contract behind pass_env: specs, descriptions and digests hold names, never values."""
+    secret = "hf_presets_only_test_value_9f3a"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    catalog = load_catalog()
+    for preset in catalog.presets.values():
+        spec = preset.container_spec()
+        assert secret not in repr(spec) and secret not in repr(preset.summary())
+        assert all(secret not in value for _, value in spec.env)
+        assert "HF_TOKEN" not in dict(spec.env)
+    # the digest must not change with the secret's value (it would leak its hash otherwise)
+    before = {p.id: p.container_spec().spec_hash() for p in catalog.presets.values()}
+    monkeypatch.setenv("HF_TOKEN", secret + "-rotated")
+    assert {p.id: p.container_spec().spec_hash() for p in load_catalog().presets.values()} == before

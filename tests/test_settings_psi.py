@@ -14,6 +14,7 @@ from sparkdeck.settings import (
 
 PSI_TEXT = ("some avg10=1.50 avg60=0.75 avg300=0.10 total=1000000\n"
             "full avg10=0.20 avg60=0.05 avg300=0.00 total=200000\n")
+from tests.conftest import unavailable
 
 
 def test_missing_settings_file_means_defaults() -> None:
@@ -97,7 +98,7 @@ def test_rates_from_total_deltas() -> None:
 
 def test_real_pressure_file_on_this_machine() -> None:
     if not Path("/proc/pressure/memory").exists():
-        pytest.skip("this kernel has no PSI")
+        unavailable("this kernel has no PSI")
     first = read_pressure()
     second = read_pressure()
     assert second.monotonic > first.monotonic

@@ -15,8 +15,8 @@ from sparkdeck.host.meminfo import parse_meminfo
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.host.psi import PRESSURE_MEMORY
 from sparkdeck.settings import GuardSettings
-from sparkdeck.telemetry import History, TelemetrySampler, TelemetrySnapshot
-from sparkdeck.telemetry_view import (
+from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+from sparkdeck.telemetry.view import (
     gpu_rows, memory_bars, pressure_rows, rail_rows, spark_text, text_report,
 )
 from tests.support.telemetry import GB10, H200, SPARK_MEMINFO, replay_sampler

@@ -21,19 +21,21 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime
-from sparkdeck.engine_state import EngineState
+from sparkdeck.runtime.errors import DockerUnavailable
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.state import EngineState
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.settings import load_settings, settings_path
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.help_screen import HelpScreen
+from sparkdeck.ui.screens.help import HelpScreen
 from sparkdeck.host.nvml import NvmlReader
-from sparkdeck.ui.engine_card import EngineCard, EngineReport, engine_content
-from sparkdeck.ui.messages import DockerConnectionFailed, TelemetrySampled
+from sparkdeck.ui.dashboard.engine_card import EngineCard, EngineReport, engine_content
+from sparkdeck.ui.machine.tab import MachineTab
+from sparkdeck.ui.messages import DockerConnectionFailed
 from sparkdeck.settings import GuardSettings
-from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total
-from sparkdeck.ui.widgets import EnvironmentPanel, PresetTable
+from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total, model_cells
+from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.machine.environment import EnvironmentPanel
 from tests.support.pane_host import wait_until
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
@@ -138,17 +140,19 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             table = app.query_one("#preset-table", PresetTable)
-            await wait_until(pilot, lambda: table.row_count == 2, what="two preset rows")
+            await wait_until(pilot, lambda: table.row_count == 2 and "…" not in [
+                table.get_row_at(i)[4] for i in range(2)], what="two rows with model sizes")
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
             total = memory_total()
-            expected = [(p.id, claim_cell(p, total, GuardSettings()), p.image, p.model, p.kind)
-                        for _, p in sorted(catalog.presets.items())]
+            on_disk = model_cells(list(catalog.presets.values()))
+            expected = [(p.id, claim_cell(p, total, GuardSettings()), p.image, p.model,
+                         on_disk[p.id], p.kind) for _, p in sorted(catalog.presets.items())]
             assert rows == expected
             assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
             # the guard's claim: an Ollama preset without memory_gib cannot be sized
             assert rows[0][1] == "unknown"
             labels = [str(c.label) for c in table.columns.values()]
-            assert labels == ["id", "claims", "image", "model", "kind"]
+            assert labels == ["id", "claims", "image", "model", "on disk", "kind"]
 
     run(scenario)
 
@@ -182,7 +186,7 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
     run(scenario)
     failures = [m for m in posted if isinstance(m, DockerConnectionFailed)]
     assert [m.error for m in failures] == [DOCKER_ERROR]
-    assert any(isinstance(m, TelemetrySampled) for m in posted)
+    assert any(isinstance(m, MachineTab.TelemetrySampled) for m in posted)
 
 
 def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
@@ -406,9 +410,10 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             names = [command.name for command in app.palette_commands()]
-            assert names[:11] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
-                                  "Chat", "Guard", "Bench", "Help", "Quit"]
-            assert {"Chat: new chat", "Chat: conversations", "Chat: cancel reply"} <= set(names)
+            assert names[:14] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
+                                  "Chat", "Guard", "Bench", "Models", "History", "Connect",
+                                  "Help", "Quit"]
+            assert {"Chat: new chat", "Chat: conversations", "Chat: cancel / leave"} <= set(names)
             assert {"Theme: spark-dark", "Theme: spark-light",
                     "Theme: solarized-night"} <= set(names)
             await pilot.press("ctrl+p")
@@ -462,15 +467,15 @@ def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> Non
 def test_telemetry_messages_coalesce() -> None:
     from tests.support.telemetry import GB10, replay_sampler
     sampler = replay_sampler(GB10, 0)
-    older, newer = (TelemetrySampled(sampler.sample(), {}) for _ in range(2))
+    older, newer = (MachineTab.TelemetrySampled(sampler.sample(), {}) for _ in range(2))
     assert newer.can_replace(older)
     assert not newer.can_replace(DockerConnectionFailed("x"))
 
 
 def test_the_card_follows_a_pull_then_the_start() -> None:
-    from sparkdeck.launcher import ContainerStarted, FlushSkipped, PullStarted
-    from sparkdeck.pull_progress import PullProgress, PullTracker
-    from sparkdeck.ui.engine_card import report_after
+    from sparkdeck.launch.sequence import ContainerStarted, FlushSkipped, PullStarted
+    from sparkdeck.runtime.pull import PullProgress, PullTracker
+    from sparkdeck.ui.dashboard.engine_card import report_after
 
     tracker, report = PullTracker(), EngineReport(reading=EngineReading(None))
     image = "vllm/vllm-openai:latest"

@@ -13,13 +13,16 @@ from textual.worker import Worker, WorkerState
 from sparkdeck.bench.runner import BenchConfig
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
-from sparkdeck.ui.bench_view import BenchComparison, BenchCompareScreen, bar
+from sparkdeck.ui.bench.view import BenchComparison, BenchCompareScreen, bar
+from sparkdeck.ui import STYLESHEET
 from tests.support.timed_server import running
 from tests.test_bench_store import fp, store_run
 
 
 class Host(App[None]):
     """Stands in for the sparkdeck app: pushes the screen, collects worker failures."""
+
+    CSS_PATH = STYLESHEET
 
     def __init__(self, store: BenchStore, session_factory=None) -> None:
         super().__init__()
@@ -70,6 +73,8 @@ def test_comparison_table_bars_and_switching(tmp_path: Path) -> None:
             assert rows[0][4] == "15.7" and rows[1][4] == "24.4"
             title = str(view.query_one("#bench-title", Static).render())
             assert "tiny: total output" in title
+            # the key hints read as keys, not as escaped markup ("[\\[ ]] model" before)
+            assert title.endswith("m figure  [ ] model") and "\\" not in title
             bars = str(view.query_one("#bench-bars", Static).render())
             assert "concurrency 1" in bars and "concurrency 2" in bars
             lines = [line for line in bars.splitlines() if "tok/s" in line]

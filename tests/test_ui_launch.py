@@ -8,6 +8,7 @@ with other test runs is not what these tests are about; the confirmation must sa
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -15,12 +16,12 @@ import docker
 import pytest
 from textual.pilot import Pilot
 
-from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.log_pane import LogPane
+from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.widgets import PresetTable
+from sparkdeck.ui.dashboard.presets import PresetTable
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_ui_app import engine_text, text_of, wait_until
 
@@ -68,7 +69,11 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
             text = await press_and_confirm(pilot, app, "l")
             assert text.startswith("Launch tiny-a?")
             assert "no engine is running: nothing will be stopped" in text
-            assert f"memory it will claim: {claim}" in text and claim.startswith("-c 2048")
+            # the knob is labelled a setting; the claim is the guard's figure, in GiB
+            assert f"memory setting: {claim}" in text and claim.startswith("-c 2048")
+            # (the GGUF is inside the image here, so the guard says it cannot size it)
+            assert re.search(r"memory it will claim: (~?\d+\.\d GiB \(|unknown: )", text), text
+            assert f"memory it will claim: {claim}" not in text
             assert "keep the page cache (flush turned off)" in text
             # The memory guard's verdict, from this machine's real /proc/meminfo.
             assert any(line.startswith("• fit: ") for line in text.splitlines()), text

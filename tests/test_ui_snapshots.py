@@ -1,4 +1,5 @@
-"""What a person sees: the dashboard at 120x40 with deterministic telemetry, in two themes.
+"""What a person sees: the dashboard at 120x40 with deterministic telemetry, in two themes,
+and every view (no engine, a ready engine, each tab, each dialog) at 80x24, 120x40, 200x60.
 
 Telemetry is fixed: Spark-shaped /proc text (a fake), NVML replays of the H200 recording and
 of the GB10 fixture, five minutes of history built from them, one sample taken at start and
@@ -9,20 +10,29 @@ deliberate change, and look at the SVGs before committing them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
 
-from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.runtime.errors import DockerUnavailable
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
 from sparkdeck.settings import Settings, UiSettings
+from sparkdeck.metrics.snapshot import EngineMetrics
+from sparkdeck.runtime.state import EngineState
 from sparkdeck.ui.app import SparkdeckApp
-from tests.support.telemetry import GB10, H200, replay_history, replay_sampler
+from sparkdeck.ui.readers import EngineReading
+from sparkdeck.ui.screens.confirm import ConfirmScreen
+from tests.support.telemetry import (
+    GB10, H200, NVML_FIXTURES, replay_history, replay_sampler,
+)
 from tests.test_ui_app import OLLAMA, TINY_LLAMA, text_of, wait_until, write_presets
 
 SIZE = (120, 40)
+CLOCK_EVENTS = NVML_FIXTURES / "h200_clock_events.json"  # an H200 held at its power cap
 HOUR = 3600.0
 
 
@@ -45,6 +55,9 @@ async def settled(pilot: Pilot) -> None:
     app = pilot.app
     await wait_until(pilot, lambda: app.query_one("#preset-table").row_count == 2,
                      what="the presets")
+    table = app.query_one("#preset-table")
+    await wait_until(pilot, lambda: not any("…" in table.get_row_at(r) for r in range(2)),
+                     what="the models' sizes on disk (a worker fills them in)")
     await wait_until(pilot, lambda: "snapshot test" in text_of(app.query_one("#environment-panel")),
                      what="Docker's answer")
     await wait_until(pilot, lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
@@ -64,3 +77,88 @@ def test_dashboard(snap_compare, tmp_path: Path, recording: Path, sample: int, t
                    rails: bool) -> None:
     app = dashboard(tmp_path, recording, sample, theme, rails)
     assert snap_compare(app, terminal_size=SIZE, run_before=settled)
+
+
+# ----- the layout at 80x24, 120x40 and 200x60 ------------------------------------------------
+# Each view at each size, named `test_layout[<size>-<view>]`. Readings are fixed: the H200
+# replay under load (power capped), the Spark-shaped /proc text, and for the ready engine a
+# fixed Docker reading (an EngineState written here, started_at unset so no uptime), log
+# lines and an engine-metrics trail handed to the panes the way their workers hand them.
+
+SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
+READY = EngineState(
+    container_id="c0ffee000001", name="sparkdeck-tiny-llama", preset_id="tiny-llama",
+    kind="llamacpp", image="local/llama-server:test", model="/models/tiny.gguf",
+    base_url="http://127.0.0.1:8080", health_path="/health", metrics_path="/metrics",
+    spec_hash="0" * 12, docker_state="running", exit_code=None, started_at=None,
+    published_on="127.0.0.1")
+LOG = ["main: loading model", "llama_model_loader: loaded meta data with 24 key-value pairs "
+       "and 21 tensors from /models/tiny.gguf (version GGUF V3 (latest))",
+       "main: model loaded", "main: server is listening on http://0.0.0.0:8080 - starting the "
+       "main loop", "srv  update_slots: all slots are idle"]
+TRAIL = tuple(EngineMetrics("llamacpp", "ok", 1_800_000_000.0 + t, generation_tps=tps,
+                            generation_tps_avg=640.0, prompt_tps=2100.0, stream_tps=tps / 2,
+                            running=2.0, waiting=1.0, kv_usage=0.31)
+              for t, tps in enumerate((0.0, 180.0, 420.0, 655.0, 702.5, 698.0, 711.3)))
+
+
+def layout_app(tmp_path: Path) -> SparkdeckApp:
+    return dashboard(tmp_path, CLOCK_EVENTS, 12, "spark-dark", False)
+
+
+async def with_ready_engine(pilot: Pilot) -> None:
+    app = pilot.app
+    await settled(pilot)
+    app.launch_area.log_pane._runtime = None  # lines come from LOG, not from Docker
+    app.environment = replace(app.environment, docker_reachable=True, docker_error=None)
+    app.docker = EngineReading(READY, healthy=True)
+    app.launch_area.log_pane.add_lines(READY.container_id, LOG)
+    app.side_tabs.strip.metrics(TRAIL)
+    app.metrics_tab.trail = TRAIL
+    await pilot.pause(0.3)
+
+
+def view(setup: Callable[[Pilot], Awaitable[None]],
+         then: Callable[[Pilot], Awaitable[None]] | None = None):
+    async def run_before(pilot: Pilot) -> None:
+        await setup(pilot)
+        if then is not None:
+            await then(pilot)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(0.3)
+    return run_before
+
+
+def press(*keys: str) -> Callable[[Pilot], Awaitable[None]]:
+    async def pressing(pilot: Pilot) -> None:
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+    return pressing
+
+
+async def confirm(pilot: Pilot) -> None:
+    pilot.app.push_screen(ConfirmScreen("Switch to tiny-llama?", [
+        "stop sparkdeck-ollama-test (Ollama) and wait for its memory to come back",
+        "flush the page cache (sudo -n allowed)",
+        "start local/llama-server:test, claiming ~1.2 GiB of 121.7 GiB (fits: 40.0 GiB "
+        "available)"], yes_label="Switch"))
+    await pilot.pause(0.3)
+
+
+VIEWS = {
+    "no-engine": view(settled),
+    "ready-engine": view(with_ready_engine),
+    "ready-engine-metrics-tab": view(with_ready_engine, press("e")),
+    "metrics-tab": view(settled, press("e")),
+    "chat-tab": view(settled, press("c")),
+    "guard-tab": view(settled, press("g")),
+    "help-dialog": view(settled, press("question_mark")),
+    "confirm-dialog": view(settled, confirm),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+@pytest.mark.parametrize("size", list(SIZES))
+def test_layout(snap_compare, tmp_path: Path, size: str, name: str) -> None:
+    assert snap_compare(layout_app(tmp_path), terminal_size=SIZES[size],
+                        run_before=VIEWS[name])

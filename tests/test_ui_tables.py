@@ -13,7 +13,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from sparkdeck.ui.tables import column_widths, fill_table
+from sparkdeck.ui.tables import column_widths, cut, fill_table, fit_columns
 
 LABELS = ("id", "image", "kind")
 ROWS = [("ollama-test", "ollama/ollama:test", "ollama"),
@@ -64,5 +64,44 @@ def test_refilling_replaces_columns_and_rows_and_keys() -> None:
             assert table.get_row("run-7") == ["vllm", "12.5"]
             assert table.render_line(1).text.split() == ["vllm", "12.5"]
 
+
+    asyncio.run(scenario())
+
+
+# ----- columns by priority and width (the preset table at 80, 120 and 200 columns) ---------
+
+PRESET_LABELS = ("id", "claims", "image", "model", "kind")
+PRESET_ROWS = [("vllm-upstream", "18.8 GiB", "nvcr.io/nvidia/vllm:26.05.post1-py3",
+                "Qwen/Qwen2.5-7B-Instruct", "vllm")]
+PRIORITY = ("id", "claims", "model", "image", "kind")
+
+
+def test_columns_join_whole_by_priority_and_one_takes_the_rest_cut() -> None:
+    # (13 + 2) + (8 + 2): id and claims whole; model gets the 13 left (cut), the
+    # image and kind stay out rather than every column being cut
+    assert fit_columns(PRESET_LABELS, PRESET_ROWS, 40, PRIORITY) == [(0, 13), (1, 8), (3, 13)]
+    # wide: everything whole, in table order
+    assert fit_columns(PRESET_LABELS, PRESET_ROWS, 200, PRIORITY) == [
+        (0, 13), (1, 8), (2, 35), (3, 24), (4, 4)]
+    # too little room for the next column's minimum: it stays out instead of showing "Q…"
+    assert fit_columns(PRESET_LABELS, PRESET_ROWS, 30, PRIORITY) == [(0, 13), (1, 8)]
+
+
+def test_a_cut_says_so_with_an_ellipsis_and_images_keep_their_tag() -> None:
+    assert cut("Qwen/Qwen2.5-7B-Instruct", 11) == "Qwen/Qwen2…"
+    assert cut("nvcr.io/nvidia/vllm:26.05.post1-py3", 21, keep_end=True) == "…vllm:26.05.post1-py3"
+    assert cut("short", 11) == "short"
+    assert cut("模型模型", 5) == "模型…"
+
+
+def test_the_table_shows_only_the_columns_that_fit() -> None:
+    async def scenario() -> None:
+        async with Host().run_test(size=(60, 10)) as pilot:
+            table = pilot.app.query_one(DataTable)
+            fill_table(table, PRESET_LABELS, PRESET_ROWS, ["vllm-upstream"], width=40,
+                       priority=PRIORITY, keep_end=("image",))
+            assert [str(c.label) for c in table.columns.values()] == ["id", "claims", "model"]
+            assert table.render_line(1).text.split() == ["vllm-upstream", "18.8", "GiB",
+                                                         "Qwen/Qwen2.5…"]
 
     asyncio.run(scenario())

@@ -15,17 +15,18 @@ import pytest
 from textual.message import Message
 from textual.widgets import Input
 
-from sparkdeck.docker_runtime import DockerRuntime
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
 from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.chat_views import ReplyView
-from sparkdeck.ui.guard_messages import GuardDecisionMade
-from sparkdeck.ui.guard_screens import FitModal, SwitchWaitScreen
-from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine
+from sparkdeck.ui.chat.views import ReplyView
+from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
+from sparkdeck.ui.guard.timeline import TimelineChart
+from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from sparkdeck.ui.readers import claim_cell
 from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.widgets import PresetTable
+from sparkdeck.ui.dashboard.presets import PresetTable
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_ui_app import engine_text, text_of, wait_until
 from tests.test_ui_launch import READY_S, SIZE, press_and_confirm, running
@@ -123,7 +124,7 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             rates = app.query_one("#metrics-rates")
 
             def counted() -> bool:
-                trail = app.metrics_trail
+                trail = app.metrics_tab.trail
                 return bool(trail) and trail[-1].ok and (trail[-1].generation_tps_avg or 0) > 0
             await wait_until(pilot, counted, timeout=30.0, what="tok/s from the reply")
             await pilot.pause()
@@ -135,7 +136,7 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             await pilot.press("y")
             await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
                              timeout=60.0, what="the stop")
-            await wait_until(pilot, lambda: app.metrics_trail == (), what="the trail emptied")
+            await wait_until(pilot, lambda: app.metrics_tab.trail == (), what="the trail emptied")
             # Cancelling is asynchronous (a scrape in flight ends first): wait, but not long.
             await wait_until(pilot, lambda: not [w for w in app.workers
                                                  if w.group in ("metrics", "guard")
@@ -161,7 +162,7 @@ def test_the_running_watchdog_stops_the_engine_and_says_so(tmp_path, runtime, do
                              timeout=30.0, what="the watchdog running")
             # Thresholds no host meets: the next watchdog (after the guard restarts for the
             # same engine) must stop the real container at once.
-            app.follow_watchdog(None)
+            app.watchdog_line.follow(None)
             app.settings = Settings(guard=GuardSettings(stop_available_pct=99.9,
                                                         warn_available_pct=99.95))
             await wait_until(pilot, lambda: app.query_one(WatchdogLine).level == "stop",
@@ -183,7 +184,7 @@ def test_the_running_watchdog_stops_the_engine_and_says_so(tmp_path, runtime, do
 @pytest.mark.llama
 def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, llama_image):
     fields = llama_preset_fields(llama_image, free_port())
-    fields["llamacpp"] = {**fields["llamacpp"], "memory_gib": 1_000_000.0}  # no machine has it
+    fields["llamacpp"] = {**fields["llamacpp"], "memory_gib": 4000.0}  # no such machine
     write_preset(tmp_path / "presets", "huge", **fields)
     app = make_app(tmp_path, runtime)
 
@@ -191,7 +192,7 @@ def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, ll
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             table = app.query_one(PresetTable)
             await wait_until(pilot, lambda: table.row_count == 1, what="the preset")
-            assert table.get_row_at(0)[1] == "~1000000.0 GiB"
+            assert table.get_row_at(0)[1] == "~4000.0 GiB"
             await pilot.press("l")
             await wait_until(pilot, lambda: isinstance(app.screen, FitModal), timeout=30.0,
                              what="the fit modal")
@@ -260,8 +261,8 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
     """No Docker here: `b` opens the comparison on an empty history and `esc` returns; the
     help lists the tab, chat, guard-dialog and benchmark keys; the chat tab says no engine
     is ready and the palette's chat commands say what to do first."""
-    from sparkdeck.ui.bench_view import BenchCompareScreen
-    from sparkdeck.ui.help_screen import HelpScreen
+    from sparkdeck.ui.bench.view import BenchCompareScreen
+    from sparkdeck.ui.screens.help import HelpScreen
     from tests.test_ui_app import make_app as make_offline_app
 
     app, _ = make_offline_app(tmp_path)

@@ -2,7 +2,7 @@
 
 Run on a machine with an NVIDIA driver (the lent H200; see TESTING.md "A real GPU"):
 
-    python3 tools/record_nvml.py OUT_DIR [--samples 10] [--interval 0.5]
+    python3 tools/record_nvml.py OUT_DIR [--samples 10] [--interval 0.5] [--light]
 
 It polls `sparkdeck.host.nvml.NvmlReader` through `RecordingNvml`, a proxy around pynvml that
 writes down the raw answer of every NVML call the reader makes (the value, or the NVMLError
@@ -10,7 +10,14 @@ code's name), first N times with the GPU idle, then N times under a matrix-multi
 child process. While the load still runs it saves `nvidia-smi -q -x` beside the recording, so
 tests can check the reader's figures against NVIDIA's own tool from the same minute.
 
-Files written: OUT_DIR/h200_idle_load.json (rename for other GPUs) and OUT_DIR/nvidia_smi_q.xml.
+With `--light` a third phase follows: N samples under a small matmul loop (2048x2048), which
+keeps the GPU busy without reaching the power cap, so the recording holds a busy GPU with no
+clock-event reason next to the power-capped one. Each phase also saves
+`nvidia-smi -q -d PERFORMANCE` (its clock-event reasons as NVIDIA's tool words them) right after
+its last sample, for the throttle detector's tests (sparkdeck/host/throttle.py).
+
+Files written: OUT_DIR/h200_idle_load.json (rename with --name), OUT_DIR/nvidia_smi_q.xml
+(<name>_q.xml under another name) and OUT_DIR/<name>_perf_<phase>.txt.
 `RecordedNvml` plays such a file back as a pynvml stand-in; tests/fixtures/nvml/ holds them.
 """
 
@@ -36,20 +43,22 @@ LOAD_SCRIPT = r"""
 import sys, time
 try:
     import torch
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    n = int(sys.argv[2])
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
     step = lambda: torch.mm(a, b, out=c)
     sync = torch.cuda.synchronize
-    kind = f"torch {torch.__version__}: 8192x8192 bf16 matmul loop"
+    kind = f"torch {torch.__version__}: {n}x{n} bf16 matmul loop"
 except Exception as exc:
     import cupy as cp
-    a = cp.random.rand(8192, 8192, dtype=cp.float32)
-    b = cp.random.rand(8192, 8192, dtype=cp.float32)
+    n = int(sys.argv[2])
+    a = cp.random.rand(n, n, dtype=cp.float32)
+    b = cp.random.rand(n, n, dtype=cp.float32)
     c = cp.empty_like(a)
     step = lambda: cp.matmul(a, b, out=c)
     sync = cp.cuda.runtime.deviceSynchronize
-    kind = f"cupy {cp.__version__}: 8192x8192 fp32 matmul loop (torch: {exc})"
+    kind = f"cupy {cp.__version__}: {n}x{n} fp32 matmul loop (torch: {exc})"
 step(); sync()
 print("READY", kind, flush=True)
 deadline = time.time() + float(sys.argv[1])
@@ -278,7 +287,31 @@ def _summary(phase: str, reading: Any) -> dict[str, Any]:
             **({k: getattr(gpu, k) for k in keys} if gpu else {})}
 
 
-def record(out: Path, samples: int, interval: float, warmup: float) -> dict[str, Any]:
+def _save_performance(out: Path, stem: str, phase: str) -> None:
+    """nvidia-smi's own view of clocks and clock-event reasons at the end of a phase."""
+    smi = subprocess.run(["nvidia-smi", "-q", "-d", "PERFORMANCE"], capture_output=True,
+                         text=True, timeout=60)
+    (out / f"{stem}_perf_{phase}.txt").write_text(smi.stdout)
+
+
+def _start_load(size: int, seconds: float) -> tuple[subprocess.Popen[str], str]:
+    load = subprocess.Popen([sys.executable, "-c", LOAD_SCRIPT, str(seconds), str(size)],
+                            stdout=subprocess.PIPE, text=True)
+    assert load.stdout is not None
+    ready = load.stdout.readline().strip()
+    if not ready.startswith("READY"):
+        raise SystemExit(f"load did not start (exit {load.wait()})")
+    print(ready, flush=True)
+    return load, ready.removeprefix("READY ").strip()
+
+
+def _stop_load(load: subprocess.Popen[str]) -> None:
+    load.terminate()
+    load.wait(timeout=30)
+
+
+def record(out: Path, samples: int, interval: float, warmup: float,
+           stem: str = "h200_idle_load", light: bool = False) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from sparkdeck.host.nvml import NvmlReader
 
@@ -287,6 +320,7 @@ def record(out: Path, samples: int, interval: float, warmup: float) -> dict[str,
     host_total = _host_mem_total()
     reader = NvmlReader(nvml, host_total_bytes=host_total)
     summary: list[dict[str, Any]] = []
+    loads: dict[str, str] = {}
 
     def poll(phase: str) -> None:
         for _ in range(samples):
@@ -296,36 +330,40 @@ def record(out: Path, samples: int, interval: float, warmup: float) -> dict[str,
             summary.append(_summary(phase, reading))
             print(json.dumps(summary[-1]), flush=True)
             time.sleep(interval)
+        _save_performance(out, stem, phase)
 
     poll("idle")
     _record_extras(nvml, "idle")
     seconds = warmup + samples * (interval + 0.05) + 60
-    load = subprocess.Popen([sys.executable, "-c", LOAD_SCRIPT, str(seconds)],
-                            stdout=subprocess.PIPE, text=True)
+    load, loads["load"] = _start_load(8192, seconds)
     try:
-        assert load.stdout is not None
-        ready = load.stdout.readline().strip()
-        if not ready.startswith("READY"):
-            raise SystemExit(f"load did not start (exit {load.wait()})")
-        print(ready, flush=True)
         time.sleep(warmup)
         poll("load")
         _record_extras(nvml, "load")
         # Captured while the load still runs, so the load process shows in both.
         smi = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True,
                              timeout=60)
-        (out / "nvidia_smi_q.xml").write_text(smi.stdout)
+        xml_name = "nvidia_smi_q.xml" if stem == "h200_idle_load" else f"{stem}_q.xml"
+        (out / xml_name).write_text(smi.stdout)
         smi_at = round(time.monotonic() - nvml._t0, 3)
     finally:
-        load.terminate()
-        load.wait(timeout=30)
+        _stop_load(load)
+    if light:
+        load, loads["light"] = _start_load(2048, seconds)
+        try:
+            time.sleep(warmup)
+            poll("light")
+        finally:
+            _stop_load(load)
     reader.close()
+    ready = "READY " + "; ".join(f"{k}: {v}" for k, v in loads.items())
 
     recording = {
         "_note": ("Recorded by tools/record_nvml.py on a real GPU machine: the raw answer of "
                   "every NVML call sparkdeck's NvmlReader made (struct fields as dicts, errors "
                   "as NVML_ERROR_* names), first with the GPU idle, then under a matmul load in "
-                  "a child process. nvidia_smi_q.xml beside it was captured in the same run, "
+                  "a child process (and, with a 'light' phase, under a small matmul that stays "
+                  "below the power cap). nvidia_smi_q.xml beside it was captured in the same run, "
                   "at nvidia_smi_at seconds, with the load still running."),
         "format": FORMAT,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -360,9 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--name", default="h200_idle_load.json")
+    parser.add_argument("--light", action="store_true",
+                        help="add a phase under a small load that stays below the power cap")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    recording = record(args.out, args.samples, args.interval, args.warmup)
+    stem = args.name.removesuffix(".json")
+    recording = record(args.out, args.samples, args.interval, args.warmup, stem, args.light)
     (args.out / args.name).write_text(json.dumps(recording, indent=1) + "\n")
     print(f"wrote {args.out / args.name} and {args.out / 'nvidia_smi_q.xml'}")
     return 0

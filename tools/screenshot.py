@@ -26,9 +26,9 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.log_pane import LogPane
+from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.widgets import PresetTable
+from sparkdeck.ui.dashboard.presets import PresetTable
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,10 +35,14 @@ HEADERS = ["conc", "TTFT ms", "prefill tok/s", "decode tok/s/req", "total out to
            "total decode tok/s", "errors"]
 
 
-def _table(rows: Sequence[Sequence[str]], out: IO[str]) -> None:
+def _table(rows: Sequence[Sequence[str]], out: IO[str], left: tuple[int, ...] = ()) -> None:
+    """Columns padded to their widest cell; numbers to the right, `left` columns (text)
+    to the left, header cells aligned like their column so each heads its values."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)), file=out)
+        cells = [cell.ljust(w) if i in left else cell.rjust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths))]
+        print("  ".join(cells).rstrip(), file=out)
 
 
 def print_run(run: StoredRun, out: IO[str]) -> None:
@@ -54,6 +58,7 @@ def print_run(run: StoredRun, out: IO[str]) -> None:
           f"{cfg['runs']} run(s) per level{depth}", file=out)
     if run.points:
         _table([HEADERS, *(point_row(p) for p in run.points)], out)
+        print_server_figures(run.points, out)
     peaks = run.peaks or {}
     if peaks.get("samples"):
         used, low = peaks.get("peak_used_bytes"), peaks.get("min_available_bytes")
@@ -63,10 +68,45 @@ def print_run(run: StoredRun, out: IO[str]) -> None:
               f"{_num(peaks.get('max_full_avg10'))}, full stall rate max "
               f"{_num(peaks.get('max_full_rate_pct'))} % ({peaks['samples']} samples)",
               file=out)
+    if peaks.get("throttled_samples"):
+        print(f"GPU throttled during the run ({', '.join(peaks.get('throttle') or ())}) in "
+              f"{peaks['throttled_samples']} of {peaks.get('gpu_samples')} samples: these "
+              "figures are below what the GPU gives at full clocks", file=out)
     for problem in peaks.get("problems") or ():
         print(f"note: {problem}", file=out)
     for warning in run.warnings:
         print(f"warning: {warning}", file=out)
+
+
+PREFILL_NOTE = ("prefill tok/s above is the prompt over the TTFT the client saw (sending, "
+                "queueing, prompt processing and the first token together); the server's prompt "
+                "rate counts its prompt processing alone, so on small prompts it is much higher: "
+                "both are right")
+
+
+def _median(summary: dict[str, Any], name: str) -> float | None:
+    return (summary.get(name) or {}).get("median")
+
+
+def print_server_figures(points: Sequence[StoredPoint], out: IO[str]) -> None:
+    """The server's own per-request figures beside the client's, where it reported them."""
+    parts = [f"c={p.concurrency} decode {_num(_median(p.summary, 'server_decode_tps'))} "
+             f"tok/s/req, prompt {_num(_median(p.summary, 'server_prefill_tps'), digits=0)} "
+             "tok/s" for p in points
+             if _median(p.summary, "server_decode_tps") is not None
+             or _median(p.summary, "server_prefill_tps") is not None]
+    if parts:
+        print("server's own (llama.cpp timings, median per request): " + "; ".join(parts),
+              file=out)
+    windows = [f"c={p.concurrency} TTFT {_num(p.summary.get('server_ttft_s'), 1000, 0)} ms, "
+               f"decode {_num(p.summary.get('server_stream_decode_tps'))} tok/s/stream"
+               for p in points if p.summary.get("server_ttft_s") is not None
+               or p.summary.get("server_stream_decode_tps") is not None]
+    if windows:
+        print("server's own (latency histograms, mean over the level): " + "; ".join(windows),
+              file=out)
+    if parts or windows:
+        print(f"note: {PREFILL_NOTE}", file=out)
 
 
 def print_history(runs: Sequence[StoredRun], out: IO[str]) -> None:
@@ -80,7 +120,7 @@ def print_history(runs: Sequence[StoredRun], out: IO[str]) -> None:
                      run.fingerprint.model,
                      f"{run.config.get('prompt_tokens')}/{run.config.get('output_tokens')}",
                      _num(best)])
-    _table(rows, out)
+    _table(rows, out, left=(1, 2, 3, 4))  # started, status, engine, model are text
 
 
 CSV_COLUMNS = (
@@ -89,7 +129,7 @@ CSV_COLUMNS = (
     "depth_tokens", "prefix_cache", "runs", "concurrency", "requests", "errors",
     "ttft_median_s", "decode_median_tps", "prefill_median_tps", "total_output_tps",
     "total_decode_tps", "ttft_stdev_s", "decode_stdev_tps", "peak_used_bytes",
-    "min_available_bytes", "max_psi_some_avg10", "max_psi_full_avg10",
+    "min_available_bytes", "max_psi_some_avg10", "max_psi_full_avg10", "gpu_throttle",
 )
 
 
@@ -116,6 +156,8 @@ def to_csv(runs: Sequence[StoredRun]) -> str:
             "min_available_bytes": peaks.get("min_available_bytes"),
             "max_psi_some_avg10": peaks.get("max_some_avg10"),
             "max_psi_full_avg10": peaks.get("max_full_avg10"),
+            # the throttle kinds seen during the run; empty = never held back (or no GPU)
+            "gpu_throttle": " ".join(k.replace(" ", "-") for k in peaks.get("throttle") or ()),
         }
         for p in run.points or ():
             writer.writerow({**common, "concurrency": p.concurrency, "requests": p.requests,

@@ -9,11 +9,12 @@ turns them into messages; storing is the caller's business (see sparkdeck.bench.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,10 +22,12 @@ import httpx
 
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
-from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, request_figures,
-                                   summarise, summarise_point)
+from sparkdeck.bench.server_side import HistogramTotals, burst_reason, read_totals, window
+from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, fell_behind,
+                                   request_figures, summarise, summarise_point)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
+from sparkdeck.http_limits import capped_client
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8)
 
@@ -101,8 +104,9 @@ class BenchProgress:
 
 @dataclass(frozen=True)
 class BenchOutcome:
-    """A whole run. `status`: complete, stopped (watchdog or user; `reason` says which) or
-    failed (no request succeeded; `reason` holds the first error)."""
+    """A whole run. `status`: complete, unreliable (measured to the end, but the client's
+    timing cannot be trusted; `reason` says why), stopped (watchdog or user; `reason` says
+    which) or failed (no request succeeded; `reason` holds the first error)."""
 
     config: BenchConfig
     model: str
@@ -115,6 +119,13 @@ class BenchOutcome:
     warnings: tuple[str, ...]
     started_at: str
     finished_at: str
+
+
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
 
 
 def now_iso() -> str:
@@ -147,6 +158,8 @@ class BenchRunner:
         self.sampler = sampler or ResourceSampler(config.sampler_hz)
         self._nonce = random.SystemRandom().randrange(1 << 30)
         self._send_clock = SendClockTransport()
+        self._load = _load_average()  # the host's highest 1-min load average seen in the run
+        self._metrics_http: httpx.Client | None = None  # for the server's own histograms
 
     def cancel(self, reason: str) -> None:
         """Stop the run from any thread: in-flight replies are aborted, the reason recorded."""
@@ -217,6 +230,7 @@ class BenchRunner:
             t.start()
         for t in threads:
             t.join()
+        self._load = max(self._load, _load_average())
         return RoundFigures(level, repeat, tuple(r for r in results if r is not None))
 
     def run(self) -> BenchOutcome:
@@ -248,6 +262,7 @@ class BenchRunner:
                     self._round(client, plan, model, 1, -1 - i)
                 for level in cfg.concurrency:
                     level_rounds: list[RoundFigures] = []
+                    server_before = self._server_totals()
                     for repeat in range(cfg.runs):
                         if self._live.stop.is_set():
                             break
@@ -255,7 +270,11 @@ class BenchRunner:
                         level_rounds.append(self._round(client, plan, model, level, repeat))
                         done += level
                     if level_rounds:
+                        server = window(server_before, self._server_totals())
                         point = summarise_point(level, level_rounds)
+                        if server is not None:
+                            point = replace(point, server_ttft_s=server.ttft_s,
+                                            server_stream_decode_tps=server.stream_decode_tps)
                         points.append(point)
                         rounds.extend(level_rounds)
                         self.on_point(point, level_rounds)
@@ -269,6 +288,16 @@ class BenchRunner:
             self.sampler.stop()  # a bug: no sampler thread left behind, and the traceback
             raise
         warnings += check_counts(cfg, plan, rounds)
+        behind = fell_behind(rounds) + [
+            reason for point in points if (reason := burst_reason(
+                point.concurrency, [r for rnd in rounds if rnd.concurrency == point.concurrency
+                                    for r in rnd.requests], point.server_stream_decode_tps))]
+        if behind and not self._live.stop.is_set():
+            cores = os.cpu_count() or 1
+            load = f" (load average up to {self._load:.1f} on {cores} cores)" if (
+                self._load > cores) else ""
+            self._live.reason = "; ".join(behind) + load
+            return self._outcome(model, "unreliable", plan, points, rounds, warnings, started)
         if self._live.stop.is_set():
             return self._outcome(model, "stopped", plan, points, rounds, warnings, started)
         if not any(r.ok for rnd in rounds for r in rnd.requests):
@@ -277,8 +306,18 @@ class BenchRunner:
             return self._outcome(model, "failed", plan, points, rounds, warnings, started)
         return self._outcome(model, "complete", plan, points, rounds, warnings, started)
 
+    def _server_totals(self) -> HistogramTotals | None:
+        """The engine's latency histograms now, where its kind has them (else None)."""
+        mapping, path = self.kind.metrics_map, self.kind.metrics_path
+        if mapping is None or not path or not (mapping.itl_histogram or mapping.ttft_histogram):
+            return None
+        if self._metrics_http is None:
+            self._metrics_http = capped_client(headers=(
+                {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}))
+        return read_totals(self._metrics_http, self.base_url + path, mapping)
+
     def _plan(self, model: str) -> PromptPlan:
-        with httpx.Client(timeout=60.0, headers=(
+        with capped_client(timeout=60.0, headers=(
                 {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})) as http:
             counter, counted_by = make_counter(self.kind, http, self.base_url, model)
             return plan_prompt(counter, counted_by, self.config.prompt_tokens,
@@ -288,6 +327,9 @@ class BenchRunner:
                  points: list[PointSummary], rounds: list[RoundFigures], warnings: list[str],
                  started: str) -> BenchOutcome:
         peaks = self.sampler.stop()
+        if self._metrics_http is not None:
+            self._metrics_http.close()
+            self._metrics_http = None
         return BenchOutcome(self.config, model, status, self._live.reason, plan, tuple(points),
                             tuple(rounds), peaks, tuple(warnings), started, now_iso())
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-import httpx
-
 from sparkdeck.bench.runner import BenchConfig, BenchProgress, BenchRunner, now_iso
 from sparkdeck.bench.store import BenchStore, StoredRun
 from sparkdeck.bench.target import (LaunchFingerprint, NoBenchTarget, Watch, bench_target,
@@ -20,6 +18,8 @@ from sparkdeck.bench.target import (LaunchFingerprint, NoBenchTarget, Watch, ben
 from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
 from sparkdeck.endpoints import Endpoint
 from sparkdeck.engines import get_kind
+from sparkdeck.http_limits import capped_client
+
 
 class BenchSession:
     """A benchmark of the engine at `url` (or the one sparkdeck runs, or the one attached)."""
@@ -48,7 +48,7 @@ class BenchSession:
                 model = self.config.model or client.default_model()
         except ChatError as exc:
             raise NoBenchTarget(f"cannot benchmark {endpoint.url}: {exc}") from None
-        with httpx.Client(timeout=5.0) as http:
+        with capped_client(timeout=5.0) as http:  # every body read has a ceiling
             version = read_engine_version(endpoint, http)
         self.endpoint = endpoint
         self.fingerprint = fingerprint(endpoint, model, version, managed)

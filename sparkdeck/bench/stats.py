@@ -10,9 +10,10 @@ generated: a thinking model's first token is a token the engine decoded.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkdeck.chat.client import Timed
@@ -72,6 +73,10 @@ class RequestFigures:
     cached_tokens: int = 0
     text_chunks: int = 0
     finish_reason: str | None = None  # the server's own: "length", "stop", ...
+    first_batch: int = 1  # text chunks read off the socket together with the first one
+    last_batch: int = 1  # ... and with the last one
+    server_decode_tps: float | None = None  # the server's own (llama.cpp `timings`)
+    server_prefill_tps: float | None = None
 
     @property
     def ttft_s(self) -> float | None:
@@ -79,11 +84,18 @@ class RequestFigures:
 
     @property
     def decode_tps(self) -> float | None:
-        """Tokens after the first, over the time from the first to the last generated token."""
+        """Tokens after the first, over the time from the first to the last generated token.
+
+        Chunks read off the socket together share the stamp of the newest bytes among them:
+        when the first token came with others, the time is right for the last of that batch,
+        so the count runs from there (in proportion when a chunk is not one token)."""
         if (self.first_at is None or self.last_at is None or not self.output_tokens
                 or self.output_tokens < 2 or self.last_at <= self.first_at):
             return None
-        return (self.output_tokens - 1) / (self.last_at - self.first_at)
+        after = self.output_tokens - 1
+        if self.text_chunks > 1 and self.first_batch > 1:
+            after *= (self.text_chunks - self.first_batch) / (self.text_chunks - 1)
+        return after / (self.last_at - self.first_at)
 
     @property
     def prefill_tps(self) -> float | None:
@@ -151,6 +163,12 @@ class PointSummary:
     e2e_s: Summary
     total_output_tps: Summary
     total_decode_tps: Summary
+    # the server's own per-request figures where it reports them (llama.cpp `timings`)
+    server_decode_tps: Summary = field(default_factory=lambda: summarise(()))
+    server_prefill_tps: Summary = field(default_factory=lambda: summarise(()))
+    # the server's own means over the level from its latency histograms (vLLM, SGLang, ...)
+    server_ttft_s: float | None = None
+    server_stream_decode_tps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (v.to_dict() if isinstance(v, Summary) else v) for k, v in
@@ -171,7 +189,41 @@ def summarise_point(concurrency: int, rounds: Sequence[RoundFigures]) -> PointSu
         e2e_s=summarise(r.e2e_s for r in ok),
         total_output_tps=summarise(rnd.output_tps for rnd in rounds),
         total_decode_tps=summarise(rnd.decode_sum_tps for rnd in rounds),
+        server_decode_tps=summarise(r.server_decode_tps for r in ok),
+        server_prefill_tps=summarise(r.server_prefill_tps for r in ok),
     )
+
+
+# A reply that reached the client in less time than the server spent generating it was
+# delivered in bursts (a client, proxy or HTTP layer that fell behind): this much (or 20 ms,
+# for short replies' jitter) is allowed before a reply counts as such.
+BEHIND_SHARE = 0.2
+BEHIND_MIN_S = 0.02
+
+
+def fell_behind(rounds: Sequence[RoundFigures]) -> list[str]:
+    """Reasons to distrust the client's decode figures of a run: replies that reached it in
+    less time than the server's own timings (llama.cpp `timings`) say it spent generating
+    them. Their rates then measure delivery, not decoding (the issue's vLLM case: 3.4k-27k
+    tok/s by the client against ~500 by the server)."""
+    ok = [r for rnd in rounds for r in rnd.requests if r.ok]
+    squeezed = []
+    for r in ok:
+        if (r.server_decode_tps and r.output_tokens and r.output_tokens > 1
+                and r.first_at is not None and r.last_at is not None):
+            server_s = r.output_tokens / r.server_decode_tps
+            if server_s - (r.last_at - r.first_at) > max(BEHIND_SHARE * server_s,
+                                                         BEHIND_MIN_S):
+                squeezed.append(r)
+    if not squeezed:
+        return []
+    worst = max(squeezed, key=lambda r: (r.decode_tps or math.inf) / (
+        r.server_decode_tps or 1))
+    seen = f"{worst.decode_tps:,.0f} tok/s" if worst.decode_tps is not None else "all at once"
+    return [f"{len(squeezed)} of {len(ok)} replies reached the client in less time than the "
+            f"server spent generating them (e.g. {seen} by the client's clock, "
+            f"{worst.server_decode_tps:,.0f} tok/s by the server's): delivered in bursts, "
+            "their decode rates measure delivery, not decoding"]
 
 
 def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
@@ -185,9 +237,9 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
     """
     first_at: float | None = None
     last_at: float | None = None
-    text_events: set[float] = set()
+    text_events: dict[tuple[int, float], float] = {}  # one event may carry reasoning and content
     usage: Usage | None = None
-    cached = 0
+    timings: Timings | None = None
     finish: str | None = None
     for timed in events:
         delta = timed.delta
@@ -195,13 +247,15 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
             if first_at is None:
                 first_at = timed.at
             last_at = timed.at
-            text_events.add(timed.at)  # one SSE event may carry reasoning and content
+            text_events[(timed.event, timed.at)] = timed.at
         elif isinstance(delta, Usage):
             usage = delta  # the last one wins: vLLM's continuous stats grow per chunk
-        elif isinstance(delta, Timings) and delta.cache_n:
-            cached = delta.cache_n
+        elif isinstance(delta, Timings):
+            timings = delta
         elif isinstance(delta, Finished):
             finish = delta.reason
+    stamps = list(text_events.values())
+    cached = timings.cache_n or 0 if timings is not None else 0
     prompt, prompt_source = prompt_fallback, prompt_fallback_source
     if usage is not None and usage.prompt_tokens is not None:
         prompt, prompt_source = usage.prompt_tokens, "usage"
@@ -215,4 +269,8 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
         sent_at=sent_at, first_at=first_at, last_at=last_at, done_at=done_at,
         prompt_tokens=prompt, prompt_source=prompt_source, output_tokens=output,
         output_source=output_source, cached_tokens=min(cached, prompt or 0),
-        text_chunks=len(text_events), finish_reason=finish)
+        text_chunks=len(text_events), finish_reason=finish,
+        first_batch=stamps.count(first_at) if stamps else 1,
+        last_batch=stamps.count(last_at) if stamps else 1,
+        server_decode_tps=timings.predicted_per_second if timings else None,
+        server_prefill_tps=timings.prompt_per_second if timings else None)

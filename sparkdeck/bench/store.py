@@ -3,21 +3,26 @@
 A run is recorded as soon as it starts (status "running"), each concurrency level as it
 finishes, and the outcome at the end, each step in one transaction: a run that is stopped
 or dies half-way still leaves a clear record of what was measured and why it ended. The
+process running a run holds a lock on it; a run found "running" with nobody holding its lock
+was killed mid-way, and the next run (or `bench history`) marks it "interrupted". The
 schema version is SQLite's user_version; a file from a newer sparkdeck is refused rather
 than misread.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
+from sparkdeck.file_lock import FileLock
 from sparkdeck.bench.target import LaunchFingerprint
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
@@ -115,12 +120,15 @@ class BenchStore:
 
     def __init__(self, path: Path | None = None):
         self.path = path or default_path()
+        self._locks: dict[int, FileLock] = {}  # runs this process has begun and not finished
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            paths.private_file(self.path)  # 0600 before SQLite creates it with the umask's mode
             conn = sqlite3.connect(self.path, timeout=10.0)
+        except OSError as exc:
+            raise BenchStoreError(f"{self.path}: cannot be opened ({exc})") from exc
         except sqlite3.Error as exc:
             raise BenchStoreError(f"{self.path}: cannot be opened ({exc})") from exc
         try:
@@ -145,14 +153,49 @@ class BenchStore:
             conn.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};"
                                "COMMIT;")
 
+    def _run_lock(self, run_id: int) -> FileLock:
+        """Held by the process running `run_id` until it records the outcome: the kernel
+        drops it when that process dies, however it dies."""
+        tag = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:10]
+        return FileLock(f"bench-{tag}-{run_id}", f"benchmark run {run_id}")
+
     def begin_run(self, fp: LaunchFingerprint, config: BenchConfig, started_at: str) -> int:
+        self.end_stale_runs()
         with self._db() as conn:
             cur = conn.execute(
                 "INSERT INTO runs (started_at, status, model, kind, label, fingerprint_key, "
                 "fingerprint, config) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
                 (started_at, fp.model, fp.kind, fp.label, fp.key, json.dumps(fp.to_dict()),
                  json.dumps(config.to_dict())))
-            return int(cur.lastrowid or 0)
+            run_id = int(cur.lastrowid or 0)
+        lock = self._run_lock(run_id)
+        if lock.acquire(blocking=False):
+            self._locks[run_id] = lock
+        return run_id
+
+    def end_stale_runs(self, ended_at: str | None = None) -> list[int]:
+        """Mark runs left "running" by a process that is gone (killed mid-way) as ended:
+        status "interrupted", what they measured kept. Returns their ids."""
+        with self._db() as conn:
+            running = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = "
+                                                  "'running'")]
+        stale = []
+        for run_id in running:
+            if run_id in self._locks:
+                continue  # this process runs it
+            lock = self._run_lock(run_id)
+            if lock.acquire(blocking=False):  # nobody holds it: its process has ended
+                lock.release()
+                stale.append(run_id)
+        if stale:
+            when = ended_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+            with self._db() as conn:
+                conn.executemany(
+                    "UPDATE runs SET status = 'interrupted', finished_at = ?, reason = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    [(when, "ended without an outcome (its process was killed or crashed); "
+                      "the levels it finished are kept", run_id) for run_id in stale])
+        return stale
 
     def add_point(self, run_id: int, point: PointSummary, rounds: list[RoundFigures]) -> None:
         detail = [{"repeat": rnd.repeat, **r.to_dict()} for rnd in rounds for r in rnd.requests]
@@ -174,6 +217,9 @@ class BenchStore:
                  json.dumps(plan.__dict__) if plan else None,
                  json.dumps(outcome.peaks.to_dict()), json.dumps(list(outcome.warnings)),
                  run_id))
+        lock = self._locks.pop(run_id, None)
+        if lock is not None:
+            lock.release()
 
     def runs(self, model: str | None = None, limit: int = 200) -> list[StoredRun]:
         """Newest first, optionally for one model."""

@@ -20,23 +20,23 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, ContextManager
+from typing import TYPE_CHECKING, Any, ContextManager
 from urllib.parse import urlsplit
 
 import httpx
 
 from sparkdeck.bench.runner import BenchRunner
-from sparkdeck.docker_errors import DockerRuntimeError
-from sparkdeck.docker_runtime import DockerRuntime
-from sparkdeck.engine_state import EngineState
-from sparkdeck.endpoints import (
-    Endpoint, NoEngine, choose_endpoint, endpoint_for, normalise_url,
-)
+from sparkdeck.endpoints import Endpoint, NoEngine, endpoint_for, normalise_url, resolve
 from sparkdeck.engines import get_kind
-from sparkdeck.guard.policy import STOP, Decision, WatchdogPolicy
+from sparkdeck.guard.policy import STOP, Decision
 from sparkdeck.guard.readings import HostReadings
-from sparkdeck.guard.watchdog import Watchdog
+from sparkdeck.guard.watchdog import engine_watchdog
+from sparkdeck.runtime import current_engine
 from sparkdeck.settings import load_settings
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
 
 Watch = Callable[[BenchRunner], ContextManager[None]]
 
@@ -127,17 +127,13 @@ def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
 
     @contextmanager
     def watch(runner: BenchRunner) -> Iterator[None]:
-        def stop_engine() -> None:
-            if runtime is not None and managed is not None:
-                runtime.stop(managed.container_id, grace=0)
-
         def decided(decision: Decision) -> None:
             if decision.level == STOP:
                 runner.cancel(f"memory watchdog: {'; '.join(decision.reasons)}")
 
-        dog = Watchdog(WatchdogPolicy(guard), HostReadings(), stop_engine,
-                       engine=managed.name if managed is not None else label,
-                       on_decision=decided)
+        # stops only an engine sparkdeck launched (`managed`); for any other it still decides
+        dog = engine_watchdog(guard, runtime, managed, label=label, read=HostReadings(),
+                              on_decision=decided)
         done = threading.Event()
 
         def loop() -> None:
@@ -159,21 +155,21 @@ def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
 
 def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineState | None,
                                                               Watch]:
-    """The endpoint to measure, sparkdeck's running engine (if any) and the watch to use."""
-    try:
-        runtime: DockerRuntime | None = DockerRuntime.connect()
-        current = runtime.current() if runtime else None
-    except DockerRuntimeError:
-        runtime, current = None, None  # engines sparkdeck did not start work without Docker
+    """The endpoint to measure, sparkdeck's running engine (if any) and the watch to use:
+    --endpoint, else what sparkdeck.endpoints.resolve chooses."""
+    runtime, current = current_engine()  # (None, None) without Docker: attached ones work
     managed = current if current is not None and current.alive else None
     if url:
         endpoint = endpoint_for(url, kind)
         if managed is not None and normalise_url(managed.base_url) != endpoint.url:
             managed = None  # --endpoint names another server: never stop ours for it
         return endpoint, managed, watch_with_guard(runtime, managed, endpoint.name)
+    resolved = resolve(current)
     try:
-        endpoint = choose_endpoint(None, None, managed, "benchmark")
+        endpoint = resolved.require("benchmark")
     except NoEngine as exc:
         raise NoBenchTarget(str(exc)) from None
+    if managed is not None and resolved.instance != managed.container_id:
+        managed = None  # the run measures an attached engine: ours is not its to stop
     return endpoint, managed, watch_with_guard(runtime if managed else None, managed,
                                                endpoint.name)

@@ -1,19 +1,22 @@
 """Streaming chat over an engine's OpenAI API: the request builder, the stream, typed errors.
 
 `ChatClient.stream(request)` returns a `ChatStream`: iterate it (a plain synchronous
-generator) for `Timed(at, delta)` pairs, where `at` is the `time.perf_counter()` taken as
-that SSE event was parsed, so TTFT and decode rates can be measured by callers (the chat
-pane, the benchmark). `ChatStream.cancel()` may be called from any thread: it shuts the
-socket down, which both wakes a reader blocked in `recv` and tells the server the client
-left, so vLLM and llama.cpp abort the request instead of generating into the void.
-
-The event stream is parsed by httpx-sse; this module only decides what each event means.
+generator) for `Timed(at, delta)` pairs, where `at` is the `time.perf_counter()` at which
+the bytes that completed that SSE event came off the socket, so TTFT and decode rates can be
+measured by callers (the chat pane, the benchmark). The body is read on a thread of its own
+that does nothing else: the thread that parses, saves and shows the reply gets the CPU in
+bursts on a busy machine (the TUI's worker shares the GIL with the screen), and events
+stamped there came out up to 19x too fast. `ChatStream.cancel()` may be called from any
+thread: it shuts the socket down, which both wakes the reader blocked in `recv` and tells the
+server the client left, so vLLM and llama.cpp abort the request instead of generating into
+the void.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -22,12 +25,29 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import httpx
-from httpx_sse import SSEError, connect_sse
+from httpx_sse import EventSource
 
+from sparkdeck.chat.arrivals import tap
 from sparkdeck.chat.deltas import Delta, Done, Opened, error_in, parse_chunk
+from sparkdeck.http_limits import BodyTooLarge, capped_client, read_head
+from sparkdeck.text_safety import excerpt
 
-DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=300.0, write=30.0, pool=5.0)
+LOOKUP_TIMEOUT_S = 5.0
+"""Connect and read bound of the short look-ups a user waits on (/v1/models): an engine that
+is up answers them in milliseconds; a hung one (SIGSTOPped, wedged) is reported after this."""
+STREAM_INACTIVITY_S = 180.0
+"""The longest silence a streamed reply may have before it counts as "not answering": a long
+prompt's prefill sends nothing until its first token, and on a big dense model that can
+rightly take minutes; between tokens the gap is milliseconds."""
+DEFAULT_TIMEOUT = httpx.Timeout(connect=LOOKUP_TIMEOUT_S, read=STREAM_INACTIVITY_S, write=30.0,
+                                pool=LOOKUP_TIMEOUT_S)
 _SNIPPET = 300
+# A streamed reply larger than this is a server gone wrong (100k tokens of SSE chunks are
+# ~30 MB): the client stops reading there with BodyTooLarge (reported as ProtocolError).
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+_ERROR_BODY = 64 * 1024  # of an error answer, only the start is read
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_TAG = re.compile(r"<[^>]*>")
 
 
 class ChatError(Exception):
@@ -36,6 +56,16 @@ class ChatError(Exception):
 
 class ServerUnreachable(ChatError):
     """Nothing answered (refused, DNS, connect timeout) or the connection broke mid-reply."""
+
+
+class EngineNotAnswering(ServerUnreachable):
+    """The engine took the connection but sent no reply within the stated time (hung)."""
+
+    def __init__(self, url: str, seconds: float):
+        self.url, self.seconds = url, seconds
+        super().__init__(f"the engine is not answering (no reply from {url} within "
+                         f"{seconds:g} s): it may be hung or overloaded; check its log "
+                         "(sparkdeck logs) or restart it")
 
 
 class HTTPErrorReply(ChatError):
@@ -60,10 +90,12 @@ class ProtocolError(ChatError):
 
 
 class Timed(NamedTuple):
-    """A delta and the perf_counter() at which the SSE event carrying it was parsed."""
+    """A delta and the perf_counter() at which the bytes completing its SSE event arrived."""
 
     at: float
     delta: Delta
+    event: int = 0  # which SSE event of the stream carried it (1, 2, ...): events read
+    # together share `at`, and one event may carry several deltas
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,15 +149,33 @@ def api_key_from_env(names: Iterable[str]) -> str | None:
     return None
 
 
-def _server_message(response: httpx.Response) -> str:
-    text = response.text
+def _error_body(response: httpx.Response) -> bytes:
+    """The start of an error answer: enough for its message, never an endless body."""
+    try:
+        return read_head(response, _ERROR_BODY)
+    except httpx.HTTPError:  # the body broke off: the status alone still says something
+        return b""
+
+
+def _server_message(response: httpx.Response, body: bytes) -> str:
+    """The server's own error message when the body carries one, else its content type and
+    a short, cleaned excerpt (an HTML error page is reduced to its title or its text)."""
+    text = body.decode("utf-8", "replace")
     try:
         found = error_in(json.loads(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         found = None
     if found:
         return found[0]
-    return text.strip()[:_SNIPPET] or response.reason_phrase or "no message"
+    kind = response.headers.get("content-type", "").partition(";")[0].strip()
+    if "html" in kind.lower():
+        title = _TITLE.search(text)
+        text = title.group(1) if title else _TAG.sub(" ", text)
+    snippet = excerpt(text, 160)
+    kind = excerpt(kind, 60) or "no content type"
+    if not snippet:
+        return f"{kind}, empty body ({excerpt(response.reason_phrase, 60) or 'no message'})"
+    return f"{kind}: {snippet}"
 
 
 class ChatStream:
@@ -164,11 +214,40 @@ class ChatStream:
     def cancel(self) -> None:
         """Stop the reply now, from any thread: the server sees the client go away."""
         self._cancel.set()
+        self._shutdown()  # not connected yet: the reader checks the flag once it is
+
+    def __iter__(self) -> Iterator[Timed]:
+        self.started_at = time.perf_counter()
+        try:
+            yield from self._events()
+        except httpx.TimeoutException as exc:
+            if not self.cancelled:
+                seconds = self._client.timeout.read or STREAM_INACTIVITY_S
+                raise EngineNotAnswering(self.url, seconds) from exc
+        except BodyTooLarge as exc:
+            raise ProtocolError(str(exc)) from exc
+        except httpx.TransportError as exc:
+            if self.cancelled:
+                return
+            if self._response is None:
+                raise ServerUnreachable(f"nothing answers at {self.url} ({exc}): is the engine "
+                                        "running?") from exc
+            raise ServerUnreachable(f"{self.url}: the connection broke mid-reply "
+                                    f"({excerpt(str(exc), 200)})") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            # e.g. a body in an encoding it announced falsely; or a redirect whose Location is
+            # no URL at all: httpx parses it (InvalidURL, not an HTTPError) even when it does
+            # not follow it
+            if not self.cancelled:
+                raise ProtocolError(f"{self.url}: unreadable answer ({type(exc).__name__}: "
+                                    f"{excerpt(str(exc), 200)})") from exc
+
+    def _shutdown(self) -> None:
+        """Shut the response's socket: a reader blocked in recv() wakes and the server sees
+        the client leave."""
         with self._lock:
             response = self._response
-        if response is None:
-            return  # not connected yet: the reader checks the flag once it is
-        stream = response.extensions.get("network_stream")
+        stream = response.extensions.get("network_stream") if response is not None else None
         sock = stream.get_extra_info("socket") if stream is not None else None
         if isinstance(sock, socket.socket):
             try:
@@ -177,52 +256,50 @@ class ChatStream:
             except OSError:
                 pass  # already closed by the other side
 
-    def __iter__(self) -> Iterator[Timed]:
-        self.started_at = time.perf_counter()
-        try:
-            yield from self._events()
-        except httpx.TimeoutException as exc:
-            if not self.cancelled:
-                raise ServerUnreachable(f"{self.url}: no answer in time ({type(exc).__name__})"
-                                        ) from exc
-        except httpx.TransportError as exc:
-            if self.cancelled:
-                return
-            if self._response is None:
-                raise ServerUnreachable(f"nothing answers at {self.url} ({exc}): is the engine "
-                                        "running?") from exc
-            raise ServerUnreachable(f"{self.url}: the connection broke mid-reply ({exc})"
-                                    ) from exc
-
     def _events(self) -> Iterator[Timed]:
-        with connect_sse(self._client, "POST", self.url, json=self.body,
-                         headers=dict(self._headers)) as source:
-            response = source.response
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store",
+                   **self._headers}
+        with self._client.stream("POST", self.url, json=self.body, headers=headers
+                                 ) as response:
             opened_at = time.perf_counter()
             with self._lock:
                 self._response = response
             if self.cancelled:
                 return
             if response.status_code >= 400:
-                response.read()
-                raise HTTPErrorReply(response.status_code, _server_message(response), self.url)
+                raise HTTPErrorReply(response.status_code,
+                                     _server_message(response, _error_body(response)), self.url)
+            if response.status_code >= 300:  # httpx does not follow it: a POST must not move
+                where = excerpt(response.headers.get("location", "nowhere said"), 200)
+                raise HTTPErrorReply(response.status_code, f"redirects to {where}; pass that "
+                                     "URL as the endpoint if it is the engine", self.url)
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                raise ProtocolError(f"{self.url} answered HTTP {response.status_code} but not "
+                                    "with an event stream: "
+                                    f"{_server_message(response, _error_body(response))}")
             yield Timed(opened_at, Opened(response.status_code))
+            tapped = tap(response, opened_at)
             try:
-                for event in source.iter_sse():
-                    at = time.perf_counter()
+                number = 0
+                # httpx-sse parses the stream lazily: an event is yielded as soon as the chunk
+                # that completes it has been read, before the next chunk is asked for, so the
+                # tap's stamp at that moment is the arrival of the event's last bytes.
+                for sse in EventSource(response).iter_sse():
+                    at = tapped.arrived_at if tapped is not None else time.perf_counter()
                     if self.cancelled:
                         return
-                    if event.data == "[DONE]":
+                    number += 1
+                    if sse.data == "[DONE]":
                         self.finished_normally = True
-                        yield Timed(at, Done())
+                        yield Timed(at, Done(), number)
                         return
-                    for delta in self._decode(event.event, event.data):
-                        yield Timed(at, delta)
-            except SSEError as exc:
-                response.read()
-                raise ProtocolError(f"{self.url} answered HTTP {response.status_code} but not "
-                                    f"with an event stream: {_server_message(response)}"
-                                    ) from exc
+                    for delta in self._decode(sse.event, sse.data):
+                        yield Timed(at, delta, number)
+                    if self.cancelled:
+                        return
+            finally:
+                if tapped is not None:
+                    tapped.close()
 
     @staticmethod
     def _decode(event: str, data: str) -> list[Delta]:
@@ -230,14 +307,14 @@ class ChatStream:
             return []
         try:
             payload = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested 1,000+ deep
             if event == "error":  # an error event may carry plain text
-                raise StreamErrorEvent(data.strip()[:_SNIPPET]) from exc
-            raise ProtocolError(f"undecodable event from the server: {data[:_SNIPPET]!r}"
+                raise StreamErrorEvent(excerpt(data, _SNIPPET)) from exc
+            raise ProtocolError(f"undecodable event from the server: {excerpt(data, 120)!r}"
                                 ) from exc
         error = error_in(payload)
         if error is not None or event == "error":
-            message, code = error or (data[:_SNIPPET], None)
+            message, code = error or (excerpt(data, _SNIPPET), None)
             raise StreamErrorEvent(message, code)
         return parse_chunk(payload) if isinstance(payload, Mapping) else []
 
@@ -247,10 +324,12 @@ class ChatClient:
 
     def __init__(self, base_url: str, *, api_key: str | None = None,
                  timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None,
+                 max_reply_bytes: int = MAX_REPLY_BYTES):
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self._http = capped_client(max_reply_bytes, timeout=timeout, headers=headers,
+                                   transport=transport)
 
     def __enter__(self) -> ChatClient:
         return self
@@ -265,16 +344,24 @@ class ChatClient:
         """Model ids from /v1/models, in the server's order."""
         url = self.base_url + "/v1/models"
         try:
-            response = self._http.get(url)
+            with self._http.stream("GET", url, timeout=LOOKUP_TIMEOUT_S) as response:
+                if response.status_code >= 400:
+                    raise HTTPErrorReply(response.status_code,
+                                         _server_message(response, _error_body(response)), url)
+                response.read()
+        except BodyTooLarge as exc:
+            raise ProtocolError(str(exc)) from exc
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:  # connected, then silence
+            raise EngineNotAnswering(url, LOOKUP_TIMEOUT_S) from exc
         except httpx.TransportError as exc:
-            raise ServerUnreachable(f"nothing answers at {url} ({exc}): is the engine "
-                                    "running?") from exc
-        if response.status_code >= 400:
-            raise HTTPErrorReply(response.status_code, _server_message(response), url)
+            raise ServerUnreachable(f"nothing answers at {url} ({excerpt(str(exc), 200)}): is "
+                                    "the engine running?") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a bad redirect
+            raise ProtocolError(f"{url}: unreadable answer ({type(exc).__name__})") from exc
         try:
             data = response.json().get("data", [])
             return tuple(str(m["id"]) for m in data if isinstance(m, Mapping) and "id" in m)
-        except (ValueError, AttributeError, TypeError) as exc:
+        except (ValueError, AttributeError, TypeError, RecursionError) as exc:
             raise ProtocolError(f"{url} did not return an OpenAI model list") from exc
 
     def default_model(self) -> str:

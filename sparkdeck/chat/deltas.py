@@ -11,9 +11,12 @@ sparkdeck sees one vocabulary. It is pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sparkdeck.text_safety import clean, excerpt
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,27 @@ Delta = Opened | Content | Reasoning | ToolCall | Usage | Timings | Finished | D
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+# Counts and rates a server reports are read only when they are plausible: Python's json
+# accepts NaN, Infinity and 400-digit numbers, and int(nan) raises ValueError, int(inf)
+# OverflowError. A figure outside this range is treated as not reported.
+_LARGEST = 1e15
 
 
 def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)  # a huge int overflows here, not later
+    except OverflowError:
+        return None
+    # every figure read here is a count or a rate: never negative
+    return number if math.isfinite(number) and 0 <= number <= _LARGEST else None
+
+
+def _int(value: Any) -> int | None:
+    """A count (token counts, indices): whole, finite, not negative."""
+    number = _float(value)
+    return int(number) if number is not None else None
 
 
 def _choice_deltas(choice: Mapping[str, Any]) -> list[Delta]:
@@ -105,19 +123,20 @@ def _choice_deltas(choice: Mapping[str, Any]) -> list[Delta]:
         for key in REASONING_FIELDS:
             text = delta.get(key)
             if isinstance(text, str) and text:
-                found.append(Reasoning(text, key, index))
+                found.append(Reasoning(clean(text), key, index))
                 break
         text = delta.get("content")
         if isinstance(text, str) and text:
-            found.append(Content(text, index))
+            found.append(Content(clean(text), index))
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 position = _int(call.get("index")) if isinstance(call, Mapping) else None
-                found.append(ToolCall(json.dumps(call, ensure_ascii=False), position or 0, index))
+                found.append(ToolCall(clean(json.dumps(call, ensure_ascii=False)), position or 0,
+                                      index))
     reason = choice.get("finish_reason")
     if isinstance(reason, str) and reason:
-        found.append(Finished(reason, index))
+        found.append(Finished(excerpt(reason, 40), index))
     return found
 
 
@@ -143,6 +162,23 @@ def parse_chunk(chunk: Mapping[str, Any]) -> list[Delta]:
 
 
 def error_in(payload: Any) -> tuple[str, Any] | None:
+    """The (message, code) of an error object in a decoded body or event, else None; the
+    message is cleaned and cut short (it is the server's text, shown to a user)."""
+    found = _error_in(payload)
+    if found is None:
+        return None
+    code = found[1]
+    if isinstance(code, str):
+        code = excerpt(code, 40)
+    elif not isinstance(code, int) or isinstance(code, bool) or abs(code) > _LARGEST:
+        code = None
+    return excerpt(found[0], _MESSAGE_LIMIT), code
+
+
+_MESSAGE_LIMIT = 300
+
+
+def _error_in(payload: Any) -> tuple[str, Any] | None:
     """The (message, code) of an error object in a decoded body or event, else None.
 
     Shapes seen: `{"error": {"message", "type", "code"}}` (OpenAI, llama.cpp, new vLLM, Ollama,

@@ -3,7 +3,11 @@
 TTFT runs from the moment the request was sent to the first generated token, reasoning or
 content (a thinking model's first token is a reasoning token, and that is what the user waits
 for). Decode speed is measured by the client from the first generated token to the last:
-(tokens - 1) / (t_last - t_first), since the first token's time belongs to TTFT. Token counts
+(tokens - 1) / (t_last - t_first), since the first token's time belongs to TTFT. Times are
+when the bytes arrived (see chat.client); pieces that came off the socket together share one
+stamp, that of the newest bytes among them. When the first token came with others (the reader
+was late), that stamp is right for the last of them, not the first: the rate then runs from
+there, over the pieces after that first batch. Token counts
 come from the server's `usage` when it sends one; otherwise each streamed piece counts as one
 token, which engines that stream token by token make exact and others make an estimate
 (`tokens_from` says which). The server's own speed (llama.cpp `timings`) is kept beside the
@@ -66,6 +70,7 @@ class ReplyBuilder:
     first_token_at: float | None = None
     last_token_at: float | None = None
     pieces: int = 0
+    first_batch: int = 0  # pieces stamped with the first token's time
     usage: Usage | None = None
     timings: Timings | None = None
     finish_reason: str | None = None
@@ -77,6 +82,8 @@ class ReplyBuilder:
             (self.content if isinstance(delta, Content) else self.reasoning).append(delta.text)
             if self.first_token_at is None:
                 self.first_token_at = timed.at
+            if timed.at == self.first_token_at:
+                self.first_batch += 1
             self.last_token_at = timed.at
             self.pieces += 1
         elif isinstance(delta, ToolCall):
@@ -106,7 +113,10 @@ class ReplyBuilder:
         decode = None
         if (completion and completion > 1 and self.first_token_at is not None
                 and self.last_token_at is not None and self.last_token_at > self.first_token_at):
-            decode = (completion - 1) / (self.last_token_at - self.first_token_at)
+            # the tokens after the first batch's last one, in proportion when a piece is not
+            # one token (the server's count from usage)
+            after = (completion - 1) * (self.pieces - self.first_batch) / max(self.pieces - 1, 1)
+            decode = after / (self.last_token_at - self.first_token_at)
         return ReplyFigures(
             ttft_s=ttft, decode_tps=decode, completion_tokens=completion,
             prompt_tokens=self.usage.prompt_tokens if self.usage else None,

@@ -2,7 +2,9 @@
 
 Shared by the chat pane (which runs `ask` in a thread worker) and `sparkdeck chat`. `ask`
 blocks until the reply ends; `cancel` may be called from any other thread and makes `ask`
-return promptly with what had arrived, marked cancelled.
+return promptly with what had arrived, marked cancelled. A KeyboardInterrupt (Ctrl-C in
+`sparkdeck chat`) also ends the reply as cancelled in the file before it propagates, so the
+conversation reloads with the reply "cancelled", not "cut off".
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class ChatSession:
     _saved_system: str = field(default="", repr=False)  # the system prompt the file holds
     _stream: ChatStream | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _idle: threading.Event = field(default_factory=threading.Event, repr=False)
+    _cancel_early: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._idle.set()
 
     @classmethod
     def reopen(cls, client: ChatClient, kind: EngineKind, conversation: Conversation,
@@ -88,6 +95,13 @@ class ChatSession:
         return self.writer.conversation_id if self.writer else None
 
     def close(self) -> None:
+        """Cancel a reply in progress and let it write its end, then close the file.
+
+        The TUI closes a pane (or quits) while its worker may be mid-reply: closing the file
+        under that worker would lose the reply's end and reload it as "cut off".
+        """
+        self.cancel()
+        self._idle.wait(timeout=10.0)
         if self.writer is not None:
             self.writer.close()
 
@@ -105,14 +119,23 @@ class ChatSession:
         """End the reply in progress (from any thread); a no-op when none is."""
         with self._lock:
             stream = self._stream
+            self._cancel_early = stream is None and not self._idle.is_set()
         if stream is not None:
             stream.cancel()
 
     def ask(self, prompt: str, on_delta: Callable[[Timed], None] | None = None) -> ReplyOutcome:
         """Send `prompt`, stream the reply (each delta to `on_delta`), save it, return it."""
+        self._cancel_early = False
+        self._idle.clear()
+        try:
+            return self._ask(prompt, on_delta)
+        finally:
+            self._idle.set()
+
+    def _ask(self, prompt: str, on_delta: Callable[[Timed], None] | None) -> ReplyOutcome:
         sent_at = time.perf_counter()
         builder = ReplyBuilder(sent_at)
-        error, cancelled = None, False
+        error, cancelled, interrupted = None, False, False
         writer = None
         try:
             if self.model is None:
@@ -127,6 +150,8 @@ class ChatSession:
             stream = self.client.stream(self.request(prompt))
             with self._lock:
                 self._stream = stream
+                if self._cancel_early:  # cancelled before the stream existed
+                    stream.cancel()
             with stream:
                 for timed in stream:
                     builder.add(timed)
@@ -136,12 +161,17 @@ class ChatSession:
             cancelled = stream.cancelled
         except ChatError as exc:
             error = str(exc)
+        except KeyboardInterrupt:
+            # the stream's context closed the connection on the way out: the engine stops
+            cancelled = interrupted = True
         finally:
             with self._lock:
                 self._stream = None
         figures = builder.figures()
         if writer is not None:
             writer.reply_ended(figures.to_dict(), error, cancelled)
+        if interrupted:
+            raise KeyboardInterrupt
         if builder.text:  # a question without an answer is not sent again: roles alternate
             self.history += [{"role": "user", "content": prompt},
                              {"role": "assistant", "content": builder.text}]

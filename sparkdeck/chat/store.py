@@ -1,8 +1,9 @@
 """Saved conversations: one append-only JSONL file per conversation in the data dir.
 
 A reply is written while it streams (deltas are batched and each batch is flushed and
-fsynced), so a crash or a power cut loses at most the batch in flight and leaves at most one
-cut line at the end, which loading skips. Nothing is ever rewritten in place: reopening a
+fsynced at most FLUSH_EVERY_S after its first piece, by a timer when the stream stalls), so a
+crash or a power cut loses at most the batch in flight and leaves at most one cut line at the
+end, which loading skips. Nothing is ever rewritten in place: reopening a
 conversation appends to the same file.
 
 Line types: `meta` (first line: endpoint, kind, model, system prompt), `system` (the system
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from sparkdeck import paths
-from sparkdeck.chat.reply import ReplyFigures
 
 FLUSH_EVERY_S = 0.25  # longest a streamed piece waits in memory before it is on disk
 FLUSH_BYTES = 8192
@@ -112,7 +113,7 @@ def _read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested 1,000+ deep
             skipped += 1  # a line cut by a crash; everything before it is intact
             continue
         if isinstance(record, dict):
@@ -182,7 +183,12 @@ def find(conversation_id: str, directory: Path | None = None) -> Path:
 
 
 class ConversationWriter:
-    """Appends one conversation's events to its file, flushed and fsynced in small batches."""
+    """Appends one conversation's events to its file, flushed and fsynced in small batches.
+
+    A pending batch is written when the next piece finds it old enough, or by the writer's
+    flusher thread when no piece comes (a stalled stream): text on screen is on disk within
+    FLUSH_EVERY_S either way. All methods may be called from any thread.
+    """
 
     def __init__(self, path: Path, handle: IO[bytes]):
         self.path = path
@@ -190,6 +196,9 @@ class ConversationWriter:
         self._pending: list[dict[str, Any]] = []
         self._pending_bytes = 0
         self._oldest: float | None = None
+        self._cond = threading.Condition(threading.RLock())
+        self._flusher: threading.Thread | None = None
+        self._flush_error: ConversationError | None = None
 
     @classmethod
     def create(cls, meta: Mapping[str, Any], directory: Path | None = None
@@ -212,8 +221,8 @@ class ConversationWriter:
     @classmethod
     def _open(cls, path: Path) -> ConversationWriter:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            paths.ensure_dir(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE)
         except OSError as exc:
             raise ConversationError(f"{path}: cannot be written ({exc.strerror or exc})"
                                     ) from exc
@@ -230,9 +239,17 @@ class ConversationWriter:
         self.close()
 
     def close(self) -> None:
-        if not self._handle.closed:
-            self.flush()
-            self._handle.close()
+        with self._cond:
+            if self._handle.closed:
+                return
+            try:
+                self.flush()
+            finally:
+                self._handle.close()
+                self._cond.notify_all()  # the flusher sees the closed handle and ends
+        flusher = self._flusher
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(timeout=5.0)
 
     def system(self, content: str) -> None:
         self._write([{"type": "system", "at": _now(), "content": content}])
@@ -251,82 +268,78 @@ class ConversationWriter:
         self._queue("reasoning", text)
 
     def tool_call(self, raw: str) -> None:
-        self._pending.append({"type": "tool_call", "raw": raw})
-        self._maybe_flush()
+        with self._cond:
+            self._pending.append({"type": "tool_call", "raw": raw})
+            self._maybe_flush()
 
     def reply_ended(self, figures: Mapping[str, Any] | None, error: str | None = None,
                     cancelled: bool = False) -> None:
-        self._pending.append({"type": "reply_end", "at": _now(),
-                              "figures": dict(figures) if figures else None, "error": error,
-                              "cancelled": cancelled})
-        self.flush()
+        with self._cond:
+            self._pending.append({"type": "reply_end", "at": _now(),
+                                  "figures": dict(figures) if figures else None,
+                                  "error": error, "cancelled": cancelled})
+            self.flush()
 
     def _queue(self, key: str, text: str) -> None:
-        last = self._pending[-1] if self._pending else None
-        if last is not None and last.get("type") == "delta" and key in last:
-            last[key] += text  # consecutive pieces of one kind become one line
-        else:
-            self._pending.append({"type": "delta", key: text})
-        self._pending_bytes += len(text)
-        self._maybe_flush()
+        with self._cond:
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last.get("type") == "delta" and key in last:
+                last[key] += text  # consecutive pieces of one kind become one line
+            else:
+                self._pending.append({"type": "delta", key: text})
+            self._pending_bytes += len(text)
+            self._maybe_flush()
 
     def _maybe_flush(self) -> None:
         now = time.monotonic()
         if self._oldest is None:
             self._oldest = now
+            self._start_flusher()
+            self._cond.notify_all()  # the flusher's clock starts with this batch
         if now - self._oldest >= FLUSH_EVERY_S or self._pending_bytes >= FLUSH_BYTES:
             self.flush()
 
+    def _start_flusher(self) -> None:
+        if self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
+                                             name=f"flush {self.path.name}")
+            self._flusher.start()
+
+    def _flush_when_due(self) -> None:
+        """The flusher thread: writes a batch no later piece came to write (a stall)."""
+        with self._cond:
+            while not self._handle.closed:
+                if self._oldest is None:
+                    self._cond.wait()
+                    continue
+                due = self._oldest + FLUSH_EVERY_S - time.monotonic()
+                if due > 0:
+                    self._cond.wait(due)
+                    continue
+                try:
+                    self.flush()
+                except ConversationError as exc:
+                    # reported to the streaming thread with its next write; nothing to retry
+                    self._flush_error = exc
+                    self._pending, self._pending_bytes, self._oldest = [], 0, None
+
     def flush(self) -> None:
         """Write what is pending and make it durable."""
-        if self._pending:
-            self._write(self._pending)
-        self._pending, self._pending_bytes, self._oldest = [], 0, None
+        with self._cond:
+            if self._pending:
+                self._write(self._pending)
+            self._pending, self._pending_bytes, self._oldest = [], 0, None
 
     def _write(self, records: list[dict[str, Any]]) -> None:
         data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
-        try:
-            self._handle.write(data)
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-        except OSError as exc:
-            raise ConversationError(f"{self.path}: cannot be written ({exc.strerror or exc})"
-                                    ) from exc
-
-
-def figures_caption(saved: Mapping[str, Any]) -> str:
-    """The caption of saved figures; a file from another version may lack some fields."""
-    known = {name: saved.get(name) for name in ReplyFigures.__dataclass_fields__}
-    known["tokens_from"] = known["tokens_from"] or "chunks"
-    return ReplyFigures(**known).summary()
-
-
-def export_markdown(conversation: Conversation) -> str:
-    """The conversation as Markdown: reasoning in a collapsible block, figures under replies."""
-    meta = conversation.meta
-    lines = [f"# {conversation.title}", "",
-             f"- saved: {meta.get('created', '?')}",
-             f"- engine: {meta.get('kind', '?')} at {meta.get('endpoint', '?')}",
-             f"- model: {meta.get('model', '?')}"]
-    if meta.get("system"):
-        lines += ["", "**System**", "", str(meta["system"])]
-    for turn in conversation.turns:
-        lines += ["", "**You**" if turn.role == "user" else "**Assistant**", ""]
-        if turn.reasoning:
-            lines += ["<details><summary>Reasoning</summary>", "", turn.reasoning, "",
-                      "</details>", ""]
-        if turn.content:
-            lines.append(turn.content)
-        lines += [f"```json\n{raw}\n```" for raw in turn.tool_calls]
-        notes = []
-        if turn.figures:
-            notes.append(figures_caption(turn.figures))
-        if turn.cancelled:
-            notes.append("cancelled")
-        if turn.error:
-            notes.append(f"error: {turn.error}")
-        if not turn.complete:
-            notes.append("cut off (the reply did not finish saving)")
-        if notes:
-            lines += ["", "_" + " · ".join(n for n in notes if n) + "_"]
-    return "\n".join(lines) + "\n"
+        with self._cond:
+            if self._flush_error is not None:
+                error, self._flush_error = self._flush_error, None
+                raise error
+            try:
+                self._handle.write(data)
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+            except OSError as exc:
+                raise ConversationError(f"{self.path}: cannot be written "
+                                        f"({exc.strerror or exc})") from exc

@@ -7,11 +7,11 @@ of its kind from the outside. Nothing outside `sparkdeck/engines/` branches on t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sparkdeck.container_spec import GeneratedFile, Mount
+from sparkdeck.runtime.spec import GeneratedFile, Mount
 from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
@@ -22,19 +22,46 @@ if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, n
     import httpx
 
     from sparkdeck.metrics.reader import MetricsTarget
+    from sparkdeck.metrics.sampler import MetricsPlan
+    from sparkdeck.models.sizing import MemoryPlan
     from sparkdeck.presets import Preset
-    from sparkdeck.pull_progress import PullProgress
+    from sparkdeck.runtime.pull import PullProgress
     from sparkdeck.settings import GuardSettings
 
 # Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
 # 0.8, vLLM recipes cap at 0.85-0.87); above 0.9 the host has too little left and can wedge.
 SHARE_CEILING = 0.9
 DEFAULT_SHARE = 0.8
+# A stated size above this is a typo (a Spark has 128 GB; a cluster of them a few times that):
+# refused on load, before a huge value overflows the byte arithmetic of the fit check.
+MAX_STATED_GIB = 4096.0
+
+
+def unsized_claim(claim: MemoryClaim, why: str | None) -> MemoryClaim:
+    """A stated-knob claim, saying why the model could not size it when the preset asked."""
+    if why is None:
+        return claim
+    note = f"not sized from the model ({why}): the stated setting is kept"
+    return MemoryClaim(claim.bytes, claim.basis, claim.estimated,
+                       f"{claim.note}; {note}" if claim.note else note)
+
+
+def host_pool() -> tuple[int | None, int | None]:
+    """(MemTotal, MemAvailable) now, or (None, None) where /proc/meminfo cannot be read;
+    the knobs of a sized preset are shares of the pool, capped by what is available."""
+    from sparkdeck.host.meminfo import MemInfoError, read_meminfo
+
+    try:
+        memory = read_meminfo()
+    except MemInfoError:
+        return None, None
+    return memory.total, memory.available
 
 
 def stated_size_option(what: str) -> Option:
     """A preset key for the memory the user knows an engine takes (GiB)."""
-    return Option("float", None, f"memory the engine will claim in GiB ({what})", minimum=0.0)
+    return Option("float", None, f"memory the engine will claim in GiB ({what})", minimum=0.0,
+                  maximum=MAX_STATED_GIB)
 
 
 def share_option(help_text: str) -> Option:
@@ -88,9 +115,16 @@ class EngineKind:
     metrics_map: ClassVar[MetricsMap | None] = None
     # What a user does when the metrics endpoint answers "off" (404/501).
     metrics_hint: ClassVar[str] = "this engine's metrics endpoint is switched off"
+    # The engine's own memory beyond weights and KV cache, as (GiB, why), for presets sized
+    # from their model (sparkdeck.models.sizing); None: sparkdeck does not size this kind.
+    plan_overhead: ClassVar[tuple[float, str] | None] = None
     # Start-up phases as (phase name, regular expression on a log line), in the order the
     # engine goes through them; the start-up timeline marks the first line matching each.
     startup_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # What keeps the engine off the Hub during its start-up, set once the launch has put the
+    # preset's model in the cache (sparkdeck.launch.model_step): a download inside a starting
+    # container is invisible and counts against its readiness timeout and start-up watchdog.
+    offline_env: ClassVar[Mapping[str, str]] = {"HF_HUB_OFFLINE": "1"}
 
     def container_port(self, preset: Preset) -> int:
         return self.default_port
@@ -121,6 +155,11 @@ class EngineKind:
         """The metric names to read; `options` are a preset's kind options when known."""
         return self.metrics_map
 
+    def hub_files(self, preset: Preset, names: Sequence[str], tag: str) -> list[str]:
+        """Of the files of the preset's Hub repo (`tag`: what followed a ':' in its model),
+        those the engine loads, which the launch fetches first: the whole snapshot here."""
+        return list(names)
+
     def missing_model(self, base_url: str, preset: Preset) -> str | None:
         """Once the server answers its health path: the model it still has to fetch before it
         can serve `preset`, or None. Engines that load their model at start-up have none."""
@@ -142,6 +181,22 @@ class EngineKind:
         return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
                              self.metrics_hint)
 
+    def metrics_plan(self, base_url: str, metrics_path: str | None,
+                     preset: Preset | None = None) -> MetricsPlan:
+        """What the sampler reads for an engine of this kind at base_url; a preset adds its
+        own metric names and bytes per token (stated, else its model's active weights)."""
+        from sparkdeck.metrics.sampler import MetricsPlan
+        from sparkdeck.models.plan import preset_bytes_per_token
+
+        mapping = self.metrics_map_for(preset.options if preset else None)
+        target = self.metrics_target(base_url, metrics_path)
+        bytes_per_token = preset_bytes_per_token(preset) if preset else None
+        if target is None or mapping is None:
+            what = "no metrics endpoint" if target is None else "no metric names"
+            return MetricsPlan(self.name, None, mapping, bytes_per_token,
+                               f"{self.title} has {what} sparkdeck knows: {self.metrics_hint}")
+        return MetricsPlan(self.name, target, mapping, bytes_per_token)
+
     def memory_setting(self, preset: Preset) -> str:
         """How this preset limits the engine's memory, in the engine's own words."""
         return "not set"
@@ -155,6 +210,13 @@ class EngineKind:
         if "memory_gib" not in self.options:
             return MemoryClaim(None, f"sparkdeck cannot size a {self.title} engine")
         return stated_claim(preset.options["memory_gib"], key)
+
+    def memory_plan(self, preset: Preset) -> tuple[MemoryPlan | None, str | None]:
+        """(plan, None) when the preset is sized from its model, (None, why) when it asks to
+        be but its model cannot be read (the stated knob is kept), (None, None) otherwise."""
+        from sparkdeck.models.plan import plan_or_reason
+
+        return plan_or_reason(preset)
 
     def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
         tuple[str, str]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
+from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option, unsized_claim
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
@@ -27,6 +27,10 @@ class LlamaCpp(EngineKind):
     version_paths = ("/props",)
     owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
                    "--port": "port", "--host": "lan"}
+    # Beyond weights and KV: llama.cpp's compute buffers, sized by the batch (n_ubatch 512)
+    # times the vocabulary and the widest layer: a few hundred MiB for 8B models, 1-2 GiB
+    # for large vocabularies; the figure is the upper end, rounded.
+    plan_overhead = (1.5, "llama.cpp: compute buffers for the default 512-token batch")
     api_key_env = ("LLAMA_API_KEY", *EngineKind.api_key_env)  # what llama-server reads
     # tools/server/server.cpp (seen on build b11434). Token counters move when a request
     # ends; tokens over the seconds spent generating is the speed of one stream. Cached
@@ -71,24 +75,60 @@ class LlamaCpp(EngineKind):
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
 
+    # llama-server reads no HF_HUB_OFFLINE: its own switch is --offline (LLAMA_ARG_OFFLINE),
+    # which loads -hf models from the hub cache it shares with huggingface_hub (build b11434)
+    offline_env = {"HF_HUB_OFFLINE": "1", "LLAMA_ARG_OFFLINE": "1"}
+
+    def hub_files(self, preset: Preset, names: Sequence[str], tag: str) -> list[str]:
+        """The one GGUF (with its splits) llama-server's -hf picks, not every quantisation."""
+        from sparkdeck.models.hub_model import llama_cpp_files
+
+        return llama_cpp_files(names, tag)
+
+    def context_flags(self, preset: Preset) -> list[str]:
+        """-c (the KV cache's tokens, shared by the slots) and the slots: the stated
+        llamacpp.context / parallel, or from a preset sized from its model the plan's
+        tokens (context x sequences) over that many slots."""
+        opts = preset.options
+        plan, _ = self.memory_plan(preset)
+        if plan is None:
+            flags = ["-c", str(opts["context"])]
+            if opts["parallel"] is not None:
+                flags += ["--parallel", str(opts["parallel"])]
+            return flags
+        flags = ["-c", str(plan.kv_tokens)]
+        slots = plan.sequences if plan.context else opts["parallel"]
+        if slots is not None:
+            flags += ["--parallel", str(slots)]
+        if preset.kv_cache_dtype and preset.kv_cache_dtype != "auto":
+            flags += ["--cache-type-k", preset.kv_cache_dtype,
+                      "--cache-type-v", preset.kv_cache_dtype]
+        return flags
+
     def command(self, preset: Preset) -> list[str]:
         opts = preset.options
         # A path to a .gguf inside the container loads directly; anything else is a
         # Hugging Face repo that llama-server downloads into its cache.
         model_flag = "-m" if preset.model.endswith(".gguf") else "-hf"
         argv = [model_flag, preset.model, "--host", "0.0.0.0", "--port", str(self.default_port),
-                "-c", str(opts["context"]), "-ngl", str(opts["gpu_layers"]), "--metrics"]
+                *self.context_flags(preset)[:2], "-ngl", str(opts["gpu_layers"]), "--metrics"]
         if opts["no_mmap"]:
             argv += opts["no_mmap_flag"]
-        if opts["parallel"] is not None:
-            argv += ["--parallel", str(opts["parallel"])]
-        return argv + list(preset.args)
+        return argv + self.context_flags(preset)[2:] + list(preset.args)
 
     def memory_setting(self, preset: Preset) -> str:
         mmap = " " + " ".join(preset.options["no_mmap_flag"]) if preset.options["no_mmap"] else ""
-        return f"-c {preset.options['context']} -ngl {preset.options['gpu_layers']}{mmap}"
+        flags = self.context_flags(preset)
+        rest = " " + " ".join(flags[2:]) if flags[2:] else ""
+        return f"{flags[0]} {flags[1]} -ngl {preset.options['gpu_layers']}{mmap}{rest}"
 
     def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        plan, why = self.memory_plan(preset)
+        if plan is not None:
+            return plan.claim()
+        return unsized_claim(self._stated_claim(preset), why)
+
+    def _stated_claim(self, preset: Preset) -> MemoryClaim:
         """GGUF size + f16 KV cache for the context when the file is here, else the stated
         size. Compute buffers are not counted (a few hundred MiB to a few GiB)."""
         host_file = local_model_file(preset)
@@ -142,18 +182,8 @@ class LlamaCpp(EngineKind):
 
 
 def local_model_file(preset: Preset) -> Path | None:
-    """The GGUF on this machine that the container will load, when sparkdeck can find it.
+    """The GGUF on this machine that the container will load, when sparkdeck can find it
+    (the path as written, or mapped back to the host through a bind mount in `volumes`)."""
+    from sparkdeck.models.plan import gguf_on_host
 
-    The model is a path inside the container; a bind mount in `volumes` maps it back to the
-    host. A path that exists as written is taken too (a file mounted at the same place).
-    """
-    model = preset.model
-    if not model.endswith(".gguf"):
-        return None
-    candidates = [Path(model)]
-    for volume in preset.volumes:
-        parts = volume.split(":")
-        source, target = parts[0], parts[1].rstrip("/")
-        if model.startswith(target + "/") and source.startswith(("/", ".", "~")):
-            candidates.append(Path(source).expanduser() / model[len(target) + 1:])
-    return next((c for c in candidates if c.is_file()), None)
+    return gguf_on_host(preset.model, preset.volumes)

@@ -7,7 +7,7 @@ import math
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.container_spec import Mount
+from sparkdeck.runtime.spec import Mount
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
 from sparkdeck.metrics.mapping import MetricsMap
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.presets import Preset
-    from sparkdeck.pull_progress import PullProgress
+    from sparkdeck.runtime.pull import PullProgress
 
 
 class Ollama(EngineKind):

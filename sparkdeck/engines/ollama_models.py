@@ -17,26 +17,31 @@ from collections.abc import Callable
 
 import httpx
 
-from sparkdeck.docker_errors import ModelPullError
-from sparkdeck.pull_progress import PullProgress
+from sparkdeck.runtime.errors import ModelPullError
+from sparkdeck.http_limits import capped_client
+from sparkdeck.runtime.pull import PullProgress
+from sparkdeck.text_safety import excerpt
 
 SHOW_TIMEOUT_S = 30.0
 # Connect and per-read limits of a pull: a large blob may go quiet while Ollama verifies it.
 PULL_TIMEOUT = httpx.Timeout(10.0, read=600.0)
+PULL_ANSWER_LIMIT = 256 * 1024 * 1024
 
 
 def _error_text(response: httpx.Response) -> str:
+    """Ollama's own error message (cleaned and cut short: it is the server's text)."""
     try:
-        return str(response.json().get("error") or response.text)
-    except (ValueError, AttributeError):
-        return response.text.strip()[:300] or f"HTTP {response.status_code}"
+        text = str(response.json().get("error") or response.text)
+    except (ValueError, AttributeError, RecursionError):
+        text = response.text
+    return excerpt(text, 300) or f"HTTP {response.status_code}"
 
 
 def model_present(base_url: str, model: str) -> bool:
     """True when the Ollama server at `base_url` already holds `model`."""
     try:
-        response = httpx.post(f"{base_url}/api/show", json={"model": model},
-                              timeout=SHOW_TIMEOUT_S)
+        with capped_client(timeout=SHOW_TIMEOUT_S) as http:  # a ceiling on the answer
+            response = http.post(f"{base_url}/api/show", json={"model": model})
     except httpx.HTTPError as exc:
         raise ModelPullError(f"cannot ask Ollama at {base_url} for {model}: {exc}") from exc
     if response.status_code == 200:
@@ -50,10 +55,12 @@ def model_present(base_url: str, model: str) -> bool:
 def progress_of(model: str, line: dict[str, object]) -> PullProgress:
     """One line of /api/pull as a progress event (raises on an error line)."""
     if "error" in line:
-        raise ModelPullError(f"Ollama could not pull {model}: {line['error']}")
+        raise ModelPullError(f"Ollama could not pull {model}: "
+                             f"{excerpt(str(line['error']), 300)}")
     digest = line.get("digest")
     total, completed = line.get("total"), line.get("completed")
-    return PullProgress(model, str(digest) if digest else None, str(line.get("status", "")),
+    return PullProgress(model, excerpt(str(digest), 100) if digest else None,
+                        excerpt(str(line.get("status", "")), 100),
                         completed if isinstance(completed, int) else None,
                         total if isinstance(total, int) else None)
 
@@ -64,9 +71,11 @@ def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], 
     says no or the stream ends without "success", and stops (closing the stream) on cancel."""
     done = False
     try:
-        with httpx.stream("POST", f"{base_url}/api/pull",
-                          json={"model": model, "stream": True},
-                          timeout=PULL_TIMEOUT) as response:
+        # a pull's progress is a few MB of JSON lines even for the largest model: the
+        # ceiling only stops a server that never ends a line or the stream
+        with capped_client(PULL_ANSWER_LIMIT, timeout=PULL_TIMEOUT) as http, http.stream(
+                "POST", f"{base_url}/api/pull", json={"model": model, "stream": True}
+        ) as response:
             if response.status_code != 200:
                 response.read()
                 raise ModelPullError(f"Ollama refused to pull {model} (HTTP "
@@ -78,15 +87,16 @@ def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], 
                     continue
                 try:
                     line = json.loads(text)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise ModelPullError(f"Ollama's pull answer for {model} is not JSON "
-                                         f"lines: {text[:200]!r}") from None
+                                         f"lines: {excerpt(text, 200)!r}") from None
                 if not isinstance(line, dict):
                     continue
                 event = progress_of(model, line)
                 on_progress(event)
                 done = done or event.status == "success"
     except httpx.HTTPError as exc:
-        raise ModelPullError(f"pulling {model} from Ollama at {base_url} failed: {exc}") from exc
+        raise ModelPullError(f"pulling {model} from Ollama at {base_url} failed: "
+                             f"{excerpt(str(exc), 300)}") from exc
     if not done:
         raise ModelPullError(f"Ollama's pull of {model} ended without \"success\"")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.engines.base import EndpointProbe, EngineKind
+from sparkdeck.engines.base import MAX_STATED_GIB, EndpointProbe, EngineKind
 from sparkdeck.metrics.mapping import MetricsMap, map_from_table, table_problems
 from sparkdeck.schema import Option
 
@@ -27,6 +27,9 @@ class OpenAICompatible(EngineKind):
     health_path = "/v1/models"
     metrics_path = None
     detect_order = 99  # the fallback: anything that answers /v1/models
+    # sparkdeck cannot know how a custom server gets its model (the preset's `model` is only
+    # shown): a launch does not download it first, and the server is not told to be offline
+    offline_env: Mapping[str, str] = {}
     metrics_hint = ("state the server's Prometheus path and what its names mean in the preset: "
                     "[openai] metrics_path = \"/metrics\" and metrics_map = {generation_tokens "
                     "= \"...\", running = \"...\"}")
@@ -41,7 +44,7 @@ class OpenAICompatible(EngineKind):
                                            "image's own command; args are appended)"),
         "entrypoint": Option("list[str]", None, "replace the image's entrypoint"),
         "memory_gib": Option("float", None, "memory the engine will claim, as you know it",
-                             minimum=0.0),
+                             minimum=0.0, maximum=MAX_STATED_GIB),
     }
 
     def container_port(self, preset: Preset) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option
+from sparkdeck.engines.base import (
+    SHARE_CEILING, EndpointProbe, EngineKind, host_pool, share_option, unsized_claim)
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.guard.claims import GIB, MemoryClaim, share_claim
 
@@ -24,6 +25,10 @@ class SGLang(EngineKind):
     owned_flags = {"--mem-fraction-static": "sglang.mem_fraction_static",
                    "--port": "port", "--host": "lan"}
     thinking_off_effort = "low"
+    # --mem-fraction-static covers weights + KV pool only; activations and CUDA graphs come
+    # on top: 5-8 GB on a Spark (the same figure as guard.sglang_reserve_gib's default).
+    plan_overhead = (6.0, "SGLang: activations and CUDA graphs outside the static pool, "
+                          "5-8 GB on a Spark")
     # python/sglang/srt/metrics/collector.py. Its token counters move only when a request
     # ends, so the live tok/s is its own gen_throughput gauge.
     metrics_map = MetricsMap(
@@ -55,16 +60,39 @@ class SGLang(EngineKind):
         ),
     }
 
+    def memory_flags(self, preset: Preset) -> list[str]:
+        """The stated static fraction, or for a preset sized from its model (weights + KV)
+        over the pool, capped by MemAvailable less a reserve."""
+        from sparkdeck.models.sizing import share_of
+
+        plan, _ = self.memory_plan(preset)
+        total, available = host_pool() if plan is not None else (None, None)
+        if plan is None or total is None:
+            return ["--mem-fraction-static", f"{preset.options['mem_fraction_static']:g}"]
+        share = share_of(plan.weights + plan.kv, total, ceiling=SHARE_CEILING,
+                         available=None if available is None else available - plan.overhead)
+        flags = ["--mem-fraction-static", f"{share:g}"]
+        if preset.context is not None:
+            flags += ["--context-length", str(preset.context)]
+        if preset.kv_cache_dtype:
+            flags += ["--kv-cache-dtype", preset.kv_cache_dtype]
+        return flags
+
     def command(self, preset: Preset) -> list[str]:
         return ["python3", "-m", "sglang.launch_server", "--model-path", preset.model,
                 "--host", "0.0.0.0", "--port", str(self.default_port),
-                "--mem-fraction-static", f"{preset.options['mem_fraction_static']:g}",
-                "--enable-metrics", *preset.args]
+                *self.memory_flags(preset), "--enable-metrics", *preset.args]
 
     def memory_setting(self, preset: Preset) -> str:
-        return f"--mem-fraction-static {preset.options['mem_fraction_static']:g}"
+        return " ".join(self.memory_flags(preset))
 
     def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        plan, why = self.memory_plan(preset)
+        if plan is not None:
+            return plan.claim()
+        return unsized_claim(self._stated_claim(preset, total, guard), why)
+
+    def _stated_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
         # The static fraction covers weights + KV pool only; activations and CUDA graphs
         # come on top (5-8 GB on a Spark), so a reserve from settings.toml is added.
         reserve = int(guard.sglang_reserve_gib * GIB)

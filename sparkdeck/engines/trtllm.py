@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.container_spec import GeneratedFile
-from sparkdeck.engines.base import EndpointProbe, EngineKind, share_option, stated_size_option
+from sparkdeck.runtime.spec import GeneratedFile
+from sparkdeck.engines.base import (
+    SHARE_CEILING, EndpointProbe, EngineKind, host_pool, share_option, stated_size_option,
+    unsized_claim)
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
@@ -30,6 +32,10 @@ class TensorRTLLM(EngineKind):
                    "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
                    "--port": "port", "--host": "lan"}
     thinking_off_effort = "low"
+    # Beyond weights and KV: the CUDA context, the runtime's activation buffers for the
+    # default max_num_tokens 8,192 and CUDA graphs; TensorRT-LLM measures what is free after
+    # these and gives the KV cache free_gpu_memory_fraction of it.
+    plan_overhead = (4.0, "TensorRT-LLM: CUDA context, activation buffers, CUDA graphs")
     # tensorrt_llm/metrics/collector.py (names from its source, not seen on a live server).
     # trtllm-serve's /metrics is JSON iteration stats; Prometheus text is /prometheus/metrics.
     metrics_path = "/prometheus/metrics"
@@ -66,16 +72,36 @@ class TensorRTLLM(EngineKind):
                 "--port", str(self.default_port), preset.options["options_flag"], OPTIONS_PATH,
                 *preset.args]
 
+    def kv_fraction(self, preset: Preset) -> float:
+        """The stated share, or for a preset sized from its model the plan's KV cache over
+        what is free once the weights and the overhead are in (the pool, capped by
+        MemAvailable, less both)."""
+        from sparkdeck.models.sizing import share_of
+
+        plan, _ = self.memory_plan(preset)
+        total, available = host_pool() if plan is not None else (None, None)
+        if plan is None or total is None:
+            return float(preset.options["free_gpu_memory_fraction"])
+        free = min(total, available if available is not None else total)
+        free -= plan.weights + plan.overhead
+        return share_of(plan.kv, max(free, 1), ceiling=SHARE_CEILING)
+
     def files(self, preset: Preset) -> list[GeneratedFile]:
-        share = preset.options["free_gpu_memory_fraction"]
+        share = self.kv_fraction(preset)
         text = (f"# written by sparkdeck for preset {preset.id}; edit the preset, not this file\n"
                 f"kv_cache_config:\n  free_gpu_memory_fraction: {share:g}\n")
         return [GeneratedFile(OPTIONS_PATH, text)]
 
     def memory_setting(self, preset: Preset) -> str:
-        return f"kv_cache_config.free_gpu_memory_fraction {preset.options['free_gpu_memory_fraction']:g}"
+        return f"kv_cache_config.free_gpu_memory_fraction {self.kv_fraction(preset):g}"
 
     def memory_claim(self, preset: Preset, total: int, guard: GuardSettings) -> MemoryClaim:
+        plan, why = self.memory_plan(preset)
+        if plan is not None:
+            return plan.claim()
+        return unsized_claim(self._stated_claim(preset, total), why)
+
+    def _stated_claim(self, preset: Preset, total: int) -> MemoryClaim:
         # TensorRT-LLM loads the weights, then gives the KV cache this share of the memory
         # still free: weights + share x (pool - weights). Without the weights the figure is
         # share x pool, a floor, and the claim says so.

@@ -37,6 +37,9 @@ class FitCheck:
     returning: int  # expected back from the engine the launch stops first
     flush_possible: bool
     reason: str
+    # where `returning` came from, one line per engine ("vllm holds 23.1 GiB (container
+    # cgroup)"): the engine's own memory, never another process's
+    returning_from: tuple[str, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -51,8 +54,9 @@ class FitCheck:
                f"headroom kept:  {_gib(self.headroom)} (the watchdog's stop threshold)",
                f"MemAvailable:   {_gib(m.available)}", f"MemFree:        {_gib(m.free)}",
                f"page cache:     {_gib(m.page_cache)}"]
-        if self.returning:
+        if self.returning or self.returning_from:
             out.append(f"coming back:    {_gib(self.returning)} from the engine stopped first")
+            out.extend(f"                {source}" for source in self.returning_from)
         out.append(f"verdict:        {self.verdict}: {self.reason}")
         return out
 
@@ -60,29 +64,36 @@ class FitCheck:
         m = self.memory
         return {"verdict": self.verdict, "allowed": self.allowed, "reason": self.reason,
                 "claim": self.claim.to_dict(), "headroom": self.headroom,
-                "returning": self.returning, "flush_possible": self.flush_possible,
+                "returning": self.returning, "returning_from": list(self.returning_from),
+                "flush_possible": self.flush_possible,
                 "available": m.available, "free": m.free, "page_cache": m.page_cache,
                 "total": m.total}
 
 
 def check_fit(claim: MemoryClaim, memory: MemorySnapshot, *, headroom: int, returning: int = 0,
-              flush_possible: bool = True) -> FitCheck:
+              flush_possible: bool = True, returning_from: tuple[str, ...] = ()) -> FitCheck:
     """Decide whether `claim` fits, counting memory the stopped engine will give back."""
     args = (claim, memory, headroom, returning, flush_possible)
+    verdict = _verdict(claim, memory, headroom, returning, flush_possible)
+    return FitCheck(verdict[0], *args, reason=verdict[1], returning_from=returning_from)
+
+
+def _verdict(claim: MemoryClaim, memory: MemorySnapshot, headroom: int, returning: int,
+             flush_possible: bool) -> tuple[str, str]:
     if claim.bytes is None:
-        return FitCheck(UNKNOWN, *args, reason=claim.basis)
+        return UNKNOWN, claim.basis
     need = claim.bytes + headroom
     available = memory.available + returning
     free = memory.free + returning
     if need > available:
-        return FitCheck(DOES_NOT_FIT, *args, reason=(
+        return (DOES_NOT_FIT, (
             f"needs {_gib(need)} with headroom, only {_gib(available)} is available"))
     if need <= free:
-        return FitCheck(FITS, *args, reason=f"needs {_gib(need)}, {_gib(free)} is free")
+        return (FITS, f"needs {_gib(need)}, {_gib(free)} is free")
     if flush_possible:
-        return FitCheck(FITS_AFTER_FLUSH, *args, reason=(
+        return (FITS_AFTER_FLUSH, (
             f"needs {_gib(need)}: more than the {_gib(free)} free, within the "
             f"{_gib(available)} available once the page cache is dropped"))
-    return FitCheck(DOES_NOT_FIT, *args, reason=(
+    return (DOES_NOT_FIT, (
         f"needs {_gib(need)}, only {_gib(free)} is free; it would fit after flushing the page "
         "cache, which is not done here (--no-flush, or no permission)"))

@@ -57,13 +57,17 @@ class WatchdogPolicy:
         return [None if r is None else r.full_pct
                 for r in (rates(a, b) for a, b in zip(window, window[1:]))]
 
-    def decide(self, window: Sequence[Reading]) -> Decision:
+    def decide(self, window: Sequence[Reading], interval_s: float = 0.0) -> Decision:
+        """The level for the newest reading. `interval_s`: the configured sampling period;
+        the full-stall rule counts intervals at least that long, so readings taken faster
+        (the watchdog's warn band) do not let a burst shorter than `stop_consecutive`
+        periods stop the engine."""
         if not window:
             raise ValueError("the watchdog needs at least one reading")
         g = self.guard
         newest = window[-1]
         n = g.stop_consecutive
-        recent = self.full_rates(list(window)[-(n + 1):])
+        recent = self.full_rates(spaced(window, interval_s, n + 1))
         rate = recent[-1] if recent else None
         stop: list[str] = []
         warn: list[str] = []
@@ -84,3 +88,19 @@ class WatchdogPolicy:
             return Decision(WARN, (*stop, "warn-only mode: the engine is NOT stopped"),
                             newest, rate, True)
         return Decision(WARN if warn else OK, tuple(warn), newest, rate, False)
+
+
+def spaced(window: Sequence[Reading], interval_s: float, count: int) -> list[Reading]:
+    """The newest `count` readings at least ~interval_s apart, oldest first: the newest
+    reading, then going back each one about a period older than the one picked after it
+    (10 % slack: readings of a 1 Hz loop come 0.95-1.05 s apart)."""
+    readings = list(window)
+    if interval_s <= 0:
+        return readings[-count:]
+    picked = [readings[-1]]
+    for reading in reversed(readings[:-1]):
+        if len(picked) == count:
+            break
+        if picked[-1].t - reading.t >= 0.9 * interval_s:
+            picked.append(reading)
+    return picked[::-1]

@@ -1,10 +1,14 @@
 """What the guard writes to the data dir: launch records and watchdog actions.
 
-A launch record keeps MemAvailable before the launch (the safe switch waits for memory to
-come back to it) and the start-up timeline. A returning record is left by a stop that did not
-wait for memory (`sparkdeck stop`, the TUI's stop): the next launch waits on it, since the
-stopped engine's memory may still be on its way back. An action record keeps the decision
-and the last 60 s of readings, so a stop can be understood afterwards. All writes are atomic.
+A launch record keeps what the launch saw (the fit check, the start-up timeline). It is keyed
+by the container's id, with the name inside: a name is reused by the next launch of the same
+preset, and a launch killed right after its create must not leave the previous container's
+record to be read as the new one's. A returning record is left by a stop that did not wait
+for memory (`sparkdeck stop`, the TUI's stop): it keeps what the engine itself held just
+before the stop (and where that figure came from), its host PIDs, and MemAvailable and the
+host's AnonPages + Shmem at that moment, so the next launch can tell how much of it has come
+back (sparkdeck.guard.switch). An action record keeps the decision and the last 60 s of
+readings, so a stop can be understood afterwards. All writes are atomic.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,40 +41,60 @@ def _stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def save_launch_record(container_name: str, record: dict[str, Any]) -> Path:
-    """Write (or replace) the record of the launch that created `container_name`."""
-    path = launches_dir() / f"{container_name}.json"
-    paths.atomic_write_text(path, json.dumps({**record, "saved_at": _stamp()}, indent=1),
-                            mode=0o644)
+def _safe(container_id: str) -> str:
+    if not container_id or "/" in container_id or container_id.startswith("."):
+        raise ValueError(f"not a container id: {container_id!r}")
+    return container_id
+
+
+def save_launch_record(container_id: str, container_name: str,
+                       record: dict[str, Any]) -> Path:
+    """Write (or replace) the record of the launch that created container `container_id`."""
+    path = launches_dir() / f"{_safe(container_id)}.json"
+    paths.atomic_write_text(path, json.dumps({**record, "container_id": container_id,
+                                              "container_name": container_name,
+                                              "saved_at": _stamp()}, indent=1))
     return path
 
 
-def load_launch_record(container_name: str) -> dict[str, Any] | None:
-    """The record, or None when there is none or it cannot be read (then nothing is known)."""
+def load_launch_record(container_id: str) -> dict[str, Any] | None:
+    """The record of that container, or None when there is none or it cannot be read."""
     try:
-        data = json.loads((launches_dir() / f"{container_name}.json").read_text())
+        data = json.loads((launches_dir() / f"{_safe(container_id)}.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def launch_record_ids() -> list[str]:
+    """The container ids that have a launch record (older name-keyed files included)."""
+    return sorted(p.stem for p in launches_dir().glob("*.json"))
+
+
+def drop_launch_record(container_id: str) -> None:
+    (launches_dir() / f"{_safe(container_id)}.json").unlink(missing_ok=True)
+
+
 @dataclass(frozen=True)
 class Returning:
-    """Memory an engine was stopped with and may not have given back yet."""
+    """Memory an engine held when it was stopped and may not have given back yet."""
 
+    container_id: str
     container_name: str
     label: str  # what to call it on screen: its preset id
-    available_before: int  # MemAvailable before that engine was launched
+    held: int  # what the engine itself held just before the stop (bytes)
+    cpu_held: int  # the part of `held` in the host's AnonPages + Shmem (not NVML's)
+    source: str  # where `held` came from ("container cgroup", ...)
+    pids: tuple[int, ...]  # the engine's host PIDs: the wait goes on while any exists
     stopped_at: float  # wall clock (time.time()): the record outlives the process
-    pids: tuple[int, ...]  # the engine's host PIDs, for NVML's listing
+    available_at_stop: int  # MemAvailable just before the stop
+    anon_shmem_at_stop: int  # the host's AnonPages + Shmem just before the stop
 
 
-def save_returning(container_name: str, label: str, available_before: int,
-                   pids: Sequence[int], stopped_at: float | None = None) -> Path:
-    path = returning_dir() / f"{container_name}.json"
-    paths.atomic_write_text(path, json.dumps({
-        "label": label, "available_before": available_before, "pids": sorted(pids),
-        "stopped_at": time.time() if stopped_at is None else stopped_at}), mode=0o644)
+def save_returning(returning: Returning) -> Path:
+    path = returning_dir() / f"{_safe(returning.container_id)}.json"
+    paths.atomic_write_text(path, json.dumps({**asdict(returning),
+                                              "pids": sorted(returning.pids)}))
     return path
 
 
@@ -81,26 +105,69 @@ def load_returning() -> list[Returning]:
     for path in sorted(returning_dir().glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            found.append(Returning(path.stem, str(data["label"]), int(data["available_before"]),
-                                   float(data["stopped_at"]),
-                                   tuple(int(pid) for pid in data["pids"])))
+            found.append(Returning(
+                str(data["container_id"]), str(data["container_name"]), str(data["label"]),
+                int(data["held"]), int(data["cpu_held"]), str(data["source"]),
+                tuple(int(pid) for pid in data["pids"]), float(data["stopped_at"]),
+                int(data["available_at_stop"]), int(data["anon_shmem_at_stop"])))
         except (OSError, ValueError, TypeError, KeyError):
             path.unlink(missing_ok=True)
     return sorted(found, key=lambda r: r.stopped_at)
 
 
-def clear_returning(container_name: str) -> None:
-    (returning_dir() / f"{container_name}.json").unlink(missing_ok=True)
+def clear_returning(container_id: str) -> None:
+    (returning_dir() / f"{_safe(container_id)}.json").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What `settle_launch_records` did: records dropped, orphans adopted."""
+
+    dropped: tuple[str, ...]  # container ids whose container is gone
+    adopted: tuple[str, ...]  # container ids of live orphans now recorded as adopted
+
+
+def settle_launch_records(engines: Sequence[Any], launch_in_progress: bool) -> Settled:
+    """Make the launch records match the containers: one record per container id.
+
+    `engines` are the scope's containers (EngineState: container_id, name, preset_id,
+    alive). A record whose container is gone is dropped (a later container of the same name
+    must not inherit it). A live container with no record of its own, while no launch is in
+    progress, is an orphan: its launch was killed between the create and the record (kill -9).
+    It is adopted: a record saying so is written, and sparkdeck follows it like any engine it
+    launched (the guard and the TUI follow every live container of the scope; the next launch
+    stops it and waits for its memory). During a launch nothing is adopted: the container
+    may be that launch's own, about to get its record.
+    """
+    present = {e.container_id for e in engines}
+    dropped = [cid for cid in launch_record_ids() if cid not in present]
+    for cid in dropped:
+        (launches_dir() / f"{cid}.json").unlink(missing_ok=True)
+    adopted = []
+    if not launch_in_progress:
+        for engine in engines:
+            if engine.alive and load_launch_record(engine.container_id) is None:
+                save_launch_record(engine.container_id, engine.name, {
+                    "preset_id": engine.preset_id, "adopted": True,
+                    "adopted_reason": "found running with no launch in progress and no "
+                                      "record of its own (its launch was killed?)"})
+                adopted.append(engine.container_id)
+    return Settled(tuple(dropped), tuple(adopted))
 
 
 def write_action(action: str, engine: str, decision: Decision,
-                 window: Sequence[Reading]) -> Path:
-    """Record one watchdog action ("stopped", "warned", "would stop") with its window."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = actions_dir() / f"{stamp}-{time.monotonic_ns() % 10**6:06d}-{action.replace(' ', '-')}.json"
-    paths.atomic_write_text(path, json.dumps({
-        "action": action, "engine": engine, "at": _stamp(), "decision": decision.to_dict(),
-        "window": [r.to_dict() for r in window]}, indent=1), mode=0o644)
+                 window: Sequence[Reading], note: str | None = None) -> Path:
+    """Record one watchdog action ("stopping", "stop failed", "killed directly", "stopped",
+    "warned", "would stop") with its window; `note` says what the stop attempt found."""
+    now = time.time_ns()  # the file names sort in the order the actions were taken
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now / 1e9))
+    path = actions_dir() / f"{stamp}-{now % 10**9:09d}-{action.replace(' ', '-')}.json"
+    data: dict[str, Any] = {"action": action, "engine": engine, "at": _stamp(),
+                            "decision": decision.to_dict()}
+    if note is not None:
+        data["note"] = note
+    paths.atomic_write_text(path, json.dumps({**data, "window": [r.to_dict() for r in window]},
+                                             indent=1))
     return path
 
 

@@ -52,5 +52,9 @@ class StartupGuard:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._done.set()
+        # A stop it began (the processes killed directly, Docker not done yet) is carried
+        # through by its thread, which ends once Docker confirms the container gone: waited
+        # for here a while, then left to finish on its own.
+        if not self.watchdog.stop_pending:
+            self._done.set()
         self._thread.join(timeout=10)

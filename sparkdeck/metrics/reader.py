@@ -110,6 +110,12 @@ class MetricsReader:
         wall, mono = time.time(), time.monotonic()
         try:
             async with self.client.stream("GET", target.url) as response:
+                # An engine builds its page from its counters and sends it at once; a busy
+                # one is slow before it answers (vLLM's loop up to 9 s), not while sending.
+                # So the counters were read when the answer arrived: rates are taken over
+                # that moment, never over when the request left (nor the midpoint, which put
+                # half of a slow answer's wait into the wrong step).
+                wall, mono = time.time(), time.monotonic()
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
                     body += chunk
@@ -119,10 +125,7 @@ class MetricsReader:
                 status = response.status_code
         except httpx.HTTPError as exc:
             return Unreachable(f"{type(exc).__name__}: {exc}".rstrip(": ")[:240], wall, mono)
-        # The engine read its counters somewhere between send and receipt: the midpoint
-        # keeps a slow answer from skewing the next rate by its whole latency.
-        half = (time.monotonic() - mono) / 2
-        return decode_response(target, status, bytes(body), wall + half, mono + half)
+        return decode_response(target, status, bytes(body), wall, mono)
 
     async def aclose(self) -> None:
         if self._own_client:

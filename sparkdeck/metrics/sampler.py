@@ -1,7 +1,7 @@
 """The once-a-second sampling loop as a plain class: scrape, keep history, normalise.
 
-`plan_for` decides, from an engine's URL, kind, metrics path and (when sparkdeck launched
-it) its preset, what to read and how to read it. `MetricsSampler.sample()` is one turn of
+The engine kind decides, from an engine's URL, metrics path and (when sparkdeck launched
+it) its preset, what to read and how to read it (EngineKind.metrics_plan, a MetricsPlan). `MetricsSampler.sample()` is one turn of
 the loop; `MetricsSampler.run()` is the loop itself, used by `sparkdeck metrics` and by the
 TUI's worker alike. Nothing here imports Textual.
 """
@@ -13,16 +13,22 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sparkdeck.engines import get_kind
 from sparkdeck.metrics.history import MetricsHistory
 from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.metrics.reader import MetricsReader, MetricsTarget, RawSample
+from sparkdeck.metrics.reader import MetricsReader, MetricsTarget, RawSample, Unreachable
 from sparkdeck.metrics.snapshot import NO_MAP, EngineMetrics, normalise, unavailable
-from sparkdeck.presets import Preset
 
 SAMPLE_PERIOD_S = 1.0
+# A scrape may take this share of the period before it is given up (and the reading says
+# so), but never less than MIN_SCRAPE_TIMEOUT_S: a big /metrics page on a busy host takes a
+# few hundred ms, and a short --interval must not turn that into "unreachable".
+SCRAPE_SHARE = 0.85
+MIN_SCRAPE_TIMEOUT_S = 0.5
+# A reading whose answer took longer than this share of the period is marked late.
+LATE_SHARE = 0.25
+MIN_LATE_S = 0.1
 TRAIL_LENGTH = 120  # two minutes of sparkline at one sample a second
 
 
@@ -36,20 +42,6 @@ class MetricsPlan:
     metrics_map: MetricsMap | None
     bytes_per_token: float | None = None
     why_none: str | None = None
-
-
-def plan_for(base_url: str, kind: str, metrics_path: str | None,
-             preset: Preset | None = None) -> MetricsPlan:
-    """The plan for an engine at base_url; a preset adds its own map and bytes per token."""
-    engine = get_kind(kind)
-    mapping = engine.metrics_map_for(preset.options if preset else None)
-    target = engine.metrics_target(base_url, metrics_path)
-    bytes_per_token = preset.bytes_per_token if preset else None
-    if target is None or mapping is None:
-        what = "no metrics endpoint" if target is None else "no metric names"
-        return MetricsPlan(engine.name, None, mapping, bytes_per_token,
-                           f"{engine.title} has {what} sparkdeck knows: {engine.metrics_hint}")
-    return MetricsPlan(engine.name, target, mapping, bytes_per_token)
 
 
 class MetricsSampler:
@@ -67,18 +59,31 @@ class MetricsSampler:
         """The recent readings, oldest first: what the panel's sparklines draw."""
         return tuple(self._trail)
 
-    async def sample(self) -> EngineMetrics:
+    async def sample(self, timeout: float | None = None,
+                     late_after: float | None = None) -> EngineMetrics:
+        """Scrape once. A scrape that has no answer after `timeout` s is given up (the
+        reading says so); one slower than `late_after` s is marked late."""
         plan = self.plan
         if plan.target is None or plan.metrics_map is None:
             metrics = EngineMetrics(plan.kind, NO_MAP, time.time(), reason=plan.why_none)
         else:
-            result = await self.reader.scrape(plan.target)
+            began = time.monotonic()
+            try:
+                result = await asyncio.wait_for(self.reader.scrape(plan.target), timeout)
+            except asyncio.TimeoutError:
+                result = Unreachable(f"no answer within {timeout:.2g} s (the engine is busy "
+                                     "or hung); the next reading tries again",
+                                     time.time(), time.monotonic())
+            took = time.monotonic() - began
             if isinstance(result, RawSample):
                 self.history.add(result)
                 metrics = normalise(self.history, plan.metrics_map, plan.kind,
                                     plan.bytes_per_token)
             else:
                 metrics = unavailable(plan.kind, result)
+            gave_up = timeout is not None and took >= timeout
+            late = gave_up or (late_after is not None and took > late_after)
+            metrics = replace(metrics, late=late, scrape_s=None if gave_up else took)
         self._trail.append(metrics)
         return metrics
 
@@ -86,12 +91,16 @@ class MetricsSampler:
                   samples: int | None = None, period_s: float = SAMPLE_PERIOD_S) -> None:
         """Sample on a fixed cadence of period_s, `samples` times or until cancelled.
 
-        A slow scrape does not push the cadence back, and the ticks it overran are skipped
-        rather than caught up in a burst (a burst would make rates over tiny intervals)."""
+        A scrape is given up when it has no answer by most of the period (vLLM's /metrics
+        hangs for seconds under load), so one reading comes per tick whatever the engine
+        does; rates come from each answer's own time, so a slow one does not bend them. A
+        tick overrun anyway (a short period) is skipped rather than caught up in a burst."""
         start = time.monotonic()
+        timeout = max(period_s * SCRAPE_SHARE, MIN_SCRAPE_TIMEOUT_S)
+        late_after = max(period_s * LATE_SHARE, MIN_LATE_S)
         taken = 0
         while samples is None or taken < samples:
-            result = on_metrics(await self.sample())
+            result = on_metrics(await self.sample(timeout, late_after))
             if asyncio.iscoroutine(result):
                 await result
             taken += 1

@@ -53,6 +53,8 @@ class EngineMetrics:
     restarted: bool = False  # a counter went down since the previous sample
     models: tuple[str, ...] = ()  # model names the engine labels its series with
     note: str = ""  # what this engine cannot report, from its map
+    late: bool = False  # the answer came well after this reading's tick (or never)
+    scrape_s: float | None = None  # how long the scrape took
 
     @property
     def ok(self) -> bool:

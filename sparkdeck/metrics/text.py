@@ -51,7 +51,15 @@ def fields(m: EngineMetrics) -> list[tuple[str, str]]:
 
 def summary_line(m: EngineMetrics) -> str:
     """One line for a terminal: the numbers, or why there are none."""
+    late = f"  [late: {late_words(m)}]" if m.late else ""
     if not m.ok:
-        return f"{m.status}: {m.reason or 'no reason given'}"
+        return f"{m.status}: {m.reason or 'no reason given'}{late}"
     line = "  ".join(f"{label} {value}" for label, value in fields(m))
-    return line + ("  (counters reset: engine restarted)" if m.restarted else "")
+    return line + ("  (counters reset: engine restarted)" if m.restarted else "") + late
+
+
+def late_words(m: EngineMetrics) -> str:
+    """Why a reading is marked late, e.g. `the engine took 2.31 s to answer`."""
+    if m.scrape_s is None:
+        return "no answer in time"
+    return f"the engine took {m.scrape_s:.2f} s to answer"

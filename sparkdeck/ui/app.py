@@ -1,110 +1,87 @@
 """The sparkdeck Textual app: composition, key bindings, thin worker wrappers, message handlers.
 
-Readers, settings and the sampler come in through the constructor, never from module globals,
-so tests hand the app their own preset directories, Docker connections and fixed telemetry.
-Every blocking call (Docker, NVML, /proc, files) runs in a thread worker that posts a message;
-worker failures all end in `on_worker_state_changed`.
-"""
+Readers, settings and the sampler come in through the constructor (tests hand in their own).
+The app reads presets and Docker in workers (bodies in sparkdeck.ui.messages) and binds what it
+learns into the panels, which own their features' workers (failures: ui.worker_failures)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from textual import work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+from textual.worker import Worker, get_current_worker
 
-from sparkdeck.docker_errors import DockerUnavailable
-from sparkdeck.launch_flow import LaunchFlow
+from sparkdeck.runtime import connect
+from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.presets import PresetCatalog, load_catalog
-from sparkdeck.pull_progress import PullTracker
-from sparkdeck.settings import Settings, SettingsError, load_settings, save_setting
-from sparkdeck.telemetry import History, TelemetrySampler
-from sparkdeck.ui.chat_tab import ChatTab, chat_commands
+from sparkdeck.settings import Settings
+from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui import gc_tuning
-from sparkdeck.ui.engine_card import EngineCard, EngineReport
-from sparkdeck.ui.engine_metrics_panel import EngineMetricsPanel
-from sparkdeck.ui.guard_widgets import TimelineChart, WatchdogLine
-from sparkdeck.ui.guard_wiring import GuardWiring
-from sparkdeck.ui.help_screen import HelpScreen, binding_rows, pane_rows
-from sparkdeck.ui.launch_controls import LaunchControls
-from sparkdeck.ui.log_pane import LogPane
+from sparkdeck.ui.chat.tab import chat_commands
+from sparkdeck.ui.dashboard.engine_card import DockerFailure
+from sparkdeck.ui.dashboard.launch import LaunchArea
+from sparkdeck.ui.dashboard.side_tabs import SideTabs
+from sparkdeck.ui.endpoint import ConnectKeys
+from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
+from sparkdeck.ui.history import HistoryKeys
+from sparkdeck.ui.keymap import BINDINGS, apply_keymap
+from sparkdeck.ui.machine.environment import EnvironmentReport
+from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS
 from sparkdeck.ui.messages import (
-    CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, LogLinesRead,
-    TelemetrySampled,
+    CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
+    engine_poll,
 )
-from sparkdeck.ui.palette import PaletteCommand, SparkdeckCommands
-from sparkdeck.ui.panels.gpu import GpuPanel
-from sparkdeck.ui.panels.memory import MemoryPanel
-from sparkdeck.ui.metrics_wiring import MetricsWiring
-from sparkdeck.ui.readers import (
-    ChatTarget, EngineReader, chat_target, endpoint_answers, memory_total, preset_rows,
+from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
+from sparkdeck.ui.bench import open_benchmarks
+from sparkdeck.ui.screens.help import open_help
+from sparkdeck.ui.screens.palette import (
+    PaletteCommand, SparkdeckCommands, key_and_theme_commands, without_duplicates,
 )
-from sparkdeck.ui.tab_controls import GUARD_NOTE, TAB_BINDINGS, TabControls
-from sparkdeck.ui.themes import load_themes, next_theme
-from sparkdeck.ui.widgets import EnvironmentPanel, EnvironmentReport, PresetTable
+from sparkdeck.ui.themes import install_themes, keep_theme_saved, next_theme
+from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
-    from sparkdeck.docker_runtime import DockerRuntime
-    from sparkdeck.engine_state import EngineState
-    from sparkdeck.log_follow import LogFollower
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
 
 ENGINE_POLL_SECONDS = 2.0
 FREEZE_AFTER_S = 3.0  # start-up objects are frozen this long after the first frame
-SAMPLE_SECONDS = 1.0  # telemetry once a second ...
-STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
-
 CatalogLoader = Callable[[], PresetCatalog]
 RuntimeFactory = Callable[[], "DockerRuntime"]
 
 
-def connect_docker() -> DockerRuntime:
-    """DockerRuntime.connect, imported when first called: the docker SDK is not needed for
-    the first frame, and loading it costs a tenth of a second."""
-    from sparkdeck.docker_runtime import DockerRuntime
-
-    return DockerRuntime.connect()
-
-
-class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[int]):
-    """The dashboard: presets, engine card and log on the left; on the right tabs for the
-    machine, the engine's metrics, chat and the memory guard; the watchdog's line below."""
+class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and connect keys
+    """Presets, engine card and log; tabs for machine, metrics, chat, guard; watchdog line."""
 
     TITLE = "sparkdeck"
     SUB_TITLE = "inference engines on a DGX Spark"
     CSS_PATH = "sparkdeck.tcss"
     COMMANDS = App.COMMANDS | {SparkdeckCommands}
+    BINDINGS = BINDINGS  # sparkdeck.ui.keymap: one id each, remappable in settings.toml
+    # Screen classes the stylesheet lays out by (80, 120 and 200 columns: docs/dashboard.md)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-normal"), (170, "-wide")]
 
-    BINDINGS = [
-        Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
-                "(switching from) the running engine after a confirmation", id="launch"),
-        Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
-        Binding("t", "next_theme", "Theme", tooltip="Switch to the next theme (kept in "
-                "settings.toml)", id="theme"),
-        Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again",
-                id="refresh"),
-        *TAB_BINDINGS,
-        Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
-        Binding("q", "quit", "Quit", id="quit"),
-    ]
-
-    engine_report: reactive[EngineReport] = reactive(EngineReport())
-    environment: reactive[EnvironmentReport] = reactive(EnvironmentReport())
-    ready_engine: reactive[EngineState | None] = reactive(None)  # metrics and the watchdog
-    chat_target: reactive[ChatTarget] = reactive(ChatTarget(None))  # what chat talks to
+    docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
+    catalog: var[PresetCatalog] = var(PresetCatalog({}, []))
+    rows: var[list] = var(list)
+    environment: var[EnvironmentReport] = var(EnvironmentReport())
+    chat_target: var[ChatTarget] = var(ChatTarget(None))  # chat and metrics
+    guarded_engine: var[EngineState | None] = var(None, always_update=True)
+    launching: var[bool] = var(False)  # a launch or stop runs
+    fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
 
     def __init__(self, catalog_loader: CatalogLoader = load_catalog,
-                 runtime_factory: RuntimeFactory = connect_docker, *,
+                 runtime_factory: RuntimeFactory = connect, *,
                  settings: Settings | None = None, sampler: TelemetrySampler | None = None,
                  history: History | None = None, flush: bool | None = None,
-                 health_check: Callable[[str], bool] = endpoint_answers,
+                 health_check: Callable[[str], bool] = answers,
                  engine_poll_seconds: float = ENGINE_POLL_SECONDS,
                  sample_seconds: float = SAMPLE_SECONDS,
                  starting_sample_seconds: float = STARTING_SAMPLE_SECONDS,
@@ -116,64 +93,41 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
         self.settings = settings or Settings()
         self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush,
                                 guard=self.settings.guard)
-        self._saved_theme = self.settings.ui.theme
-        self._sampler = sampler or TelemetrySampler()
-        self._history = history or History()
+        self._sampler, self._history = sampler or TelemetrySampler(), history or History()
         self._engine_poll_seconds = engine_poll_seconds
         self._sample_periods = (sample_seconds, starting_sample_seconds)
-        self._fast_sampling = False
-        self._catalog = PresetCatalog({}, [])
-        self._pull = PullTracker()
-        self._log_follower: LogFollower | None = None
-        self._sample_lock = threading.Lock()
-        # Themes are chosen before the stylesheet is first parsed: choosing one on mount
-        # would parse it all again and hold the first frame back (benchmarks/tui_idle.py).
-        themes, self._theme_problems = load_themes()
-        for theme in themes:
-            self.register_theme(theme)
-        self._theme_names = [theme.name for theme in themes] or [self.theme]
-        if self.settings.ui.theme in self.available_themes:
-            self.theme = self.settings.ui.theme
-        else:
-            self._theme_problems.append(
-                f"settings.toml: ui.theme: no theme named {self.settings.ui.theme!r}")
-
-    # ----- composition --------------------------------------------------------------------
+        self._problems = apply_keymap(self, self.settings.keys)
+        self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
+        self._problems += [("theme not loaded", problem) for problem in theme_problems]
 
     def compose(self) -> ComposeResult:
-        self._memory_panel = MemoryPanel(self.settings.guard, id="memory-panel")
-        self._gpu_panel = GpuPanel(id="gpu-panel")
         # Held by reference: workers' messages reach them while a dialog is the screen.
-        self.watchdog_line = WatchdogLine(id="watchdog-line")
-        self.timeline_chart = TimelineChart(id="timeline-chart")
-        self.chat_tab = ChatTab(id="chat-tab-body")
+        self.launch_area = LaunchArea(self._flow, self._engine_reader.runtime,
+                                      self._hand_over, id="left-area").data_bind(
+            docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows)
+        self.side_tabs = SideTabs(self._sampler, self._history, self.settings.guard,
+                                  self._sample_periods,
+                                  lambda preset_id: self.catalog.presets.get(preset_id),
+                                  id="side-area").data_bind(
+            environment=SparkdeckApp.environment, fast_sampling=SparkdeckApp.fast_sampling,
+            chat_target=SparkdeckApp.chat_target)
+        self.chat_tab, self.metrics_tab = self.side_tabs.chat_tab, self.side_tabs.metrics_tab
+        self.watchdog_line = WatchdogLine(lambda: self.settings.guard,
+                                          self._engine_reader.runtime, id="watchdog-line")
         yield Header()
+        yield self.side_tabs.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
         with Horizontal(id="main-area"):
-            with Vertical(id="left-area"):
-                yield PresetTable(id="preset-table")
-                yield EngineCard(id="engine-card").data_bind(report=SparkdeckApp.engine_report)
-                yield LogPane(id="log-pane")
-            with TabbedContent(id="side-tabs"):
-                with TabPane("machine", id="machine-tab"):
-                    yield self._memory_panel
-                    yield self._gpu_panel
-                    yield EnvironmentPanel(id="environment-panel").data_bind(
-                        report=SparkdeckApp.environment)
-                with TabPane("metrics", id="metrics-tab"):
-                    yield EngineMetricsPanel(id="engine-metrics").data_bind(
-                        trail=SparkdeckApp.metrics_trail)
-                with TabPane("chat", id="chat-tab"):
-                    yield self.chat_tab.data_bind(target=SparkdeckApp.chat_target)
-                with TabPane("guard", id="guard-tab"):
-                    yield self.timeline_chart
-                    yield Static(GUARD_NOTE, id="guard-note", markup=False)
-        yield self.watchdog_line
+            yield self.launch_area
+            yield self.side_tabs
+        yield self.launch_area.log_pane  # the whole width, shown while an engine runs
+        yield self.watchdog_line.data_bind(engine=SparkdeckApp.guarded_engine,
+                                           launching=SparkdeckApp.launching)
         yield Footer()
 
     def on_mount(self) -> None:
-        for problem in self._theme_problems:
-            self.notify(problem, title="theme not loaded", severity="warning", markup=False)
-        self.theme_changed_signal.subscribe(self, lambda theme: self.save_theme(theme.name))
+        for title, problem in self._problems:
+            self.notify(problem, title=title, severity="warning", markup=False)
+        keep_theme_saved(self, self.settings.ui.theme)
         # The first frame is painted before any reader starts: their threads would otherwise
         # compete with it for the interpreter (see benchmarks/tui_idle.py).
         self.call_after_refresh(self._start_readers)
@@ -181,17 +135,26 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
     def _start_readers(self) -> None:
         if self._tune_gc:  # after the first data: the collection takes tens of ms
             self.set_timer(FREEZE_AFTER_S, gc_tuning.freeze_startup_objects)
-        self.sample_telemetry()
+        self.side_tabs.machine_tab.start()
         self.action_refresh()
+        self.launch_area.show_last_failure()  # a launch that failed before this window
+        self.check_postmortem()  # the recorder's post-mortem of an unclean end, once
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 
-    async def on_unmount(self) -> None:
-        self.stop_watchdog()
-        if self._log_follower is not None:
-            self._log_follower.close()
-        await self.close_metrics()
+    def action_launch(self) -> None:
+        self.launch_area.launch_selected()
 
-    # ----- actions ------------------------------------------------------------------------
+    def action_stop(self) -> None:
+        self.launch_area.stop_engine()
+
+    def action_dismiss_failure(self) -> None:
+        self.launch_area.dismiss_failure()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "dismiss_failure":  # offered only while the card shows a failure
+            return self.is_mounted and self.launch_area.failure is not None
+        return super().check_action(action, parameters)
 
     def action_refresh(self) -> None:
         """Run the preset and engine readers again (each group keeps only its newest run)."""
@@ -199,155 +162,89 @@ class SparkdeckApp(LaunchControls, GuardWiring, MetricsWiring, TabControls, App[
         self.read_engine()
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(binding_rows(self, self.BINDINGS) + pane_rows(self)))
+        open_help(self, self.BINDINGS, self.settings.keys)
 
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)
 
-    def palette_commands(self) -> list[PaletteCommand]:
-        """Every key action, and each theme by name, for the command palette."""
-        commands = [PaletteCommand(b.description, b.tooltip or b.description,
-                                   lambda action=b.action: self.run_action(action))
-                    for b in self.BINDINGS if isinstance(b, Binding)]
-        commands += [PaletteCommand(f"Theme: {name}", f"switch to the {name} theme",
-                                    lambda name=name: setattr(self, "theme", name))
-                     for name in sorted(self.available_themes)]
-        return commands + chat_commands(self)
+    def action_benchmarks(self) -> None:
+        open_benchmarks(self)
 
-    def _poll_engine(self) -> None:
-        # A timer tick never queues behind a read that is still waiting on a slow daemon.
+    def action_models(self) -> None:
+        from sparkdeck.ui.models.view import ModelsScreen  # huggingface_hub: when opened
+        if not isinstance(self.screen, ModelsScreen):
+            self.push_screen(ModelsScreen({p.id: p.model for p in self.catalog.presets.values()}))
+
+    async def action_show_tab(self, tab: str) -> None:
+        await self.side_tabs.show(tab)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from without_duplicates(super().get_system_commands(screen),
+                                      self.palette_commands())
+
+    def palette_commands(self) -> list[PaletteCommand]:
+        """Every key action, each theme by name and the chat pane's actions."""
+        return key_and_theme_commands(self, self.BINDINGS) + chat_commands(self)
+
+    def _poll_engine(self) -> None:  # never queued behind a read waiting on a slow daemon
         if not any(w.group == "engine" and not w.is_finished for w in self.workers):
             self.read_engine()
-
-    def _set_fast_sampling(self, fast: bool) -> None:
-        if fast != self._fast_sampling:
-            self._fast_sampling = fast
-            self.sample_telemetry()  # exclusive: the running loop ends, a new one starts now
-
-    # ----- workers: blocking calls, results posted as messages -----------------------------
-
-    @work(thread=True, exclusive=True, group="telemetry", name="sample telemetry",
-          description="read memory, PSI, NVML and power rails", exit_on_error=False)
-    def sample_telemetry(self) -> None:
-        worker = get_current_worker()
-        period = self._sample_periods[1 if self._fast_sampling else 0]
-        # is_running too: a loop started while the app shuts down is never cancelled, and an
-        # endless thread would keep the process from exiting.
-        while not worker.is_cancelled and self.is_running:
-            with self._sample_lock:  # a loop being replaced may still be mid-sample
-                snapshot = self._sampler.sample()
-                self._history.add(snapshot)
-                history = self._history.frozen()
-            self.post_message(TelemetrySampled(snapshot, history))
-            worker.cancelled_event.wait(period)
 
     @work(thread=True, exclusive=True, group="catalog", name="load presets",
           description="read and check the preset files", exit_on_error=False)
     def load_presets(self) -> None:
-        catalog = self._catalog_loader()
-        rows = preset_rows(catalog, memory_total(), self.settings.guard)
+        loaded = catalog_loaded(self._catalog_loader, self.settings.guard)
         if not get_current_worker().is_cancelled:
-            self.post_message(CatalogLoaded(catalog, rows))
+            self.post_message(loaded)
 
     @work(thread=True, exclusive=True, group="engine", name="read engine",
           description="ask Docker for the current sparkdeck engine", exit_on_error=False)
     def read_engine(self) -> None:
-        reading = None
-        try:
-            reading = self._engine_reader.read()
-            message: EngineStateRead | DockerConnectionFailed = EngineStateRead(reading)
-        except DockerUnavailable as exc:
-            message = DockerConnectionFailed(str(exc))
-        if get_current_worker().is_cancelled:
-            return
-        self.post_message(message)
-        target = chat_target(reading, self._engine_reader.health_check)
-        if not get_current_worker().is_cancelled:
-            self.post_message(ChatTargetRead(target))
-
-    @work(thread=True, exclusive=True, group="logs", name="follow logs", exit_on_error=False,
-          description="follow the engine container's log")
-    def follow_logs(self, follower: LogFollower) -> None:
-        for lines in follower.batches():
-            self.post_message(LogLinesRead(follower.container_id, lines))
+        for message in engine_poll(self._engine_reader):
+            if get_current_worker().is_cancelled:
+                return
+            self.post_message(message)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place worker failures end up: a notification naming the error."""
-        if event.state == WorkerState.ERROR:
-            error = event.worker.error
-            self.notify(str(error) or type(error).__name__, title=f"{event.worker.name} failed",
-                        severity="error", markup=False)
-
-    @work(thread=True, exclusive=True, group="settings", name="save theme",
-          description="keep the theme in settings.toml", exit_on_error=False)
-    def save_theme(self, name: str) -> None:
-        if name != self._saved_theme:
-            save_setting("ui", "theme", name)
-            self._saved_theme = name
-
-    # ----- messages to state --------------------------------------------------------------
+        """The one place worker failures end up (widgets forward theirs here too)."""
+        report_worker_failure(self, event)
 
     def on_catalog_loaded(self, message: CatalogLoaded) -> None:
-        self._catalog = message.catalog
-        self.query_one(PresetTable).show_rows(message.rows)
-        self.environment = replace(
-            self.environment, preset_count=len(message.catalog.presets),
-            problems=tuple(str(problem) for problem in message.catalog.problems))
+        self.catalog, self.rows = message.catalog, message.rows
+        self.environment = self.environment.with_presets(len(message.catalog.presets),
+                                                         message.catalog.problems)
 
     def on_engine_state_read(self, message: EngineStateRead) -> None:
-        if self.engine_report.phase is None:  # a running launch reports more than Docker
-            self.engine_report = EngineReport(reading=message.reading,
-                                              guard_stop=self.engine_report.guard_stop)
-        self.environment = replace(self.environment, docker_reachable=True, docker_error=None)
-        engine = message.reading.engine
-        self._follow(engine.container_id if engine else None, engine.name if engine else "")
-        self._set_fast_sampling(message.reading.status == "starting" or self._busy())
-        self.ready_engine = engine if message.reading.status == "ready" else None
-        self.follow_metrics(self.ready_engine)
-        self.follow_watchdog(None if self._busy() else self.ready_engine)
-
-    def on_chat_target_read(self, message: ChatTargetRead) -> None:
-        self.chat_target = message.target
+        self.docker = message.reading
+        self.environment = self.environment.with_docker(None)
+        self.on_launch_area_run_changed()  # the engine moved on
 
     def on_docker_connection_failed(self, message: DockerConnectionFailed) -> None:
-        self.engine_report = EngineReport(docker_error=message.error)
-        self.environment = replace(self.environment, docker_reachable=False,
-                                   docker_error=message.error)
+        self.docker = DockerFailure(message.error, message.not_answering)
+        self.environment = self.environment.with_docker(message.error)
 
-    def _follow(self, container_id: str | None, name: str) -> None:
-        if self.query_one(LogPane).follow(container_id, name):
-            if self._log_follower is not None:
-                self._log_follower.close()
-            self._log_follower = None
-            if container_id is not None:
-                from sparkdeck.log_follow import LogFollower
+    def on_chat_target_read(self, message: ChatTargetRead) -> None:
+        self.chat_target = message.target  # metrics read the engine chat talks to
 
-                self._log_follower = LogFollower(self._engine_reader.runtime, container_id)
-                self.follow_logs(self._log_follower)
+    def on_launch_area_run_changed(self, message: LaunchArea.RunChanged | None = None) -> None:
+        """Sampling speed and the running watchdog follow the engine and the launch."""
+        busy = self.launching = self.launch_area.busy()
+        if not busy:
+            self.launch_area.launch_guards = None  # no launch runs now: none covers one
+        self.fast_sampling, self.guarded_engine = follow_engine(
+            self.docker, busy, self.launch_area.launch_guards)
 
-    def on_log_lines_read(self, message: LogLinesRead) -> None:
-        self.query_one(LogPane).add_lines(message.container_id, message.lines)
+    def _hand_over(self, engine: EngineState) -> None:
+        """The launch's watchdog is done with `engine`: the running one takes it (launch thread)."""
+        self.launch_area.launch_guards = None
+        self.guarded_engine = engine
 
-    def on_telemetry_sampled(self, message: TelemetrySampled) -> None:
-        # Held by reference: a sample may land while the app is tearing its screen down.
-        self._memory_panel.show(message.snapshot, message.history)
-        self._gpu_panel.show(message.snapshot, message.history)
+    def on_guard_decision_made(self, message: GuardDecisionMade) -> None:
+        self.watchdog_line.decided(message.decision)  # a launch's start-up watchdog
 
+    def on_watchdog_line_engine_stopped(self, message: WatchdogLine.EngineStopped) -> None:
+        self.launch_area.guard_stopped(message.reasons)
 
+    def on_launch_area_timeline_recorded(self, message: LaunchArea.TimelineRecorded) -> None:
+        self.side_tabs.timeline_chart.timeline = message.timeline
 
-def run_app(catalog_loader: CatalogLoader = load_catalog,
-            runtime_factory: RuntimeFactory = connect_docker) -> int:
-    """Run the control panel in this terminal until the user quits; return the exit status."""
-    problem = None
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        settings, problem = Settings(), str(exc)
-    gc_tuning.tune_for_ui()
-    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True)
-    if problem:
-        app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
-                       markup=False)
-    app.run()
-    return app.return_code or 0

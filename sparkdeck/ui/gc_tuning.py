@@ -1,4 +1,5 @@
-"""Garbage-collector settings for the interactive UI, applied by `run_app` only.
+"""Garbage-collector settings for the interactive UI, applied by `run_app` only
+(sparkdeck.ui.run).
 
 Measured with benchmarks/chat_pane_lag.py at 2,000 tok/s (2-core test machine): CPython's
 default thresholds (700, 10, 10) ran ~900 young collections and 7-8 full ones in 6 s of

@@ -1,110 +1,80 @@
-"""Messages the workers post to the app: facts, in the past tense, carrying frozen values."""
+"""Messages the app's own workers post to it: facts, in the past tense, carrying frozen
+values; and the worker bodies that read them (plain functions, so app.py stays wiring).
+Widgets that run workers nest their messages in their own class."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from sparkdeck.launch_flow import LaunchPlan, StopPlan
-from sparkdeck.presets import PresetCatalog
-from sparkdeck.pull_progress import PullProgress
-from sparkdeck.telemetry import TelemetrySnapshot
-from sparkdeck.ui.readers import ChatTarget, EngineReading, PresetRow
+from sparkdeck.runtime.errors import DockerNotAnswering, DockerUnavailable
+from sparkdeck.ui.readers import (
+    ChatTarget, EngineReader, EngineReading, PresetRow, chat_target, memory_total,
+    preset_rows,
+)
+
+if TYPE_CHECKING:  # the preset files' reader loads with the first catalog read
+    from sparkdeck.presets import PresetCatalog
+    from sparkdeck.settings import GuardSettings
 
 
+@dataclass
 class CatalogLoaded(Message):
     """The preset files were read (good presets and problems both)."""
 
-    def __init__(self, catalog: PresetCatalog, rows: list[PresetRow]) -> None:
-        super().__init__()
-        self.catalog = catalog
-        self.rows = rows
+    catalog: PresetCatalog
+    rows: list[PresetRow]
 
 
+@dataclass
 class EngineStateRead(Message):
     """Docker answered: this is the current engine (or there is none)."""
 
-    def __init__(self, reading: EngineReading) -> None:
-        super().__init__()
-        self.reading = reading
+    reading: EngineReading
 
     def can_replace(self, message: Message) -> bool:
         # Only the latest engine reading matters: a newer one replaces an unhandled older one.
         return isinstance(message, (EngineStateRead, DockerConnectionFailed))
 
 
+@dataclass
 class DockerConnectionFailed(Message):
-    """The Docker daemon could not be reached; `error` says why and what to do."""
+    """The Docker daemon could not be reached; `error` says why and what to do.
+    `not_answering`: it took the call but sent no reply in time (stopped or hung)."""
 
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    error: str
+    not_answering: bool = False
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, (EngineStateRead, DockerConnectionFailed))
 
 
+@dataclass
 class ChatTargetRead(Message):
-    """What the chat tab should talk to now (read with each engine poll)."""
+    """What the chat and metrics tabs should talk to now (read with each engine poll)."""
 
-    def __init__(self, target: ChatTarget) -> None:
-        super().__init__()
-        self.target = target
+    target: ChatTarget
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ChatTargetRead)
 
 
-class TelemetrySampled(Message):
-    """The sampler read the machine; `history` holds each sparkline series up to now."""
-
-    def __init__(self, snapshot: TelemetrySnapshot,
-                 history: Mapping[str, tuple[float, ...]]) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.history = history
-
-    def can_replace(self, message: Message) -> bool:
-        # The history travels with every sample, so dropping an older unhandled one loses
-        # nothing: a slow UI skips frames instead of falling behind the sampler.
-        return isinstance(message, TelemetrySampled)
+def catalog_loaded(loader: Callable[[], PresetCatalog], guard: GuardSettings) -> CatalogLoaded:
+    """Read the preset files and size each preset's claim (the "load presets" worker)."""
+    catalog = loader()
+    return CatalogLoaded(catalog, preset_rows(catalog, memory_total(), guard))
 
 
-class LaunchPlanned(Message):
-    """A launch (or stop) was planned; the app asks the user to confirm it."""
-
-    def __init__(self, plan: LaunchPlan | StopPlan) -> None:
-        super().__init__()
-        self.plan = plan
-
-
-class LaunchProgressed(Message):
-    """The launch or stop reported a step (a sparkdeck.launcher event)."""
-
-    def __init__(self, event: Any) -> None:
-        super().__init__()
-        self.event = event
-
-    def can_replace(self, message: Message) -> bool:
-        # A pull sends many progress events; only the newest of a run of them matters.
-        return (isinstance(self.event, PullProgress) and isinstance(message, LaunchProgressed)
-                and isinstance(message.event, PullProgress))
-
-
-class LaunchFinished(Message):
-    """The launch or stop ended, done or failed (a failure is reported by the worker's error)."""
-
-    def __init__(self, action: str) -> None:
-        super().__init__()
-        self.action = action
-
-
-class LogLinesRead(Message):
-    """New lines from the engine container's log."""
-
-    def __init__(self, container_id: str, lines: list[str]) -> None:
-        super().__init__()
-        self.container_id = container_id
-        self.lines = lines
+def engine_poll(reader: EngineReader) -> Iterator[Message]:
+    """The "read engine" worker's messages, in order: Docker's answer (or why there is
+    none), then what chat and metrics talk to. The caller stops when it is cancelled."""
+    reading = None
+    try:
+        reading = reader.read()
+        yield EngineStateRead(reading)
+    except DockerUnavailable as exc:
+        yield DockerConnectionFailed(str(exc), isinstance(exc, DockerNotAnswering))
+    yield ChatTargetRead(chat_target(reading, reader.health_check))

@@ -2,26 +2,26 @@
 
 Nothing here imports Textual: each reader is a plain function or class that a worker calls
 and that tests can call directly. Machine telemetry (memory, PSI, GPU) is read by
-sparkdeck.telemetry.TelemetrySampler; this module holds the preset and engine reads.
+sparkdeck.telemetry.sampler.TelemetrySampler; this module holds the preset and engine reads.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkdeck.docker_errors import DockerUnavailable
+from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.presets import Preset, PresetCatalog
 from sparkdeck.settings import GuardSettings
 
-if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
-    from sparkdeck.docker_runtime import DockerRuntime
-    from sparkdeck.engine_state import EngineState
-    from sparkdeck.endpoints import Endpoint
 
-HEALTH_TIMEOUT_S = 1.5
+if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
+    from sparkdeck.endpoints import Endpoint
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
 
 PresetRow = tuple[str, str, str, str, str]
 """One line of the preset table: id, the memory it will claim, image, model, kind.
@@ -52,6 +52,42 @@ def preset_rows(catalog: PresetCatalog, total: int | None = None,
     ]
 
 
+def model_cell(preset: Preset) -> str:
+    """The preset table's "on disk" cell: the size of the preset's model on this machine,
+    "missing" for a Hub repo not in the mounted cache (a launch downloads it first), "-"
+    where sparkdeck cannot tell (Ollama keeps its own models; a custom server; a path
+    inside the image). Reads the cache and file sizes only, never the Hub."""
+    from pathlib import Path
+
+    from sparkdeck.launch.model_step import hub_model
+    from sparkdeck.models.hub_model import bytes_on_disk, cached_snapshot
+    from sparkdeck.models.plan import gguf_on_host
+    from sparkdeck.presets import PresetError
+
+    try:
+        spec = preset.container_spec()
+    except (PresetError, ValueError, KeyError, TypeError):
+        return "-"
+    found: Path | None = None
+    model = hub_model(preset, spec)
+    if model is not None:
+        found = cached_snapshot(model.cache, model.repo)
+        if found is None:
+            return "missing"
+    elif preset.model.endswith(".gguf"):
+        found = gguf_on_host(preset.model, preset.volumes)
+    elif preset.model and Path(preset.model).expanduser().is_dir():
+        found = Path(preset.model).expanduser()
+    if found is None:
+        return "-"
+    return f"{bytes_on_disk(found) / 2**30:.1f} GiB"
+
+
+def model_cells(presets: Sequence[Preset]) -> dict[str, str]:
+    """model_cell for each preset, by id (run in a worker: it walks the cache)."""
+    return {preset.id: model_cell(preset) for preset in presets}
+
+
 def memory_total() -> int | None:
     """MemTotal in bytes for sizing claims; None when /proc/meminfo cannot be read."""
     from sparkdeck.host.meminfo import MemInfoError, read_meminfo
@@ -64,14 +100,12 @@ def memory_total() -> int | None:
 
 # ----- the engine -------------------------------------------------------------------------
 
-def endpoint_answers(url: str) -> bool:
-    """True when GET url answers 200: the engine's own word that it is ready."""
-    import httpx
+def answers(url: str) -> bool:
+    """sparkdeck.endpoints.answers (the one health check), loaded at its first call: the
+    resolver is not needed for the first frame (benchmarks/tui_idle.py)."""
+    from sparkdeck.endpoints import answers as endpoint_answers
 
-    try:
-        return httpx.get(url, timeout=HEALTH_TIMEOUT_S).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return endpoint_answers(url)
 
 
 @dataclass(frozen=True)
@@ -103,17 +137,30 @@ class EngineReader:
     """
 
     def __init__(self, runtime_factory: Callable[[], DockerRuntime],
-                 health_check: Callable[[str], bool] = endpoint_answers):
+                 health_check: Callable[[str], bool] = answers):
         self._runtime_factory = runtime_factory
         self.health_check = health_check
         self._runtime: DockerRuntime | None = None
         self._lock = threading.Lock()
+        self._failure: tuple[float, DockerUnavailable] | None = None  # (when, the last one)
 
     def runtime(self) -> DockerRuntime:
-        """The connected runtime (connecting now if needed); raises DockerUnavailable."""
+        """The connected runtime (connecting now if needed); raises DockerUnavailable.
+
+        A caller that waited while another thread's connection attempt failed gets that
+        failure at once instead of trying again: with a hung daemon, `s` pressed during an
+        engine poll answers within one timeout, not two."""
+        asked = time.monotonic()
         with self._lock:
             if self._runtime is None:
-                self._runtime = self._runtime_factory()
+                if self._failure is not None and self._failure[0] >= asked:
+                    raise self._failure[1]
+                try:
+                    self._runtime = self._runtime_factory()
+                except DockerUnavailable as exc:
+                    self._failure = (time.monotonic(), exc)
+                    raise
+                self._failure = None
             return self._runtime
 
     def read(self) -> EngineReading:
@@ -146,29 +193,14 @@ class ChatTarget:
 
 
 def chat_target(reading: EngineReading | None,
-                health_check: Callable[[str], bool] = endpoint_answers) -> ChatTarget:
-    """sparkdeck's engine when it is ready, else the one attached engine when it answers its
-    health path (the same choice as `sparkdeck chat` without --endpoint). `reading` is None
-    when Docker cannot be reached: an attached engine needs no Docker."""
-    from sparkdeck.endpoints import AttachedRegistry, EndpointError, managed_endpoint
+                health_check: Callable[[str], bool] = answers) -> ChatTarget:
+    """What sparkdeck.endpoints.resolve chooses (the same as `sparkdeck chat` without
+    --endpoint), from the engine poll's reading: its health answer is not asked again.
+    `reading` is None when Docker cannot be reached: an attached engine needs no Docker."""
+    engine = reading.engine if reading is not None else None
+    healthy = reading.status == "ready" if reading is not None and engine is not None else None
+    from sparkdeck.endpoints import resolve
 
-    if reading is not None and reading.engine is not None and reading.status == "ready":
-        return ChatTarget(managed_endpoint(reading.engine),
-                          instance=reading.engine.container_id)
-    try:
-        attached = AttachedRegistry().load()
-    except EndpointError as exc:
-        return ChatTarget(None, str(exc))
-    if len(attached) > 1:
-        names = ", ".join(f"{e.name} ({e.url})" for e in attached)
-        return ChatTarget(None, f"several engines are attached ({names}): the chat tab talks "
-                                "to one; detach the others (sparkdeck detach NAME) or use "
-                                "sparkdeck chat --endpoint URL")
-    if attached:
-        endpoint = attached[0]
-        if health_check(endpoint.url + endpoint.health_path):
-            return ChatTarget(endpoint)
-        return ChatTarget(None, f"the attached engine {endpoint.name} ({endpoint.url}) does "
-                                f"not answer {endpoint.health_path}; start it, or launch a "
-                                "preset (l)")
-    return ChatTarget(None)
+    resolved = resolve(engine, healthy, health_check=health_check)
+    return ChatTarget(resolved.endpoint, resolved.why_none or NO_ENGINE,
+                      resolved.instance or "")

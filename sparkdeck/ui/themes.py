@@ -7,13 +7,14 @@ reported with the file and key, and a bad file never stops the others from loadi
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+from textual.app import App
 from textual.theme import Theme
 
 from sparkdeck import paths
 from sparkdeck.schema import FileProblem, Option, check_table
+from sparkdeck.toml_files import TomlFileError, read_toml
 
 _COLOUR = re.compile(r"^#[0-9A-Fa-f]{6}$")
 _COLOURS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
@@ -28,10 +29,9 @@ SCHEMA: dict[str, Option] = {
 def load_theme(path: Path) -> Theme:
     """Read one theme file; raise ValueError listing every problem (file and key)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(str(FileProblem(path, None, f"cannot be read as TOML: {exc}"))) \
-            from exc
+        data = read_toml(path)
+    except TomlFileError as exc:  # unreadable, not UTF-8, not TOML, nested too deep
+        raise ValueError(str(FileProblem(path, None, exc.reason))) from None
     values, problems = check_table(SCHEMA, data)
     for colour in _COLOURS:
         value = values.get(colour)
@@ -58,9 +58,43 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
     return list(themes.values()), problems
 
 
+def install_themes(app: App[object], wanted: str) -> tuple[list[str], list[str]]:
+    """Register the theme files with `app` and choose `wanted` (settings.toml ui.theme);
+    return the names `t` cycles through and the problems to tell. Called before the
+    stylesheet is first parsed: choosing a theme on mount would parse it all again and hold
+    the first frame back (benchmarks/tui_idle.py)."""
+    themes, problems = load_themes()
+    for theme in themes:
+        app.register_theme(theme)
+    names = [theme.name for theme in themes] or [app.theme]
+    if wanted in app.available_themes:
+        app.theme = wanted
+    else:
+        problems.append(f"settings.toml: ui.theme: no theme named {wanted!r}")
+    return names, problems
+
+
 def next_theme(names: list[str], current: str) -> str:
     """The theme after `current` in name order (the first when current is not among them)."""
     ordered = sorted(names)
     if current not in ordered:
         return ordered[0]
     return ordered[(ordered.index(current) + 1) % len(ordered)]
+
+
+def keep_theme_saved(app: App[object], saved: str) -> None:
+    """Write each theme the user picks to settings.toml [ui] theme, in a thread worker
+    (a newer pick replaces a pending write; the theme already saved is not written again)."""
+    from sparkdeck.settings import save_setting
+
+    last = [saved]
+
+    def save(name: str) -> None:
+        if name != last[0]:
+            save_setting("ui", "theme", name)
+            last[0] = name
+
+    app.theme_changed_signal.subscribe(app, lambda theme: app.run_worker(
+        lambda: save(theme.name), thread=True, exclusive=True, group="settings",
+        name="save theme", description="keep the theme in settings.toml",
+        exit_on_error=False))

@@ -103,3 +103,37 @@ def ensure_busybox_image(client: docker.DockerClient, busybox: Path) -> str:
         info.size, info.mode = len(page), 0o644
         tar.addfile(info, io.BytesIO(page))
     return _import(client, buf.getvalue(), reference, ['CMD ["/bin/sh"]'])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the test images outside pytest: `python -m tests.support.images [LLAMA_SERVER]`.
+
+    Imports the busybox image, and the llama-server image when the binary is given (or
+    SPARKDECK_LLAMA_SERVER names it), into the daemon DOCKER_HOST points at; prints each
+    reference, ready for a preset's `image`.
+    """
+    import argparse
+    import os
+    import shutil
+    import tempfile
+
+    from tests.support.tiny_gguf import write_tiny_gguf
+
+    parser = argparse.ArgumentParser(prog="python -m tests.support.images",
+                                     description=main.__doc__)
+    parser.add_argument("llama_server", nargs="?", type=Path,
+                        default=os.environ.get("SPARKDECK_LLAMA_SERVER"),
+                        help="a llama-server binary (.ci/build_llama_server.sh builds one)")
+    args = parser.parse_args(argv)
+    client = docker.from_env()
+    busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    print(ensure_busybox_image(client, busybox))
+    if args.llama_server:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = write_tiny_gguf(Path(tmp) / "tiny.gguf")
+            print(ensure_llama_image(client, Path(args.llama_server), model))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

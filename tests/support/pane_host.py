@@ -11,11 +11,14 @@ from textual.pilot import Pilot
 from textual.worker import Worker, WorkerState
 
 from sparkdeck.engines import get_kind
-from sparkdeck.ui.chat_pane import ChatPane
+from sparkdeck.ui.chat.pane import ChatPane
+from sparkdeck.ui import STYLESHEET
 
 
 class PaneHost(App):
     """Hosts one ChatPane; records worker failures the way the real app handles them."""
+
+    CSS_PATH = STYLESHEET
 
     def __init__(self, url: str, kind: str = "vllm", **pane_args: Any) -> None:
         super().__init__()
@@ -28,6 +31,14 @@ class PaneHost(App):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self.worker_errors.append(event.worker.error)
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               **kwargs: Any) -> None:
+        # The pane's own workers never reach on_worker_state_changed above (StateChanged
+        # does not bubble): they report through sparkdeck.ui.worker_failures, i.e. here.
+        if severity == "error" and str(title).endswith(" failed"):
+            self.worker_errors.append(RuntimeError(f"{title}: {message}"))
+        super().notify(message, title=title, severity=severity, **kwargs)  # type: ignore[arg-type]
 
     @property
     def pane(self) -> ChatPane:

@@ -13,7 +13,7 @@ from sparkdeck.host.hwmon import PowerRail
 from sparkdeck.host.meminfo import MemorySnapshot, parse_meminfo
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.host.psi import PsiSnapshot, parse_pressure
-from sparkdeck.telemetry import History, TelemetrySampler
+from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from tools.record_nvml import RecordedNvml
 
 NVML_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"

@@ -14,6 +14,13 @@ Variants (the ways real engines differ that a benchmark must survive):
   role_chunk a role-only chunk with empty content sent long before the first content
              token, then usage at the end
   no_usage   never any usage, even when asked; token counts come from /tokenize (vLLM-style)
+  timings    as usage_end, plus a llama.cpp-style `timings` chunk with the server's own
+             decode rate, (tokens - 1) / (last send - first send) on its own clock
+  burst      as timings, but the tokens, generated on schedule, are held back and sent in
+             one write at the end (a server, or a client, that fell behind)
+  burst_histograms  as burst, without `timings`: the server's own figures are only in
+             /metrics, vLLM's TTFT and inter-token latency histograms (every variant serves
+             them: sums and counts of what was really generated)
 
 Tokens are whitespace-separated words; the "chat template" adds TEMPLATE_TOKENS.
 Run: python -m tests.support.timed_server --port P --variant V --prefill-rate R --decode-rate D
@@ -79,8 +86,30 @@ class TimedHandler(JsonReplies):
         elif self.path == "/log":
             with self.server.lock:
                 self._json(200, list(self.server.log))
+        elif self.path == "/metrics":
+            self._metrics()
         else:
             self._json(404, {"error": {"message": f"no {self.path}"}})
+
+    def _metrics(self) -> None:
+        """/metrics in vLLM's names: only the histograms' _sum and _count (what the
+        benchmark's server-side figures read), for the requests served so far."""
+        with self.server.lock:
+            ttft, itl = (list(v) for v in self.server.histograms.values())
+        lines = ["# TYPE vllm:time_to_first_token_seconds histogram",
+                 f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft[1]}',
+                 f"vllm:time_to_first_token_seconds_sum {ttft[0]}",
+                 f"vllm:time_to_first_token_seconds_count {ttft[1]}",
+                 "# TYPE vllm:inter_token_latency_seconds histogram",
+                 f'vllm:inter_token_latency_seconds_bucket{{le="+Inf"}} {itl[1]}',
+                 f"vllm:inter_token_latency_seconds_sum {itl[0]}",
+                 f"vllm:inter_token_latency_seconds_count {itl[1]}", ""]
+        body = "\n".join(lines).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self) -> None:
         received = self.received_at
@@ -133,10 +162,25 @@ class TimedHandler(JsonReplies):
             # long before the first content: a client that starts TTFT here is far off
             self._send(self._chunk({"role": "assistant", "content": ""}))
         sent: list[float] = []
+        held: list[dict[str, Any]] = []
         for i in range(tokens):
             wait_until(planned_first + i / srv.decode_rate)
             finish = "length" if i == tokens - 1 else None
-            sent.append(self._send(self._chunk({"content": f" w{i}"}, finish)))
+            if srv.variant in ("burst", "burst_histograms"):
+                held.append(self._chunk({"content": f" w{i}"}, finish))
+                sent.append(time.perf_counter())  # generated now, sent below
+            else:
+                sent.append(self._send(self._chunk({"content": f" w{i}"}, finish)))
+        if held:
+            raw = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in held).encode()
+            self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            self.wfile.flush()
+        if srv.variant in ("timings", "burst") and tokens > 1:
+            self._send({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
+                        "choices": [], "timings": {
+                            "predicted_n": tokens, "prompt_n": prompt,
+                            "predicted_per_second": (tokens - 1) / (sent[-1] - sent[0]),
+                            "prompt_per_second": prompt / max(sent[0] - received, 1e-9)}})
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if wants_usage and srv.variant != "no_usage":
             self._send({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
@@ -145,6 +189,11 @@ class TimedHandler(JsonReplies):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         with srv.lock:
+            # vLLM's latency histograms, as sums and counts of what was really generated
+            srv.histograms["ttft"][0] += sent[0] - received
+            srv.histograms["ttft"][1] += 1
+            srv.histograms["itl"][0] += sent[-1] - sent[0]
+            srv.histograms["itl"][1] += tokens - 1
             srv.log.append({"received": received, "first_sent": sent[0], "last_sent": sent[-1],
                             "planned_first": planned_first,
                             "planned_last": planned_first + (tokens - 1) / srv.decode_rate,
@@ -159,6 +208,7 @@ class TimedServer(ThreadingHTTPServer):
         self.variant, self.prefill_rate, self.decode_rate = variant, prefill_rate, decode_rate
         self.lock = threading.Lock()
         self.log: list[dict[str, Any]] = []
+        self.histograms = {"ttft": [0.0, 0], "itl": [0.0, 0]}  # [sum of seconds, count]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that hang up (a cancelled benchmark) are expected here
@@ -194,8 +244,8 @@ def running(variant: str, prefill_rate: float, decode_rate: float) -> Iterator[s
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--variant", choices=("usage_end", "role_chunk", "no_usage"),
-                        required=True)
+    parser.add_argument("--variant", required=True, choices=(
+        "usage_end", "role_chunk", "no_usage", "timings", "burst", "burst_histograms"))
     parser.add_argument("--prefill-rate", type=float, required=True)
     parser.add_argument("--decode-rate", type=float, required=True)
     args = parser.parse_args()

@@ -140,13 +140,16 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> N
 @contextmanager
 def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "sparkdeck-tiny",
                  timeout: float = START_TIMEOUT,
-                 extra: tuple[str, ...] = ()) -> Iterator[VllmServer]:
+                 extra: tuple[str, ...] = (),
+                 unset: tuple[str, ...] = ()) -> Iterator[VllmServer]:
     """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards.
 
     Call it from a thread that lives as long as the server (the main thread, as pytest's
     fixtures do): the server is told to stop when the thread that started it ends.
     """
     env = {k: v for k, v in os.environ.items() if k not in _WITHHELD} | SERVER_ENV
+    for name in unset:  # e.g. VLLM_CPU_KVCACHE_SPACE, which overrides --kv-cache-memory-bytes
+        env.pop(name, None)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     for attempt in range(PORT_ATTEMPTS):

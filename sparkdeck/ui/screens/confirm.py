@@ -14,8 +14,8 @@ class ConfirmScreen(ModalScreen[bool]):
     """Asks yes or no about the steps listed; dismisses with True only on an explicit yes."""
 
     BINDINGS = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n,escape", "answer(False)", "No", key_display="n / esc", id="confirm.no"),
+        Binding("y", "answer(True)", "Yes", id="confirm-yes"),
+        Binding("n,escape", "answer(False)", "No", key_display="n / esc", id="confirm-no"),
     ]
 
     def __init__(self, title: str, lines: list[str], yes_label: str = "Yes") -> None:

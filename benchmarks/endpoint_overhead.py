@@ -1,0 +1,150 @@
+"""What the service's OpenAI endpoint adds, against the same real llama-server, in one run.
+
+  DOCKER_HOST=... SPARKDECK_LLAMA_SERVER=... .venv/bin/python benchmarks/endpoint_overhead.py
+
+The tiny llama-server test image is launched through the service (private dirs, a scope of
+its own). Then, alternating direct (the engine's published port) and through the endpoint
+(127.0.0.1:<endpoint port>), --runs streamed chat requests of --tokens tokens each
+(`ignore_eos`, so every reply has the same length): TTFT (request sent -> first SSE event,
+taken where the bytes are read) and decode tok/s ((events - 1) / first to last event).
+Targets (issue 17): added TTFT <= 2 ms at the median, decode tok/s within 1 %.
+Then --streams concurrent streams through the endpoint: every one must end with [DONE] and
+status 200; the service's CPU (utime+stime from /proc) over that burst is reported.
+Note: the tiny model decodes at thousands of tokens a second, one SSE event per token, so
+the per-event cost of forwarding weighs far more here than behind a real model on a Spark
+(tens of tokens a second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import docker  # noqa: E402
+import httpx  # noqa: E402
+import tomli_w  # noqa: E402
+
+from benchmarks.service_cost import cli, cpu_seconds, service_pid  # noqa: E402
+from tests.conftest import free_port, llama_preset_fields  # noqa: E402
+from tests.support.images import ensure_llama_image  # noqa: E402
+from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
+
+MODEL = "/models/tiny.gguf"
+
+
+async def one_stream(http: httpx.AsyncClient, base: str, tokens: int) -> tuple[float, float]:
+    """(TTFT s, decode tok/s) of one streamed chat reply; raises unless it ends with [DONE]."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "count to ten"}],
+            "max_tokens": tokens, "stream": True, "ignore_eos": True}
+    sent = time.perf_counter()
+    first = last = None
+    events, done = 0, False
+    async with http.stream("POST", base + "/v1/chat/completions", json=body) as answer:
+        if answer.status_code != 200:
+            raise RuntimeError(f"{base}: HTTP {answer.status_code}")
+        async for line in answer.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            now = time.perf_counter()
+            if line.strip() == "data: [DONE]":
+                done = True
+                continue
+            first = first or now
+            last = now
+            events += 1
+    if not done or first is None or last is None or last <= first:
+        raise RuntimeError(f"{base}: the stream did not end with [DONE]")
+    return first - sent, (events - 1) / (last - first)
+
+
+async def compare(direct: str, through: str, runs: int, tokens: int) -> None:
+    results: dict[str, list[tuple[float, float]]] = {"direct": [], "through": []}
+    async with httpx.AsyncClient(timeout=60) as http:
+        for base in (direct, through):  # warm both paths (connections, slot, caches)
+            await one_stream(http, base, tokens)
+        for _ in range(runs):
+            for name, base in (("direct", direct), ("through", through)):
+                results[name].append(await one_stream(http, base, tokens))
+    ttft = {k: statistics.median(t for t, _ in v) for k, v in results.items()}
+    tps = {k: statistics.median(r for _, r in v) for k, v in results.items()}
+    print(f"single stream, {runs} runs each, {tokens} tokens, alternating:")
+    for name in results:
+        print(f"  {name:8} TTFT median {ttft[name] * 1000:7.2f} ms   decode median "
+              f"{tps[name]:8.0f} tok/s")
+    print(f"  added TTFT {(ttft['through'] - ttft['direct']) * 1000:+.2f} ms at the median; "
+          f"decode through/direct {100 * tps['through'] / tps['direct']:.1f} %")
+
+
+async def burst(through: str, streams: int, tokens: int, pid: int) -> None:
+    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        cpu, began = cpu_seconds(pid), time.monotonic()
+        outcomes = await asyncio.gather(*(one_stream(http, through, tokens)
+                                          for _ in range(streams)), return_exceptions=True)
+        wall = time.monotonic() - began
+        used = cpu_seconds(pid) - cpu
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    rates = [o[1] for o in outcomes if not isinstance(o, BaseException)]
+    print(f"{streams} concurrent streams through the endpoint: {streams - len(errors)} ended "
+          f"with [DONE], {len(errors)} errors{f' ({errors[0]})' if errors else ''}; "
+          f"{wall:.2f} s wall; per-stream decode median "
+          f"{statistics.median(rates) if rates else float('nan'):.0f} tok/s; service CPU "
+          f"{used:.2f} s = {100 * used / wall:.0f} % of a core over the burst")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--streams", type=int, default=32)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="sdbench-"))
+    scope = "bench" + uuid.uuid4().hex[:8]
+    endpoint_port, engine_port = free_port(), free_port()
+    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(root / "config"),
+           "SPARKDECK_DATA_DIR": str(root / "data"), "SPARKDECK_RUNTIME_DIR": str(root / "run"),
+           "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
+           "SPARKDECK_ENDPOINT_PORT": str(endpoint_port)}
+    client = docker.from_env(timeout=120)
+    image = ensure_llama_image(client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]),
+                               write_tiny_gguf(root / "tiny.gguf"))
+    (root / "config" / "presets").mkdir(parents=True)
+    (root / "config" / "presets" / "bench-ep.toml").write_text(tomli_w.dumps(
+        {"id": "bench-ep", **llama_preset_fields(
+            image, engine_port, llamacpp={"context": 32768, "gpu_layers": 0, "parallel": 8,
+                                          "no_mmap_flag": ["--load-mode", "none"]})}))
+    try:
+        launched = cli(env, "launch", "bench-ep", "--no-flush", "--timeout", "60")
+        assert launched.returncode == 0, launched.stderr
+        direct, through = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{endpoint_port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
+            try:
+                if httpx.post(through + "/v1/completions", json={
+                        "model": MODEL, "prompt": "x", "max_tokens": 1}).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        asyncio.run(compare(direct, through, args.runs, args.tokens))
+        asyncio.run(burst(through, args.streams, args.tokens // 2, service_pid(env)))
+    finally:
+        cli(env, "stop")
+        cli(env, "service", "stop")
+        for c in client.containers.list(all=True, filters={"label":
+                                                            f"io.sparkdeck.scope={scope}"}):
+            c.remove(force=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""`sparkdeck guard`: the memory watchdog, headless, for the engine sparkdeck runs.
+
+Samples at the running rate from settings.toml (1 Hz by default) and prints each decision;
+at a stop threshold it stops sparkdeck's own container (never anyone else's) unless the
+guard is in warn-only mode. `--history` lists the actions written to the data dir. With
+`--json` every line on stdout is one JSON object (a decision, or an event: a stop attempt, a
+note); notes that are not about the watch go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.runtime.errors import NotManaged
+from sparkdeck.runtime import connect
+from sparkdeck.guard.policy import Decision
+from sparkdeck.guard.readings import HostReadings
+from sparkdeck.guard.records import recent_actions
+from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
+from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
+from sparkdeck.settings import load_settings
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "guard", help="run the memory watchdog for the running engine (prints each decision)")
+    parser.add_argument("--duration", type=float, metavar="S",
+                        help="stop watching after S seconds (default: until Ctrl-C or the "
+                             "engine is gone)")
+    parser.add_argument("--history", action="store_true",
+                        help="list the watchdog's recorded actions instead")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.set_defaults(run=run_guard)
+
+
+class _Output:
+    """Where the guard's lines go: text or JSON lines on stdout, notes on stderr in --json.
+
+    A reader that goes away (`sparkdeck guard | head -1`) ends the watch quietly: the rest
+    of stdout goes to /dev/null so Python's own flush at exit raises nothing either."""
+
+    def __init__(self, as_json: bool, done: threading.Event):
+        self.as_json = as_json
+        self.done = done
+        self.closed = False
+
+    def _line(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            self.done.set()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+
+    def decision(self, decision: Decision) -> None:
+        if self.as_json:
+            self._line(json.dumps(decision.to_dict()))
+        else:
+            self._line(f"{time.strftime('%H:%M:%S')} {decision.describe()}")
+
+    def event(self, event: str, text: str, **fields: object) -> None:
+        """A stop attempt, a note or an error: a JSON object in --json, else a plain line."""
+        if self.as_json:
+            self._line(json.dumps({"event": event, "text": text, **fields}))
+        else:
+            self._line(f"{time.strftime('%H:%M:%S')} {text}")
+
+    def attempt(self, attempt: StopAttempt) -> None:
+        self.event("stop attempt", attempt.text, done=attempt.done, killed=attempt.killed)
+
+
+def _until_gone(runtime: DockerRuntime, container_id: str, done: threading.Event,
+                dog: Watchdog, out: _Output) -> None:
+    """Ends the watch when the engine stops by other means (every 2 s: Docker is not free).
+
+    A daemon that does not answer ends nothing (the engine may well still be running), and
+    neither does anything while the watchdog's own stop is still being carried out."""
+    silent = False
+    while not done.wait(2.0):
+        try:
+            alive = runtime.inspect(container_id).alive
+        except NotManaged:  # "no container": it is gone
+            alive = False
+        except Exception as exc:  # not answering or unreachable: keep guarding
+            if not silent:
+                out.event("docker", f"cannot ask Docker about the engine ({_first_line(exc)}); "
+                          "still guarding it")
+            silent = True
+            continue
+        silent = False
+        if not alive and dog.stopping is None:  # its own stop says so itself
+            out.event("gone", "the engine is gone: nothing left to guard")
+            done.set()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
+def _history(as_json: bool) -> int:
+    actions = recent_actions()
+    if not actions:
+        print("no watchdog actions recorded yet", file=sys.stderr if as_json else sys.stdout)
+    for action in actions:
+        if as_json:
+            print(json.dumps({k: v for k, v in action.items() if k != "window"}))
+        else:
+            note = f" - {action['note']}" if action.get("note") else ""
+            print(f"{action['at']} {action['action']:15} {action['engine']}: "
+                  f"{action['decision']['text']}{note} ({action['file']})")
+    return 0
+
+
+def _relayed_from_service(name: str, done: threading.Event, out: _Output) -> bool:
+    """When the sparkdeck service runs, it guards the engine: show its decisions rather than
+    start a second watchdog (which would decide, record and stop twice). True once relayed
+    until `done` or Ctrl-C; False when no service runs (or it went away first)."""
+    from sparkdeck.service import location
+
+    if not location.enabled():
+        return False
+    from sparkdeck.service.client import running
+    from sparkdeck.service.relay import relay_guard
+
+    client = running()
+    if client is None:
+        return False
+    with client:
+        out.event("note", f"the sparkdeck service (process {client.status()['pid']}) guards "
+                  f"{name}; its decisions follow (it keeps guarding after this ends)")
+        try:
+            return relay_guard(
+                client, done, lambda d: out.event("decision", d.text, level=d.level),
+                lambda ok, text, killed: out.event("stop attempt", text, done=ok,
+                                                   killed=killed),
+                lambda why: (out.event("stopped", f"the service stopped {name}: {why}"),
+                             done.set()))
+        except KeyboardInterrupt:
+            return True
+
+
+def run_guard(args: argparse.Namespace) -> int:
+    if args.history:
+        return _history(args.json)
+    guard = load_settings().guard
+    runtime = connect()
+    engine = runtime.current()
+    if engine is None or not engine.alive:
+        raise CommandFailed("no sparkdeck engine is running: nothing to guard (engines "
+                            "sparkdeck did not start are never stopped by it)")
+    done = threading.Event()
+    out = _Output(args.json, done)
+    if args.duration is not None:
+        timer = threading.Timer(args.duration, done.set)
+        timer.daemon = True
+        timer.start()
+    if _relayed_from_service(engine.name, done, out):
+        return 0
+    readings = HostReadings()
+    errors: list[str] = []
+
+    def on_error(exc: Exception) -> None:  # a failed reading: said once, then retried
+        text = _first_line(exc)
+        if not errors or errors[-1] != text:
+            out.event("error", f"watchdog: {text}; trying again")
+        errors.append(text)
+
+    dog = engine_watchdog(guard, runtime, engine, read=readings, on_decision=out.decision,
+                          on_attempt=out.attempt, on_error=on_error)
+    mode = "stops" if guard.mode == "stop" else "only WARNS about (warn-only mode)"
+    if not args.json:
+        out._line(f"guarding {engine.name} ({engine.preset_id}) at {guard.running_hz:g} Hz; "
+                  f"it {mode} the engine at MemAvailable < {guard.stop_available_pct:g} % or a "
+                  f"full stall rate > {guard.stop_full_rate_pct:g} % for "
+                  f"{guard.stop_consecutive} samples")
+    threading.Thread(target=_until_gone, daemon=True,
+                     args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done,
+                           dog, out)).start()
+    try:
+        dog.run(done, lambda: guard.running_hz)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        done.set()
+    if out.closed:
+        return 0
+    if readings.psi_error:
+        out.event("note", f"note: no PSI on this kernel, the stall rule was off "
+                  f"({readings.psi_error})")
+    if dog.stopped_by is not None:
+        raise CommandFailed(f"stopped {engine.name}: {'; '.join(dog.stopped_by.reasons)} "
+                            f"(readings saved in {dog.stop_record or '-'})")
+    if dog.stop_pending:
+        raise CommandFailed(f"the stop of {engine.name} was not confirmed before the guard "
+                            f"ended: {dog.attempts[-1].text if dog.attempts else 'not tried'}")
+    return 0

@@ -1,0 +1,130 @@
+"""`sparkdeck service run|start|stop|status|install`: the long-running owner of the engine.
+
+`run` serves in the foreground (what systemd and `start` run); `start` starts it detached;
+`stop` ends it (the engine keeps running and the next service adopts it; while none runs
+nothing guards the engine, and `stop` says so); `status` says whether it runs, what it
+guards and what it last decided; `install` writes a systemd unit and says how to enable it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+
+from sparkdeck.cli.commands import CommandFailed
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "service", help="the background service that owns the engine and guards memory")
+    sub = parser.add_subparsers(dest="service_command", metavar="run|start|stop|status|install",
+                                required=True)
+    sub.add_parser("run", help="serve in the foreground (systemd runs this)")
+    sub.add_parser("start", help="start the service in the background")
+    stop = sub.add_parser("stop", help="stop the service (the engine keeps running)")
+    stop.add_argument("--timeout", type=float, default=10.0, metavar="S")
+    status = sub.add_parser("status", help="whether it runs, what it guards")
+    status.add_argument("--json", action="store_true")
+    install = sub.add_parser("install", help="write a systemd unit for the service")
+    install.add_argument("--system", action="store_true",
+                         help="a system unit (root-owned setups) instead of a user unit")
+    parser.set_defaults(run=run_service)
+
+
+def run_service(args: argparse.Namespace) -> int:
+    return {"run": _run, "start": _start, "stop": _stop, "status": _status,
+            "install": _install}[args.service_command](args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sparkdeck.service.server import serve
+
+    return serve()
+
+
+def _start(args: argparse.Namespace) -> int:
+    from sparkdeck.service.client import ensure_running
+
+    client, started = ensure_running()
+    with client:
+        pid = client.status()["pid"]
+    print(f"the sparkdeck service {'started' if started else 'already runs'} (process {pid})")
+    return 0
+
+
+def _holder_pid() -> int | None:
+    from sparkdeck.file_lock import FileLock
+    from sparkdeck.service.server import SERVICE_LOCK
+
+    lock = FileLock(SERVICE_LOCK)
+    if lock.acquire(blocking=False):  # nobody holds it: no service
+        lock.release()
+        return None
+    holder = lock.holder()
+    return holder.pid if holder else None
+
+
+def _stop(args: argparse.Namespace) -> int:
+    pid = _holder_pid()
+    if pid is None:
+        print("the sparkdeck service is not running")
+        return 0
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if _holder_pid() is None:
+            print(f"stopped the sparkdeck service (process {pid}); an engine that runs keeps "
+                  "running, unguarded until the service or a sparkdeck window runs again")
+            return 0
+        time.sleep(0.1)
+    raise CommandFailed(f"the service (process {pid}) did not stop within {args.timeout:g} s")
+
+
+def _status(args: argparse.Namespace) -> int:
+    from sparkdeck.service.client import running
+
+    client = running()
+    if client is None:
+        report = {"running": False, "stale_holder": _holder_pid()}
+        if args.json:
+            print(json.dumps(report))
+        else:
+            print("the sparkdeck service is not running (`sparkdeck service start`)")
+        return 3  # like systemctl status: not running is not an error, but says so
+    with client:
+        report = {"running": True, **client.status()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    guard = report["guard"]
+    engine = report.get("engine")
+    print(f"the sparkdeck service runs (process {report['pid']}, API v{report['api_version']})")
+    if engine:
+        state = "ready" if report.get("ready") else engine.get("docker_state")
+        print(f"engine:  {engine['preset_id']} ({engine['name']}), {state}")
+    else:
+        print("engine:  none")
+    if guard.get("guarding"):
+        last = (guard.get("last_decision") or {}).get("text", "no reading yet")
+        print(f"guard:   watching {guard['guarding']} at {guard['hz']:g} Hz ({guard['mode']}); "
+              f"last: {last}")
+    else:
+        print("guard:   idle (no sparkdeck engine runs)")
+    if report.get("busy"):
+        print(f"busy:    {report['busy']}")
+    if report.get("docker_error"):
+        print(f"docker:  {report['docker_error']}")
+    return 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    from sparkdeck.service.unit import install
+
+    installed = install(args.system)
+    print(f"wrote {installed.path} ({installed.note}); enable it with:")
+    for command in installed.enable:
+        print(f"  {'sudo ' if args.system and os.getuid() != 0 else ''}{command}")
+    return 0

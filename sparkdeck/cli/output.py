@@ -1,0 +1,108 @@
+"""How the CLI shows things to a person: launch progress, preset lists, status, prompts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from sparkdeck.host.meminfo import gib
+from sparkdeck.launch.printer import LaunchPrinter
+from sparkdeck.presets import PresetCatalog
+
+
+def confirm(question: str) -> bool:
+    """Ask on a terminal; without one, the answer is no (scripts pass --yes)."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def claim_cell(claim: dict[str, Any] | None) -> str:
+    """A claim as the CLAIM column shows it: GiB (~ when part is an estimate), or "?"."""
+    if not claim or claim.get("bytes") is None:
+        return "?"
+    return ("~" if claim.get("estimated") else "") + f"{claim['bytes'] / 2**30:.1f} GiB"
+
+
+def print_presets(catalog: PresetCatalog, user_dir: Path,
+                  claims: dict[str, dict[str, Any]] | None = None) -> None:
+    """The preset table: the memory claim in GiB, the engine's own memory setting apart."""
+    claims = claims or {}
+    header = ("ID", "KIND", "CLAIM", "MEMORY SETTING", "IMAGE")
+    rows = [(p.id, p.kind, claim_cell(claims.get(p.id)), p.memory_setting(), p.image)
+            for p in catalog.presets.values()]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if claims:
+        print("\nhow each claim was reckoned on this machine (CLAIM ? = cannot be known):")
+        for preset_id, claim in claims.items():
+            print(f"  {preset_id}: {claim['text']}")
+    print(f"\nuser presets: {user_dir} (a file there with the same id replaces a bundled one)")
+    for problem in catalog.problems:
+        print(f"invalid: {problem}", file=sys.stderr)
+
+
+def print_status(report: dict[str, Any]) -> None:
+    if "endpoint" in report:
+        _print_endpoint(report["endpoint"])
+        return
+    docker = report["docker"]
+    missing = "NOT ANSWERING" if docker.get("not_answering") else "MISSING"
+    print("docker:  " + ("available" if docker["available"] else f"{missing} - {docker['error']}"))
+    engine = report.get("engine")
+    if engine:
+        if engine["docker_state"] in ("exited", "dead"):
+            print(f"engine:  {engine['preset_id']} CRASHED (exit code {engine['exit_code']}); "
+                  "last log lines:")
+            for line in engine["log_tail"][-10:]:
+                print(f"  | {line}")
+        else:
+            print(f"engine:  {engine['preset_id']} {engine['docker_state']} at "
+                  f"{engine['base_url']} ({engine['image']})")
+            if engine.get("published_on") in ("0.0.0.0", "::"):
+                port = engine["base_url"].rsplit(":", 1)[-1]
+                print(f"WARNING: also reachable from the LAN: published on "
+                      f"{engine['published_on']}:{port} (lan = true in the preset); anyone "
+                      "who can reach this machine can use the engine, with no key")
+    elif docker["available"]:
+        print("engine:  none running")
+    for container_id in report.get("adopted", []):
+        print(f"adopted: {container_id[:12]} was running with no launch in progress and no "
+              "record (its launch was killed?); sparkdeck now follows it (the TUI and "
+              "`sparkdeck guard` guard it; the next launch stops it)")
+    failure = report.get("last_failure")
+    if failure:  # shown until dismissed, even beside a running engine (one left by Ctrl-C)
+        print(f"last launch failed: {failure['preset_id']}: {failure['message']} "
+              f"({failure.get('at', '')}; `sparkdeck dismiss` forgets it)")
+    for attached in report.get("attached", []):
+        _print_endpoint(attached)
+    if report.get("attached_error"):
+        print(f"attached: {report['attached_error']}")
+    target = report.get("target")
+    if target is not None:  # what chat, metrics and bench talk to without --endpoint
+        chosen = target["endpoint"]
+        print("talk to: " + (f"{chosen['name']} ({chosen['url']})" if chosen
+                             else target["why_none"] or "no engine is ready"))
+    gpu = report["gpu"]
+    print("gpu:     " + (f"{gpu['name']} (driver {gpu['driver']})" if gpu["available"]
+                         else f"MISSING - {gpu['error']}"))
+    mem = report.get("memory", {})
+    if "error" in mem:
+        print(f"memory:  {mem['error']}")
+    else:
+        print(f"memory:  {gib(mem['available'])} available of {gib(mem['total'])}, "
+              f"page cache {gib(mem['cached'])}")
+
+
+def _print_endpoint(e: dict[str, Any]) -> None:
+    state = "healthy" if e["healthy"] else ((e.get("error") or "unreachable")
+                                            if not e["reachable"]
+                                            else f"not ready (HTTP {e['health_code']})")
+    models = ", ".join(e["models"]) or "-"
+    print(f"{e['source']}: {e['name']} {e['url']} [{e['kind']}] {state}; models: {models}")

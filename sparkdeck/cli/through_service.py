@@ -1,0 +1,90 @@
+"""`sparkdeck launch` and `sparkdeck stop` when the service runs (or, for a launch, once it
+has been started): the same plan, confirmation and lines as the in-process launch, but the
+service does the work, so the guard goes on after this command ends.
+
+The launch is followed by sparkdeck.service.launch_follow (no line of it can be missed). Ctrl-C
+asks the service to cancel the launch and waits for the outcome: the launch sequence then
+leaves nothing behind, exactly as in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.cli.output import confirm
+from sparkdeck.service.client import ServiceClient, ServiceError, ensure_running, running
+from sparkdeck.service.launch_follow import follow_launch
+
+
+def launch(args: argparse.Namespace) -> int:
+    client, started = ensure_running()
+    with client:
+        if started:
+            print(f"started the sparkdeck service (process {client.status()['pid']}): it "
+                  "guards the engine after this command ends", flush=True)
+        flush = "no" if args.no_flush else "auto"
+        try:
+            plan = client.plan(args.preset, flush)
+        except ServiceError as exc:
+            raise CommandFailed(str(exc)) from None
+        print("\n".join(["launch plan:", *(f"  {line}" for line in plan["lines"])]),
+              flush=True)
+        fit = plan.get("fit")
+        if fit is not None and not fit["allowed"] and not args.force:
+            raise CommandFailed(
+                f"{args.preset} {fit['verdict']}; not launched (the running engine, if any, "
+                "keeps running). Pass --force to launch anyway.\n  "
+                + "\n  ".join(plan["fit_lines"]))
+        if plan["is_switch"] and not args.yes:
+            what = ", ".join(f"{e['preset_id']} ({e['image']})" for e in plan["stopping"])
+            if not confirm("Continue?"):
+                raise CommandFailed(f"not launched: {what} is running; pass --yes to "
+                                    "replace it")
+        result = _follow_launch(client, args.preset, {
+            "flush": flush, "force": args.force, "timeout": args.timeout,
+            "skip_switch_wait": args.no_switch_wait})
+    if not result["ok"]:
+        tail = "\n".join(f"  | {line}" for line in result.get("log_tail") or ())
+        raise CommandFailed(result["error"] + (f"; its last log lines:\n{tail}" if tail else ""))
+    engine = result["engine"]
+    print(f"the sparkdeck service guards {engine['name']} from now on (`sparkdeck service "
+          "status`)")
+    return 0
+
+
+def _follow_launch(client: ServiceClient, preset: str,
+                   options: dict[str, Any]) -> dict[str, Any]:
+    def show(kind: str, data: dict[str, Any]) -> None:
+        if kind == "launch":
+            print(data["text"], flush=True)
+
+    def interrupted() -> None:
+        print("cancelling the launch…", file=sys.stderr, flush=True)
+
+    try:
+        return follow_launch(client, preset, options, show, on_interrupt=interrupted)
+    except ServiceError as exc:
+        raise CommandFailed(str(exc)) from None
+
+
+def stop(args: argparse.Namespace) -> int | None:
+    """Stop through the service when one runs; None when none does (stop in-process)."""
+    from sparkdeck.service import location
+
+    client = running() if location.enabled() else None
+    if client is None:
+        return None
+    with client:
+        try:
+            stopped = client.stop()
+        except ServiceError as exc:
+            raise CommandFailed(str(exc)) from None
+    if not stopped:
+        print("no sparkdeck engine is running (engines sparkdeck did not start are never "
+              "stopped by it)")
+    for engine in stopped:
+        print(f"stopped and removed {engine['name']} ({engine['preset_id']}) (by the service)")
+    return 0

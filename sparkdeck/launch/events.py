@@ -1,0 +1,362 @@
+"""What a launch reports as it goes: one frozen dataclass per step, facts in the past tense.
+
+The launch sequence (sparkdeck.launch.sequence) posts these to its `on_event` sink, typed
+`EventSink`. Each event says what it means itself: `describe()` is the sentence the CLI
+prints and the engine card and guard line show, `phase` the engine card's state word while
+the step runs. A front end that must do more than show the sentence (a progress bar, a
+hand-over to the running watchdog) subclasses `LaunchListener` and overrides the hooks it
+needs; `event.deliver(listener)` calls the one hook for that event, so no front end tests
+an event's type. Kept apart from the sequence so that front ends can name them without
+loading the docker SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from sparkdeck.host.meminfo import gib
+from sparkdeck.runtime.pull import PullProgress
+
+if TYPE_CHECKING:  # field types only: the TUI names these events before its first frame
+    from pathlib import Path
+
+    from sparkdeck.guard.fit import FitCheck
+    from sparkdeck.guard.policy import Decision
+    from sparkdeck.guard.switch import SwitchProgress
+    from sparkdeck.guard.timeline import StartupTimeline
+    from sparkdeck.host.pagecache import FlushReport
+    from sparkdeck.models.pull import PullProgress as DownloadProgress
+    from sparkdeck.runtime.state import EngineState
+
+
+def _name(engine: EngineState) -> str:
+    return engine.preset_id or engine.name
+
+
+class LaunchListener:
+    """One hook per event; each defaults to `other(event)`, which does nothing. A front end
+    overrides the hooks it treats apart and `other` for the rest."""
+
+    def other(self, event: LaunchEvent) -> None:
+        """Every event whose hook is not overridden."""
+
+    def pull_started(self, event: PullStarted) -> None: self.other(event)
+    def model_pull_started(self, event: ModelPullStarted) -> None: self.other(event)
+    def pull_progress(self, event: PullProgress) -> None: self.other(event)
+    def fit_checked(self, event: FitChecked) -> None: self.other(event)
+    def model_in_cache(self, event: ModelInCache) -> None: self.other(event)
+    def model_download_started(self, event: ModelDownloadStarted) -> None: self.other(event)
+    def model_downloading(self, event: ModelDownloading) -> None: self.other(event)
+    def model_downloaded(self, event: ModelDownloaded) -> None: self.other(event)
+    def previous_stopping(self, event: PreviousStopping) -> None: self.other(event)
+    def previous_stopped(self, event: PreviousStopped) -> None: self.other(event)
+    def switch_waited(self, event: SwitchWaited) -> None: self.other(event)
+    def cache_flushed(self, event: CacheFlushed) -> None: self.other(event)
+    def flush_skipped(self, event: FlushSkipped) -> None: self.other(event)
+    def container_started(self, event: ContainerStarted) -> None: self.other(event)
+    def guard_decided(self, event: GuardDecided) -> None: self.other(event)
+    def guard_failed(self, event: GuardFailed) -> None: self.other(event)
+    def timeline_saved(self, event: TimelineSaved) -> None: self.other(event)
+    def engine_ready(self, event: EngineReady) -> None: self.other(event)
+    def cleanup_stopping(self, event: CleanupStopping) -> None: self.other(event)
+    def cleanup_hurried(self, event: CleanupHurried) -> None: self.other(event)
+
+
+class _Step:
+    """What every event knows about itself (see the module's docstring)."""
+
+    phase: ClassVar[str | None] = None  # the card's state word; None leaves it as it was
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def deliver(self, listener: LaunchListener) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PullStarted(_Step):
+    image: str
+    phase: ClassVar[str | None] = "pulling"
+
+    def describe(self) -> str:
+        return f"image {self.image} is not here: pulling it"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.pull_started(self)
+
+
+@dataclass(frozen=True)
+class ModelPullStarted(_Step):
+    """The engine is up but lacks the preset's model: it is being pulled (Ollama)."""
+
+    model: str
+    phase: ClassVar[str | None] = "pulling"
+
+    def describe(self) -> str:
+        return f"the engine is up; model {self.model} is not in it yet: pulling it"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.model_pull_started(self)
+
+
+@dataclass(frozen=True)
+class FitChecked(_Step):
+    fit: FitCheck
+    forced: bool
+
+    def describe(self) -> str:
+        head = "memory fit: " + self.fit.verdict + (" (launching anyway: --force)"
+                                                    if self.forced else "")
+        return "\n  ".join([head, *self.fit.lines()[:-1]])
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.fit_checked(self)
+
+
+@dataclass(frozen=True)
+class ModelInCache(_Step):
+    """The preset's Hub model is complete in the cache: nothing to download."""
+
+    repo: str
+    size: int | None  # bytes of the files the engine loads (None: the Hub was not asked)
+    note: str | None = None  # e.g. the Hub could not be asked, so the cache was trusted
+
+    def describe(self) -> str:
+        parts = [gib(self.size)] if self.size is not None else []
+        parts += [self.note] if self.note else []
+        said = f" ({'; '.join(parts)})" if parts else ""
+        return f"model {self.repo} is in the cache{said}; the engine starts with the Hub offline"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.model_in_cache(self)
+
+
+@dataclass(frozen=True)
+class ModelDownloadStarted(_Step):
+    """The preset's Hub model is missing (or partly here): it is downloaded before the
+    engine starts, so no engine downloads during its start-up."""
+
+    repo: str
+    commit: str
+    files: int
+    needed: int  # bytes still to fetch
+    total: int  # bytes of every file the engine loads
+    phase: ClassVar[str | None] = "pulling"
+
+    def describe(self) -> str:
+        return (f"model {self.repo} is not in the cache: downloading {gib(self.needed)} "
+                f"({self.files} file(s), {gib(self.total)} in all, commit "
+                f"{self.commit[:12]}) before the engine starts")
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.model_download_started(self)
+
+
+@dataclass(frozen=True)
+class ModelDownloading(_Step):
+    """Progress of that download (sent when a file begins, at each 5 % and every 10 s)."""
+
+    repo: str
+    progress: DownloadProgress
+    phase: ClassVar[str | None] = "pulling"
+
+    @property
+    def fraction(self) -> float:
+        p = self.progress
+        return p.done / p.total if p.total else 0.0
+
+    def describe(self) -> str:
+        p = self.progress
+        eta = f"{p.eta_s:.0f} s" if p.eta_s is not None else "?"
+        return (f"downloading {self.repo}: {self.fraction:4.0%} ({gib(p.done)} of "
+                f"{gib(p.total)}), {p.rate / 2**20:.1f} MiB/s, ETA {eta}; file {p.file}")
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.model_downloading(self)
+
+
+@dataclass(frozen=True)
+class ModelDownloaded(_Step):
+    repo: str
+    fetched: int  # bytes fetched
+    seconds: float
+
+    def describe(self) -> str:
+        return (f"downloaded {self.repo}: {gib(self.fetched)} in {self.seconds:.1f} s; the "
+                "engine starts with the Hub offline")
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.model_downloaded(self)
+
+
+@dataclass(frozen=True)
+class PreviousStopping(_Step):
+    engine: EngineState
+    phase: ClassVar[str | None] = "stopping"
+
+    def describe(self) -> str:
+        return f"stopping {_name(self.engine)} ({self.engine.name})"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.previous_stopping(self)
+
+
+@dataclass(frozen=True)
+class PreviousStopped(_Step):
+    engine: EngineState
+    seconds: float
+
+    def describe(self) -> str:
+        return f"stopped {_name(self.engine)} in {self.seconds:.1f} s"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.previous_stopped(self)
+
+
+@dataclass(frozen=True)
+class SwitchWaited(_Step):
+    """One step of the wait for a stopped engine's memory (the last one has `done`)."""
+
+    engine: str  # its preset id (or container name)
+    progress: SwitchProgress
+    phase: ClassVar[str | None] = "stopping"
+
+    def describe(self) -> str:
+        return "waiting for memory to come back: " + self.progress.describe()
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.switch_waited(self)
+
+
+@dataclass(frozen=True)
+class CacheFlushed(_Step):
+    report: FlushReport
+    phase: ClassVar[str | None] = "starting"
+
+    def describe(self) -> str:
+        return self.report.describe()
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.cache_flushed(self)
+
+
+@dataclass(frozen=True)
+class FlushSkipped(_Step):
+    reason: str
+    phase: ClassVar[str | None] = "starting"
+
+    def describe(self) -> str:
+        return f"page cache not flushed ({self.reason})"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.flush_skipped(self)
+
+
+@dataclass(frozen=True)
+class ContainerStarted(_Step):
+    engine: EngineState
+    phase: ClassVar[str | None] = "starting"
+
+    def describe(self) -> str:
+        return f"started {self.engine.name}; waiting for {self.engine.base_url}" \
+               f"{self.engine.health_path}"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.container_started(self)
+
+
+@dataclass(frozen=True)
+class GuardDecided(_Step):
+    """The start-up watchdog's decision on one reading."""
+
+    decision: Decision
+
+    def describe(self) -> str:
+        return "memory guard: " + self.decision.describe()
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.guard_decided(self)
+
+
+@dataclass(frozen=True)
+class GuardFailed(_Step):
+    """The start-up watchdog could not read the host: the start-up is not guarded."""
+
+    error: str
+
+    def describe(self) -> str:
+        return f"memory guard cannot read the host, the start-up is NOT guarded: {self.error}"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.guard_failed(self)
+
+
+@dataclass(frozen=True)
+class TimelineSaved(_Step):
+    timeline: StartupTimeline
+    path: Path
+
+    def describe(self) -> str:
+        t = self.timeline
+        phases = ", ".join(f"{m.phase} {m.t:.1f} s" for m in t.marks) or "none seen"
+        return (f"start-up timeline: {len(t.points)} samples, peak used "
+                f"{gib(t.peak_used)}, phases: {phases} ({self.path})")
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.timeline_saved(self)
+
+
+@dataclass(frozen=True)
+class EngineReady(_Step):
+    engine: EngineState
+    seconds: float
+
+    def describe(self) -> str:
+        lan = f"\nWARNING: {self.engine.lan_warning()}" if self.engine.on_lan else ""
+        return (f"ready in {self.seconds:.1f} s: {self.engine.preset_id} at "
+                f"{self.engine.base_url} (OpenAI API at {self.engine.base_url}/v1)" + lan)
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.engine_ready(self)
+
+
+@dataclass(frozen=True)
+class CleanupStopping(_Step):
+    """The launch failed or was interrupted after its container started: it is being stopped
+    with `grace` seconds for SIGTERM (a second Ctrl-C kills it at once)."""
+
+    engine: EngineState
+    grace: float
+
+    def describe(self) -> str:
+        return (f"stopping {self.engine.name} (up to {self.grace:g} s for it to exit; press "
+                "Ctrl-C again to kill it now)")
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.cleanup_stopping(self)
+
+
+@dataclass(frozen=True)
+class CleanupHurried(_Step):
+    """A second interrupt came during that graceful stop: the container is killed now."""
+
+    engine: EngineState
+
+    def describe(self) -> str:
+        return f"second Ctrl-C: killing {self.engine.name} now"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.cleanup_hurried(self)
+
+
+LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | ModelInCache
+               | ModelDownloadStarted | ModelDownloading | ModelDownloaded | PreviousStopping
+               | PreviousStopped | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted
+               | GuardDecided | GuardFailed | TimelineSaved | EngineReady | CleanupStopping
+               | CleanupHurried)
+
+EventSink = Callable[[LaunchEvent], None]
+"""Where a launch sends its events (called from the launch's thread)."""

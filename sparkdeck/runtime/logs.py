@@ -1,0 +1,136 @@
+"""Reading a container's log through the docker SDK: both streams merged in order, times
+parsed, a byte stream cut into lines, and the one follower another thread can stop. Every
+line comes out cleaned (text_safety): an engine's output is shown by the CLI, the log pane,
+the engine card and status, never obeyed.
+
+Kept apart from the runtime's lifecycle code (start, readiness, stop): these functions take
+an SDK container object and do no ownership checks; DockerRuntime does those first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import docker.errors
+import requests
+
+from sparkdeck.runtime.errors import DockerRuntimeError
+from sparkdeck.runtime.sdk import daemon_errors
+from sparkdeck.text_safety import clean
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+
+TAIL_LINES = 200
+
+
+def stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
+    """The last `lines` lines ("all" for every line) as (RFC 3339 stamp, text), in order.
+
+    Each stream is read on its own and merged by timestamp: asked for both at once, dockerd
+    20.10's json-file `tail` was seen to drop a final stderr line (the one that says why an
+    engine died).
+    """
+    stamped: list[tuple[str, str]] = []
+    for stream in ("stdout", "stderr"):
+        try:
+            raw = container.logs(tail=lines, timestamps=True, stdout=stream == "stdout",
+                                 stderr=stream == "stderr")
+        except docker.errors.APIError:
+            continue
+        for line in raw.decode("utf-8", "replace").split("\n"):
+            if not line:
+                continue
+            stamp, _, text = line.partition(" ")
+            stamped.append((stamp, clean(text.rstrip("\r"))))
+    stamped.sort(key=lambda pair: pair[0])  # RFC 3339 with fixed nanoseconds sorts as text
+    return stamped if lines == "all" else stamped[-int(lines):]
+
+
+def line_batches(chunks: Iterable[bytes]) -> Iterator[list[str]]:
+    """Cut a streamed log (chunks that need not end at a newline) into cleaned text lines,
+    one batch per chunk that completes at least one line."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if lines:
+            yield [clean(line.decode("utf-8", "replace").rstrip("\r")) for line in lines]
+    if pending:
+        yield [clean(pending.decode("utf-8", "replace"))]
+
+
+# Following: the UI's log pane and `sparkdeck logs` read the same follower.
+def container_going(exc: docker.errors.APIError) -> bool:
+    """Did the daemon refuse because the container is gone or being removed? (dockerd says
+    404 "No such container", or 409 "can not get logs from container which is dead or marked
+    for removal" while a forced remove runs.)"""
+    text = str(exc.explanation or exc).lower()
+    return exc.status_code == 404 or "marked for removal" in text or "no such container" in text
+
+
+class LogFollower:
+    """Yields the container's log in batches of lines, as the daemon sends them."""
+
+    def __init__(self, runtime: Callable[[], DockerRuntime], container_id: str,
+                 tail: int = TAIL_LINES, follow: bool = True) -> None:
+        self._runtime = runtime  # called in the following thread: it may connect
+        self.container_id = container_id
+        self._tail = tail
+        self._follow = follow  # False: the last `tail` lines, then the end
+        self._stream: Any = None
+        self._closed = threading.Event()
+
+    def batches(self) -> Iterator[list[str]]:
+        """Each chunk's complete lines; ends when the container goes or close() is called.
+
+        A container that is gone (or being removed) before or while following is the normal
+        end of its log, not a failure: a switch removes the old engine while the UI may
+        still be starting to follow it. Raises DockerUnavailable (DockerNotAnswering for a
+        daemon that never replies) when the daemon cannot be reached, DockerRuntimeError
+        for any other refusal.
+        """
+        try:
+            with daemon_errors():
+                container = self._runtime().client.containers.get(self.container_id)
+                self._stream = container.logs(stream=True, follow=self._follow, tail=self._tail)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if container_going(exc):
+                return
+            raise DockerRuntimeError(str(exc)) from exc
+        if self._closed.is_set():
+            self._stream.close()
+            return
+        try:
+            yield from line_batches(self._stream)
+        except (OSError, ValueError, AttributeError, requests.exceptions.RequestException):
+            if self._closed.is_set() or self._gone():
+                return  # shut by close(), or cut by the container's removal: the normal end
+            raise
+
+    def _gone(self) -> bool:
+        """Is the container gone (or going) now? Asked after the stream broke off."""
+        try:
+            self._runtime().client.containers.get(self.container_id)
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError as exc:
+            return container_going(exc)
+        except (requests.exceptions.RequestException, docker.errors.DockerException,
+                DockerRuntimeError):
+            return False
+        return False
+
+    def close(self) -> None:
+        """Stop following (safe from any thread, and more than once)."""
+        self._closed.set()
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.close()
+            except (OSError, AttributeError):
+                pass

@@ -1,0 +1,152 @@
+"""The service's local API: HTTP + JSON (Starlette), an event stream (server-sent events).
+
+Versioned paths: everything lives under /v{API_VERSION}/, every answer carries the
+X-Sparkdeck-Api header, and a front end that says it speaks another version (the same
+header on its request) gets a 409 naming both versions and what to do, instead of answers it
+would misread. Blocking work (Docker, /proc) runs in Starlette's thread pool so one slow call
+never stalls the event streams.
+
+  GET  /v1/status            the engine, the guard, what is in flight, the latest readings
+  GET  /v1/plan?preset=ID    the launch plan (what is stopped, flush, fit with its numbers)
+  POST /v1/launch            {"preset", "flush", "force", "timeout", "skip_switch_wait"}
+  POST /v1/launch/cancel     cancel the launch in flight
+  POST /v1/launch/skip-wait  end its wait for the stopped engine's memory now
+  POST /v1/stop              stop sparkdeck's engine
+  GET  /v1/events            the event stream (engine, launch, guard, telemetry, metrics)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.middleware import Middleware
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sparkdeck.file_lock import LockBusy
+from sparkdeck.service.hub import EventHub
+from sparkdeck.service.location import API_VERSION
+from sparkdeck.service.owner import Busy, EngineOwner, UnknownPreset
+
+VERSION_HEADER = "X-Sparkdeck-Api"
+PING_S = 15  # a keep-alive comment on a quiet event stream
+
+_FLUSH = {"auto": None, "yes": True, "no": False}
+
+
+def _error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+class Versioned:
+    """ASGI middleware: every answer says the API version; a request that says it speaks
+    another one is refused with what to do (streams included, so no BaseHTTPMiddleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        asked = Headers(scope=scope).get(VERSION_HEADER)
+        if asked is not None and asked != str(API_VERSION):
+            refusal = _error(
+                409, f"this sparkdeck service speaks API v{API_VERSION}, the front end "
+                f"v{asked}: they are different sparkdeck versions. Restart the service with "
+                "the front end's version (`sparkdeck service stop`, then `sparkdeck service "
+                "start`)", api_version=API_VERSION)
+            refusal.headers[VERSION_HEADER] = str(API_VERSION)
+            await refusal(scope, receive, send)
+            return
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[VERSION_HEADER] = str(API_VERSION)
+            await send(message)
+
+        await self.app(scope, receive, stamped)
+
+
+def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
+    async def status(request: Request) -> Response:
+        body = await run_in_threadpool(owner.status)
+        body.update(api_version=API_VERSION, pid=os.getpid(), subscribers=hub.subscribers)
+        return JSONResponse(body)
+
+    async def plan(request: Request) -> Response:
+        preset = request.query_params.get("preset", "")
+        flush = request.query_params.get("flush", "auto")
+        if flush not in _FLUSH:
+            return _error(400, f"flush must be one of {', '.join(_FLUSH)}, not {flush!r}")
+        return JSONResponse(await run_in_threadpool(owner.plan, preset, _FLUSH[flush]))
+
+    async def launch(request: Request) -> Response:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict) or not isinstance(body.get("preset"), str):
+                raise ValueError("a JSON object with a string `preset`")
+            flush = _FLUSH[body.get("flush", "auto")]
+            timeout = body.get("timeout")
+            options = {"flush": flush, "force": bool(body.get("force", False)),
+                       "timeout": float(timeout) if timeout is not None else None,
+                       "skip_switch_wait": bool(body.get("skip_switch_wait", False))}
+        except (ValueError, KeyError, TypeError) as exc:
+            return _error(400, f"bad launch request: {exc}")
+        launch_id = await run_in_threadpool(lambda: owner.launch(body["preset"], **options))
+        return JSONResponse({"launch": launch_id}, status_code=202)
+
+    async def cancel(request: Request) -> Response:
+        return JSONResponse({"cancelled": owner.cancel_launch()})
+
+    async def skip_wait(request: Request) -> Response:
+        return JSONResponse({"skipped": owner.skip_switch_wait()})
+
+    async def stop(request: Request) -> Response:
+        return JSONResponse({"stopped": await run_in_threadpool(owner.stop)})
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            # the hello first: a client knows its stream is live before it acts
+            yield ServerSentEvent(json.dumps({"api_version": API_VERSION}), event="hello")
+            async for event in hub.subscribe():
+                yield ServerSentEvent(json.dumps(event.to_dict()), event=event.kind,
+                                      id=str(event.id))
+
+        return EventSourceResponse(stream(), ping=PING_S)
+
+    routes = [Route(f"/v{API_VERSION}/status", status),
+              Route(f"/v{API_VERSION}/plan", plan),
+              Route(f"/v{API_VERSION}/launch", launch, methods=["POST"]),
+              Route(f"/v{API_VERSION}/launch/cancel", cancel, methods=["POST"]),
+              Route(f"/v{API_VERSION}/launch/skip-wait", skip_wait, methods=["POST"]),
+              Route(f"/v{API_VERSION}/stop", stop, methods=["POST"]),
+              Route(f"/v{API_VERSION}/events", events)]
+
+    async def busy(request: Request, exc: Exception) -> Response:
+        return _error(409, str(exc))
+
+    async def unknown(request: Request, exc: Exception) -> Response:
+        return _error(404, str(exc))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, f"no such path {request.url.path}: this service speaks API "
+                      f"v{API_VERSION} (/v{API_VERSION}/...)")
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        return _error(500, str(exc) or type(exc).__name__, error_type=type(exc).__name__)
+
+    app = Starlette(routes=routes, middleware=[Middleware(Versioned)], exception_handlers={
+        Busy: busy, LockBusy: busy, UnknownPreset: unknown, 404: not_found,
+        Exception: failed})
+
+    return app

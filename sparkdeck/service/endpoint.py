@@ -1,0 +1,399 @@
+"""The stable OpenAI endpoint: one URL (127.0.0.1:8400) whatever engine runs behind it.
+
+A second listener of the service process (server.py serves it beside the Unix-socket API,
+in the same asyncio loop). `/v1/chat/completions`, `/v1/completions` and `/v1/embeddings`
+go to the running engine: sparkdeck's once its guard follower has seen it answer its health
+check, else the one attached engine (sparkdeck.endpoints.resolve, the one resolver). The
+answer streams back as the engine sends it (status, headers less the hop-by-hop ones, error
+bodies untouched); a client that goes away closes the upstream connection, which is how an
+engine learns to abort the request. The request body is read whole first (capped): its
+`model` decides whether it may go through, or makes the service switch engines first
+(switching.py). `/v1/models` lists every preset's model and the running engine's own. Each
+request becomes a line of the request log (request_log.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sparkdeck.endpoints import answers, managed_endpoint, resolve
+from sparkdeck.service.guarding import GuardFollower
+from sparkdeck.service.stream_meter import Meter
+from sparkdeck.service.request_log import RequestLog, RequestRecord
+from sparkdeck.settings import EndpointSettings
+
+if TYPE_CHECKING:
+    from sparkdeck.service.owner import EngineOwner
+    from sparkdeck.service.switching import SwitchGate
+
+PORT_ENV = "SPARKDECK_ENDPOINT_PORT"  # overrides [endpoint] port (tests use a free port)
+FORWARDED = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
+MAX_REQUEST = 64 * 2**20  # a request body is read whole (its model decides): capped
+FIND_EVERY_S = 1.0  # how long a resolved engine is trusted before looking again
+CATALOG_EVERY_S = 5.0
+# hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, never forwarded; host and
+# content-length are the new connection's to set
+_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization",
+                  b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host",
+                  b"content-length"})
+
+
+class EndpointRefused(Exception):
+    """The endpoint's settings are unsafe (the LAN without a key): the service refuses to
+    start and says how to fix it."""
+
+
+def listen_address(settings: EndpointSettings) -> tuple[str, int]:
+    port = os.environ.get(PORT_ENV)
+    return settings.host, int(port) if port else settings.port
+
+
+def api_key(settings: EndpointSettings) -> str | None:
+    return os.environ.get(settings.api_key_env) or None
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def check_exposure(settings: EndpointSettings) -> None:
+    """Raise EndpointRefused for a LAN address without an API key."""
+    host, _ = listen_address(settings)
+    if not is_loopback(host) and api_key(settings) is None:
+        raise EndpointRefused(
+            f"[endpoint] host = {host!r} would open the OpenAI endpoint to the network "
+            f"without an API key: set one in the environment variable "
+            f"{settings.api_key_env} where the service starts, or use host = \"127.0.0.1\" "
+            "(and `ssh -L` to reach it from another machine)")
+
+
+def open_listener(settings: EndpointSettings) -> socket.socket:
+    """The endpoint's TCP socket (OSError when the port is taken)."""
+    check_exposure(settings)
+    host, port = listen_address(settings)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=256)
+    sock.set_inheritable(False)
+    return sock
+
+
+def openai_error(status: int, message: str, kind: str, code: str,
+                 headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error body shaped like OpenAI's, which its clients show as the message."""
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}},
+                        status_code=status, headers=headers)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The engine requests go to now, and the model names it answers to."""
+
+    url: str
+    name: str
+    models: tuple[dict[str, Any], ...]  # the engine's own /v1/models entries
+    preset_id: str | None
+    aliases: tuple[str, ...]  # other names of its model: its preset's id and `model`
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        return tuple(str(m.get("id")) for m in self.models)
+
+
+class UpstreamFinder:
+    """Which engine runs, asked at most once a FIND_EVERY_S (a request never waits on
+    Docker: the guard follower already knows sparkdeck's engine and whether it is ready)."""
+
+    def __init__(self, follower: GuardFollower, http: Callable[[], httpx.AsyncClient],
+                 catalog: Callable[[], Any]) -> None:
+        self._follower = follower
+        self._http = http
+        self._catalog = catalog
+        self._found: tuple[float, Upstream | None, str] = (0.0, None, "")
+        self._models: dict[str, tuple[tuple[dict[str, Any], ...], tuple[str, ...]]] = {}
+        self._presets: tuple[float, Any] = (0.0, None)
+
+    async def presets(self) -> Any:
+        at, catalog = self._presets
+        if catalog is None or time.monotonic() - at > CATALOG_EVERY_S:
+            catalog = await run_in_threadpool(self._catalog)
+            self._presets = (time.monotonic(), catalog)
+        return catalog
+
+    async def find(self, fresh: bool = False) -> tuple[Upstream | None, str]:
+        """The engine, or None and what the user should do (`fresh`: after a switch)."""
+        at, upstream, why = self._found
+        if not fresh and time.monotonic() - at < FIND_EVERY_S:
+            return upstream, why
+        engine, ready = self._follower.engine, self._follower.ready
+        if engine is not None and not ready:
+            # the follower asks every 2 s; its engine snapshot can predate the container's
+            # start, so the endpoint asks the engine's own health check itself meanwhile
+            ready = await run_in_threadpool(answers, engine.base_url + engine.health_path)
+        if engine is not None and ready:
+            endpoint, instance = managed_endpoint(engine), engine.container_id
+            why = ""
+        else:
+            resolved = await run_in_threadpool(resolve, None)  # the attached engine, if one
+            endpoint, instance = resolved.endpoint, resolved.instance
+            why = ("sparkdeck's engine {} is starting: retry when it is ready".format(
+                engine.preset_id or engine.name) if engine is not None
+                else resolved.why_none or "no engine is running: launch one with "
+                "`sparkdeck launch PRESET` (or attach one: `sparkdeck attach URL`)")
+        upstream = None
+        if endpoint is not None:
+            # an engine's models and its preset's names for them are asked once per engine
+            # instance, not on every request's path
+            key = f"{endpoint.url} {instance}"
+            models, aliases = self._models.get(key) or ((), ())
+            if not models:
+                models = await self._ask_models(endpoint.url)
+                if endpoint.preset_id is not None:
+                    preset = (await self.presets()).presets.get(endpoint.preset_id)
+                    aliases = (endpoint.preset_id, *((preset.model,) if preset else ()))
+                if models:
+                    self._models = {key: (models, aliases)}  # the current engine's only
+            upstream = Upstream(endpoint.url, endpoint.name, models, endpoint.preset_id,
+                                aliases)
+        self._found = (time.monotonic(), upstream, why)
+        return upstream, why
+
+    async def _ask_models(self, url: str) -> tuple[dict[str, Any], ...]:
+        try:
+            answer = await self._http().get(url + "/v1/models", timeout=5.0)
+            data = answer.json().get("data", [])
+            return tuple(m for m in data if isinstance(m, dict) and "id" in m)
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return ()
+
+
+class Forwarder:
+    """The ASGI app behind each forwarded path: check the model, forward, stream back."""
+
+    def __init__(self, finder: UpstreamFinder, http: Callable[[], httpx.AsyncClient],
+                 log: RequestLog, key: str | None, gate: SwitchGate) -> None:
+        self.finder, self._http, self.log, self._key, self.gate = finder, http, log, key, gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived, wall = time.monotonic(), time.time()
+        client = scope.get("client") or ("?", 0)
+        record = {"time": wall, "client": f"{client[0]}:{client[1]}", "path": scope["path"],
+                  "model": None, "stream": False}
+        body, too_big = await _read_body(receive)
+        if too_big:
+            await self._refuse(scope, receive, send, record, openai_error(
+                413, f"the request body is over {MAX_REQUEST // 2**20} MiB",
+                "invalid_request_error", "request_too_large"))
+            return
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None  # not JSON: the engine says what is wrong with it
+        if isinstance(payload, dict):
+            record["model"] = payload.get("model") if isinstance(payload.get("model"),
+                                                                 str) else None
+            record["stream"] = payload.get("stream") is True
+        upstream, why = await self.finder.find()
+        # a switch that runs, or that this model asks for, is waited for first (switching.py)
+        admitted = await self.gate.admit(record, upstream, receive, send)
+        upstream, opened = admitted.upstream, admitted.opened  # opened: a 200 stream begun
+        if admitted.refusal is not None:
+            await self._refuse(scope, receive, send, record, admitted.refusal, opened)
+            return
+        if upstream is None:
+            await self._refuse(scope, receive, send, record, openai_error(
+                503, why, "service_unavailable", "no_engine", {"Retry-After": "5"}))
+            return
+        record["engine"] = upstream.name
+        model = record["model"]
+        # an engine whose model list could not be read is not second-guessed: it answers
+        if model is not None and upstream.model_ids and model not in upstream.model_ids:
+            if model in upstream.aliases:
+                # the preset's name for the model the engine serves under another id
+                # (llama-server: the file path): the request means the running model
+                payload["model"] = upstream.model_ids[0]
+                body = json.dumps(payload).encode()
+            else:
+                await self._refuse(scope, receive, send, record,
+                                   await self.gate.wrong_model(model, upstream), opened)
+                return
+        headers = [(k, v) for k, v in scope["headers"]
+                   if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")]
+        target = upstream.url + scope["path"] + (
+            "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
+        http = self._http()
+        try:
+            answer = await http.send(http.build_request(scope["method"], target,
+                                                        headers=headers, content=body),
+                                     stream=True)
+        except httpx.HTTPError as exc:
+            await self._refuse(scope, receive, send, record, openai_error(
+                502, f"the engine {upstream.name} did not answer ({type(exc).__name__}): "
+                "see `sparkdeck status`", "upstream_error", "engine_unreachable"), opened)
+            return
+        meter = Meter(arrived, record["stream"],
+                      answer.headers.get("content-encoding") in (None, "identity"))
+        await self._relay(answer, meter, receive, send, opened)
+        self._write(RequestRecord(**record, status=answer.status_code, **meter.figures()))
+
+    async def _relay(self, answer: httpx.Response, meter: Meter, receive: Receive,
+                     send: Send, opened: bool = False) -> None:
+        headers = [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP
+                   or k.lower() == b"content-length"]
+
+        async def pump() -> None:
+            if not await self.gate.begin_answer(send, answer, headers, opened):
+                return  # an engine's error put into the stream a switch wait opened
+            async for chunk in answer.aiter_raw():
+                meter.feed(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        pumping = asyncio.ensure_future(pump())
+        watching = asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait((pumping, watching), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pumping, watching):
+                task.cancel()
+            await asyncio.gather(pumping, watching, return_exceptions=True)
+            meter.disconnected = watching.done() and not watching.cancelled()
+            if not pumping.cancelled() and pumping.exception() is not None:
+                meter.failed = f"the answer broke off: {type(pumping.exception()).__name__}"
+            await answer.aclose()  # mid-body: the connection closes and the engine aborts
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send,
+                      record: dict[str, Any], response: Response, opened: bool = False) -> None:
+        message = json.loads(response.body)["error"]["message"]
+        await (self.gate.error_in_stream(send, response) if opened
+               else response(scope, receive, send))
+        self._write(RequestRecord(**record, status=response.status_code, error=message))
+
+    def _write(self, record: RequestRecord) -> None:
+        # the file append happens off the event loop; its order is not a promise
+        asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REQUEST:
+            return b"", True
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks), False
+
+
+class KeyRequired:
+    """ASGI middleware: with an API key set, every request shows `Authorization: Bearer`."""
+
+    def __init__(self, app: ASGIApp, key: str | None) -> None:
+        self.app, self._key = app, (f"Bearer {key}".encode() if key else None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._key is not None and scope["type"] == "http":
+            shown = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(shown, self._key):
+                await openai_error(401, "this endpoint needs its API key: send "
+                                   "`Authorization: Bearer <key>` (the key is in the "
+                                   "service's environment; `sparkdeck endpoint` names the "
+                                   "variable)", "invalid_request_error", "invalid_api_key"
+                                   )(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
+                   log: RequestLog | None = None, catalog: Callable[[], Any] | None = None,
+                   owner: EngineOwner | None = None
+                   ) -> tuple[ASGIApp, Callable[[], Awaitable[None]]]:
+    """The endpoint's ASGI app, and what closes its httpx client (made lazily, in the loop
+    that serves it). `owner` switches engines on request ([endpoint] switch_on_request)."""
+    from sparkdeck.presets import load_catalog
+    from sparkdeck.service.switching import SwitchGate, listed_models
+
+    clients: list[httpx.AsyncClient] = []
+
+    def http() -> httpx.AsyncClient:
+        if not clients:
+            # no read timeout: a long prefill sends nothing for minutes; no pool cap below
+            # what 32+ concurrent streams need
+            clients.append(httpx.AsyncClient(
+                timeout=httpx.Timeout(None, connect=5.0),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)))
+        return clients[0]
+
+    finder = UpstreamFinder(follower, http, catalog or load_catalog)
+    forward = Forwarder(finder, http, log or RequestLog(), api_key(settings),
+                        SwitchGate(owner, settings, finder))
+
+    async def models(request: Request) -> Response:
+        upstream, _ = await finder.find()
+        return JSONResponse(listed_models(upstream, await finder.presets()))
+
+    async def closed() -> None:
+        for client in clients:
+            await client.aclose()
+
+    routes = [Route("/v1/models", models), *(Route(p, forward, methods=["POST"])
+                                             for p in FORWARDED)]
+    return KeyRequired(Starlette(routes=routes), api_key(settings)), closed
+
+
+class EndpointListener:
+    """The endpoint's own uvicorn server on its TCP socket, served beside the service's API
+    in the same loop. It takes no signals (the API's server does, and stops this one): two
+    servers restoring each other's handlers could end the process before its clean-up."""
+
+    def __init__(self, settings: EndpointSettings, follower: GuardFollower,
+                 server_for: Callable[[Any], Any], owner: EngineOwner | None = None) -> None:
+        import contextlib
+
+        import uvicorn
+
+        self.sock = open_listener(settings)
+        self.address = self.sock.getsockname()[:2]
+        app, self._close = build_endpoint(follower, settings, owner=owner)
+        self._server = server_for(uvicorn.Config(app, log_level="warning", lifespan="off",
+                                                 access_log=False))
+        self._server.capture_signals = contextlib.nullcontext
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._server.serve(sockets=[self.sock]),
+                                         name="openai endpoint")
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._close()
+        self.sock.close()

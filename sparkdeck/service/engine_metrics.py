@@ -1,0 +1,69 @@
+"""The engine's own numbers in the service: sampled once a second while an engine is ready.
+
+The service's own async task, on the API's loop (the metrics reader is async): it follows the
+engine the guard follows, samples it with the same MetricsSampler the TUI's metrics tab and
+`sparkdeck metrics` use, and publishes a `metrics` event per reading; `latest` holds the
+newest for the flight recorder (tok/s beside the memory figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sparkdeck.service.hub import EventHub
+
+if TYPE_CHECKING:
+    from sparkdeck.metrics.sampler import MetricsSampler
+    from sparkdeck.metrics.snapshot import EngineMetrics
+    from sparkdeck.service.guarding import GuardFollower
+
+PERIOD_S = 1.0
+# what the event carries: the figures a front end's strip and the recorder use
+FIELDS = ("status", "reason", "generation_tps", "prompt_tps", "stream_tps", "running",
+          "waiting", "kv_usage", "ttft_p50_s", "late")
+
+
+class EngineMetricsLoop:
+    def __init__(self, hub: EventHub, follower: GuardFollower) -> None:
+        self.hub = hub
+        self.follower = follower
+        self.latest: EngineMetrics | None = None
+
+    async def run(self) -> None:
+        from sparkdeck.metrics.reader import MetricsReader
+
+        reader = MetricsReader()
+        sampled: str | None = None
+        sampler: MetricsSampler | None = None
+        try:
+            while True:
+                engine = self.follower.engine if self.follower.ready else None
+                key = engine.container_id if engine is not None else None
+                if key != sampled:
+                    sampled, self.latest = key, None
+                    sampler = self._sampler(engine, reader) if engine is not None else None
+                if sampler is not None and engine is not None:
+                    metrics = await sampler.sample(timeout=0.85 * PERIOD_S,
+                                                   late_after=0.25 * PERIOD_S)
+                    if self.follower.engine is engine:  # not a reading of a stopped engine
+                        self.latest = metrics
+                        self.hub.publish("metrics", engine=engine.name,
+                                         **_fields(metrics))
+                await asyncio.sleep(PERIOD_S)
+        finally:
+            await reader.aclose()
+
+    @staticmethod
+    def _sampler(engine: Any, reader: Any) -> MetricsSampler:  # noqa: ANN401
+        from sparkdeck.engines import get_kind
+        from sparkdeck.metrics.sampler import MetricsSampler
+        from sparkdeck.presets import load_catalog
+
+        preset = load_catalog().presets.get(engine.preset_id)
+        plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)
+        return MetricsSampler(plan, reader)
+
+
+def _fields(metrics: EngineMetrics) -> dict[str, Any]:
+    return {name: getattr(metrics, name) for name in FIELDS}

@@ -1,0 +1,223 @@
+"""The service's watchdog follower: every sparkdeck engine is guarded from start to removal.
+
+A plain loop (a thread of the service) that asks Docker every FOLLOW_S which sparkdeck engine
+runs, and keeps one watchdog (sparkdeck.guard.watchdog, the one factory) on it: at the start-
+up rate until the engine first answers its health check, at the running rate after. Whoever
+launched the engine (the service, the CLI with the service off, a TUI, a launch killed half
+way) makes no difference. A Docker daemon that does not answer ends nothing: the watchdog
+keeps deciding (it reads /proc, not Docker) and its stopper falls back to killing the
+container's processes directly. The one engine this loop leaves alone is the one the
+service's own launch is starting: that launch runs its own start-up watchdog until ready.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sparkdeck.guard.policy import Decision
+from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
+from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
+from sparkdeck.service.hub import EventHub
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
+    from sparkdeck.settings import GuardSettings
+
+# Docker's event stream wakes the loop when a container of sparkdeck's changes; it also asks
+# Docker every SAFETY_POLL_S in case an event was missed, and every FOLLOW_S while it has no
+# event stream (a daemon restarting) or a starting engine's health is awaited.
+SAFETY_POLL_S = 10.0
+FOLLOW_S = 2.0
+HEALTH_EVERY_S = 2.0  # how often a starting engine's health is asked (the rate switch)
+
+
+class GuardFollower:
+    def __init__(self, hub: EventHub, guard: GuardSettings,
+                 runtime: Callable[[], DockerRuntime],
+                 health: Callable[[EngineState], bool],
+                 launching: Callable[[], str | None] = lambda: None) -> None:
+        self.hub = hub
+        self.guard = guard
+        self._runtime = runtime
+        self._health = health
+        self._launching = launching  # the container id the service's own launch starts
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.engine: EngineState | None = None  # the engine guarded now
+        self.dog: Watchdog | None = None
+        self.ready = False
+        self._until: threading.Event | None = None
+        self._docker_silent = False
+        self._events = None  # Docker's event stream while it is open (runtime.watch)
+        self._wake = threading.Event()  # look at Docker now (an event, a launch's end)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._follow, name="guard-follower",
+                                        daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look again now: the service's own launch has ended, its engine is ours to guard."""
+        self._wake.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._events is not None:
+            self._events.close()
+        if self._until is not None:
+            self._until.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def describe(self) -> dict[str, object]:
+        dog, engine = self.dog, self.engine
+        last = self.hub.latest.get("guard")
+        return {"guarding": engine.name if engine is not None and dog is not None else None,
+                "preset_id": engine.preset_id if engine is not None else None,
+                "hz": self._hz() if dog is not None else None,
+                "mode": self.guard.mode,
+                "stop_pending": bool(dog and dog.stop_pending),
+                "last_decision": last.data if last is not None else None}
+
+    def _hz(self) -> float:
+        return self.guard.running_hz if self.ready else self.guard.startup_hz
+
+    # ----- the loop ------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        runtime: DockerRuntime | None = None
+        wake = self._wake
+        while not self._stop.is_set():
+            try:
+                runtime = runtime or self._runtime().with_timeout(DOCKER_TIMEOUT_S)
+                if self._events is None:
+                    self._listen(runtime, wake)
+                wake.clear()
+                current = runtime.current()
+            except Exception as exc:  # noqa: BLE001 - unreachable or hung: keep guarding
+                if not self._docker_silent:
+                    self.hub.publish("note", text=f"cannot ask Docker which engine runs "
+                                     f"({_first_line(exc)}); the watchdog keeps guarding")
+                self._docker_silent = True
+                self._stop.wait(FOLLOW_S)
+                continue
+            if self._docker_silent:
+                self.hub.publish("note", text="Docker answers again")
+            self._docker_silent = False
+            guarded = self.engine.container_id if self.engine is not None else None
+            alive = current if current is not None and current.alive else None
+            if alive is not None and alive.container_id == guarded:
+                self.engine = alive  # its state as Docker says now ("created" -> "running")
+            if guarded is not None and (alive is None or alive.container_id != guarded):
+                self._release("the engine is gone" if alive is None
+                              else "another engine replaced it")
+            elsewhere = False
+            if alive is not None and self.engine is None:
+                elsewhere = _launching_elsewhere()
+                if alive.container_id != self._launching() and not elsewhere:
+                    self._guard(runtime, alive)
+            if self.engine is not None and not self.ready:
+                self._check_ready()
+            quiet = (self._events is not None and not elsewhere
+                     and (self.engine is None or self.ready))
+            wake.wait(SAFETY_POLL_S if quiet else FOLLOW_S)
+
+    def _listen(self, runtime: DockerRuntime, wake: threading.Event) -> None:
+        """Follow Docker's events in a thread of their own; each wakes the loop at once."""
+        from sparkdeck.runtime.watch import EngineEvents
+
+        self._events = events = EngineEvents(runtime)
+
+        def pump() -> None:
+            for _ in events:
+                wake.set()
+            self._events = None  # the stream ended: poll until the next loop reconnects
+            wake.set()
+
+        threading.Thread(target=pump, name="docker events", daemon=True).start()
+
+    def _check_ready(self) -> None:
+        engine = self.engine
+        now = time.monotonic()
+        if engine is None or now - getattr(self, "_asked_at", 0.0) < HEALTH_EVERY_S:
+            return
+        self._asked_at = now
+        if self._health(engine):
+            self.ready = True
+            self.hub.publish("engine", state="ready", name=engine.name,
+                             preset_id=engine.preset_id)
+
+    def _guard(self, runtime: DockerRuntime, engine: EngineState) -> None:
+        self.engine, self.ready, self._asked_at = engine, False, 0.0
+        self._check_ready()
+        until = self._until = threading.Event()
+        self.dog = dog = engine_watchdog(
+            self.guard, runtime, engine, on_decision=self._decided,
+            on_attempt=self._attempted, on_error=self._failed)
+        self.hub.publish("engine", state="guarded", name=engine.name,
+                         preset_id=engine.preset_id, container_id=engine.container_id)
+        threading.Thread(target=self._watch, args=(dog, until, engine), name="watchdog",
+                         daemon=True).start()
+
+    def _watch(self, dog: Watchdog, until: threading.Event, engine: EngineState) -> None:
+        dog.run(until, self._hz)
+        if dog.stopped_by is not None:
+            self.hub.publish("engine", state="stopped by the guard", name=engine.name,
+                             preset_id=engine.preset_id,
+                             reasons=list(dog.stopped_by.reasons),
+                             record=str(dog.stop_record or ""))
+
+    def _release(self, why: str) -> None:
+        engine, dog = self.engine, self.dog
+        if dog is not None and dog.stop_pending:
+            return  # its own stop is still being carried out: never let go of that
+        if self._until is not None:
+            self._until.set()
+        self.engine, self.dog, self._until, self.ready = None, None, None, False
+        if engine is not None:
+            self.hub.publish("engine", state="gone", name=engine.name,
+                             preset_id=engine.preset_id, why=why)
+
+    # ----- the watchdog's reports ----------------------------------------------------------
+
+    def _decided(self, decision: Decision) -> None:
+        engine = self.engine
+        self.hub.publish("guard", engine=engine.name if engine else "", **decision.to_dict())
+
+    def _attempted(self, attempt: StopAttempt) -> None:
+        self.hub.publish("stop-attempt", **attempt.to_dict())
+
+    def _failed(self, exc: Exception) -> None:
+        self.hub.publish("note", text=f"watchdog: {_first_line(exc)}; trying again")
+
+
+def _launching_elsewhere() -> bool:
+    """Does another live process hold the launch lock (a TUI's or a `SPARKDECK_SERVICE=off`
+    CLI's launch)? Its own start-up watchdog guards the engine it starts until it is ready;
+    the follower takes over when the lock is let go. Read from the holder's note, not by
+    taking the lock: trying it would make that process's launch fail as "in progress". A
+    note left by a killed holder names a dead process and counts for nothing."""
+    import os
+
+    from sparkdeck.file_lock import FileLock
+    from sparkdeck.launch.sequence import LAUNCH_LOCK
+
+    holder = FileLock(LAUNCH_LOCK).holder()
+    if holder is None or holder.pid == os.getpid():
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]

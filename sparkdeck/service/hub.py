@@ -1,0 +1,74 @@
+"""The service's event hub: threads publish, each event-stream client gets its own queue.
+
+Publishers are plain threads (the watchdog, the launch, the samplers); subscribers are the
+API's event streams on the server's asyncio loop. A client that reads too slowly loses its
+oldest events rather than growing the service's memory: the stream is for watching, and the
+latest value of each kind is always in `latest` (what GET /v1/status returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+QUEUE_LIMIT = 1000  # events held per slow client before its oldest are dropped
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    kind: str  # engine, launch, launch-result, guard, stop-attempt, telemetry, metrics, note
+    at: float  # wall clock
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "at": self.at, **self.data}
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._subscribers: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event]]] = []
+        self.latest: dict[str, Event] = {}
+
+    def publish(self, kind: str, **data: Any) -> Event:
+        with self._lock:
+            event = Event(next(self._ids), kind, time.time(), data)
+            self.latest[kind] = event
+            subscribers = list(self._subscribers)
+        for loop, queue in subscribers:
+            try:
+                loop.call_soon_threadsafe(_put, queue, event)
+            except RuntimeError:  # that client's loop is closed: it is going away
+                pass
+        return event
+
+    async def subscribe(self) -> AsyncIterator[Event]:
+        """Every event published from now on, in order, until the caller stops iterating."""
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        entry = (asyncio.get_running_loop(), queue)
+        with self._lock:
+            self._subscribers.append(entry)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            with self._lock:
+                self._subscribers.remove(entry)
+
+    @property
+    def subscribers(self) -> int:
+        with self._lock:
+            return len(self._subscribers)
+
+
+def _put(queue: asyncio.Queue[Event], event: Event) -> None:
+    if queue.qsize() >= QUEUE_LIMIT:
+        queue.get_nowait()  # the slow client loses its oldest event, not the service memory
+    queue.put_nowait(event)

@@ -1,0 +1,259 @@
+"""What the service owns: the engine's launches and stops, its guard, and the samplers.
+
+A plain object (no HTTP here; sparkdeck.service.api serves it) so the same code runs in the
+long-running service and in tests. One launch at a time: a second one while the first is in
+flight is refused with what is in progress ("a launch is in progress"), never raced; the
+launch lock of the launch sequence still keeps out launches from other processes (a CLI with
+the service off, an old TUI). Launch events reach every client as the lines the CLI prints
+(`launch` events) plus the step's phase word, and the wait for a stopped engine's memory as
+`launch-switch` events (a window's wait screen, whose skip reaches the launch through
+skip_switch_wait); the result is one `launch-result` event.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from sparkdeck.endpoints import answers
+from sparkdeck.launch.events import (
+    ContainerStarted, LaunchEvent, LaunchListener, SwitchWaited,
+)
+from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
+from sparkdeck.launch.printer import LaunchPrinter
+from sparkdeck.presets import load_catalog
+from sparkdeck.service.guarding import GuardFollower
+from sparkdeck.service.hub import EventHub
+from sparkdeck.settings import GuardSettings
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
+
+
+class Busy(Exception):
+    """A launch or stop is in flight in the service: the message says which."""
+
+
+class UnknownPreset(Exception):
+    pass
+
+
+class _LineSink(io.TextIOBase):
+    """A text stream whose every line becomes a `launch` event: the CLI's LaunchPrinter
+    writes into it, so clients see the same lines `sparkdeck launch` prints, with the same
+    thinning of progress (a line per 10 % of a pull, per 5 s of a switch wait)."""
+
+    def __init__(self, publish: Callable[[str], None]):
+        self._publish = publish
+        self._pending = ""
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self._publish(line)
+        return len(text)
+
+
+class EngineOwner:
+    def __init__(self, hub: EventHub, guard: GuardSettings,
+                 runtime: Callable[[], DockerRuntime],
+                 health: Callable[[EngineState], bool] | None = None) -> None:
+        self.hub = hub
+        self.guard = guard
+        self._runtime = runtime
+        self._busy_lock = threading.Lock()
+        self._busy: str | None = None  # what is in flight: "a launch of X", "a stop"
+        self._launching_id: str | None = None
+        self._cancel: threading.Event | None = None
+        self._skip: threading.Event | None = None  # the launch in flight's "skip the wait"
+        # (launch id, preset id) of the launch in flight: the endpoint queues requests behind
+        # it, whoever asked for it (a window, the CLI, a request); cleared before its result
+        # is published, so a reader that sees it set will see that result
+        self.in_flight: tuple[int, str] | None = None
+        self._ids = itertools.count(1)
+        self._plans: dict[str, LaunchPlan] = {}
+        self.postmortem: dict[str, Any] | None = None  # of the run before, if it ended badly
+        self.follower = GuardFollower(hub, guard, runtime, health or _healthy,
+                                      launching=lambda: self._launching_id)
+
+    def start(self) -> None:
+        self.follower.start()
+
+    def close(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+        self.follower.close()
+
+    # ----- reading -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        engine, error = None, None
+        try:
+            current = self._runtime().current()
+            engine = current.to_dict() if current is not None else None
+        except Exception as exc:  # noqa: BLE001 - shown, not raised: status always answers
+            error = str(exc)
+        return {"engine": engine, "docker_error": error, "busy": self._busy,
+                "postmortem": self.postmortem,
+                "guard": self.follower.describe(), "ready": self.follower.ready,
+                "latest": {kind: event.to_dict() for kind, event in self.hub.latest.items()
+                           if kind in ("telemetry", "metrics", "launch-result", "engine")}}
+
+    def engine_text(self) -> str | None:
+        """The engine's state in a few words, for the flight recorder's rows."""
+        engine = self.follower.engine
+        if self._busy is not None:
+            return self._busy
+        if engine is None:
+            return None
+        return f"{engine.preset_id or engine.name} {'ready' if self.follower.ready else 'starting'}"
+
+    def plan(self, preset_id: str, flush: bool | None) -> dict[str, Any]:
+        plan = self._flow(flush).plan(self._preset(preset_id))
+        self._plans[preset_id] = plan
+        return {"preset": preset_id, "lines": plan.lines(), "is_switch": plan.is_switch,
+                "stopping": [e.to_dict() for e in plan.stopping if e.alive],
+                "fit": plan.fit.to_dict() if plan.fit is not None else None,
+                "fit_lines": plan.fit.lines() if plan.fit is not None else [],
+                "fit_error": plan.fit_error}
+
+    # ----- acting --------------------------------------------------------------------------
+
+    def launch(self, preset_id: str, *, flush: bool | None = None, force: bool = False,
+               timeout: float | None = None, skip_switch_wait: bool = False) -> int:
+        """Start a launch in a thread and return its id; Busy while one is in flight."""
+        preset = self._preset(preset_id)
+        self._claim(f"a launch of {preset_id}")
+        launch_id = next(self._ids)
+        self._cancel = cancel = threading.Event()
+        self._skip = skip = threading.Event()
+        if skip_switch_wait:
+            skip.set()
+        flow = self._flow(flush)
+        plan = self._plans.pop(preset_id, None)
+        if plan is None or plan.flush != flush_policy(flush)[0]:
+            try:
+                plan = flow.plan(preset)
+            except BaseException:
+                self._release()
+                raise
+        self.in_flight = (launch_id, preset_id)
+        threading.Thread(target=self._run_launch, name=f"launch {preset_id}", daemon=True,
+                         args=(launch_id, flow, plan, cancel, skip, force, timeout)).start()
+        return launch_id
+
+    def cancel_launch(self) -> bool:
+        cancel = self._cancel
+        if cancel is None or self._busy is None:
+            return False
+        cancel.set()
+        return True
+
+    def skip_switch_wait(self) -> bool:
+        """End the launch in flight's wait for the stopped engine's memory now (the user
+        chose to go on at a risk, as the in-process wait screen's skip does)."""
+        skip = self._skip
+        if skip is None or self._busy is None:
+            return False
+        skip.set()
+        return True
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._claim("a stop")
+        try:
+            stopped = self._flow(None).stop(lambda event: None)
+        finally:
+            self._release()
+        for engine in stopped:
+            self.hub.publish("engine", state="stopped", name=engine.name,
+                             preset_id=engine.preset_id)
+        return [e.to_dict() for e in stopped]
+
+    # ----- inside -------------------------------------------------------------------------
+
+    def _run_launch(self, launch_id: int, flow: LaunchFlow, plan: LaunchPlan,
+                    cancel: threading.Event, skip: threading.Event, force: bool,
+                    timeout: float | None) -> None:
+        on_event = _LaunchRelay(self, launch_id)
+
+        result: dict[str, Any] = {"launch": launch_id, "preset": plan.preset.id, "ok": False}
+        try:
+            self.hub.publish("launch", launch=launch_id,
+                             text=f"launching {plan.preset.id} (by the service)")
+            engine = flow.run(plan, on_event, cancel, force=force, skip_switch_wait=skip,
+                              timeout=timeout)
+            result.update(ok=True, engine=engine.to_dict())
+        except Exception as exc:  # noqa: BLE001 - every failure is reported to the clients
+            result.update(error=str(exc) or type(exc).__name__, error_type=type(exc).__name__,
+                          log_tail=list(getattr(exc, "log_tail", ())))
+        finally:
+            self._launching_id = None
+            self._cancel = self._skip = None
+            self.in_flight = None
+            self._release()
+            self.follower.wake()  # the engine it started is the follower's from now on
+            self.hub.publish("launch-result", **result)
+
+    def _flow(self, flush: bool | None) -> LaunchFlow:
+        return LaunchFlow(self._runtime, flush=flush, guard=self.guard)
+
+    def _preset(self, preset_id: str):  # noqa: ANN202 - a Preset
+        catalog = load_catalog()
+        try:
+            return catalog.get(preset_id)
+        except KeyError as exc:
+            broken = [str(p) for p in catalog.problems if p.path.stem == preset_id]
+            raise UnknownPreset("\n".join([exc.args[0], *broken])) from None
+
+    def _claim(self, what: str) -> None:
+        with self._busy_lock:
+            if self._busy is not None:
+                raise Busy(f"{self._busy} is in progress in the service; wait for it to "
+                           "finish (or cancel it) first")
+            self._busy = what
+
+    def _release(self) -> None:
+        with self._busy_lock:
+            self._busy = None
+
+
+class _LaunchRelay(LaunchListener):
+    """The service's sink for one launch's events: each becomes the line the CLI would print
+    and, for a step with a phase word, a `launch-phase` event (the TUI's engine card)."""
+
+    def __init__(self, owner: EngineOwner, launch_id: int) -> None:
+        self.owner, self.launch_id = owner, launch_id
+        self.printer = LaunchPrinter(_LineSink(
+            lambda line: owner.hub.publish("launch", launch=launch_id, text=line)))
+
+    def __call__(self, event: LaunchEvent) -> None:
+        event.deliver(self)
+
+    def container_started(self, event: ContainerStarted) -> None:
+        # the launch's own start-up watchdog guards it until ready; the follower after that
+        self.owner._launching_id = event.engine.container_id
+        self.other(event)
+
+    def switch_waited(self, event: SwitchWaited) -> None:
+        self.owner.hub.publish("launch-switch", launch=self.launch_id, engine=event.engine,
+                               progress=asdict(event.progress))
+        self.other(event)
+
+    def other(self, event: LaunchEvent) -> None:
+        if event.phase is not None:
+            self.owner.hub.publish("launch-phase", launch=self.launch_id, phase=event.phase)
+        self.printer(event)
+
+
+def _healthy(engine: EngineState) -> bool:
+    return engine.docker_state == "running" and answers(engine.base_url + engine.health_path)

@@ -1,0 +1,1 @@
+"""The chat tab: a pane per engine, its reply views and the conversations screen."""

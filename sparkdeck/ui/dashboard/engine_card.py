@@ -1,0 +1,280 @@
+"""The engine card: the one engine's state (stopped / pulling / starting / ready / crashed /
+stopping), a pull progress bar, its address and uptime.
+
+The state comes from two sources: Docker's reading (polled) and, while a launch or stop runs,
+the launch flow's own events, which say more (a pull is invisible to Docker's container list).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from sparkdeck.launch.events import (
+    CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped, LaunchEvent,
+    LaunchListener, ModelDownloading, ModelDownloadStarted, ModelPullStarted, PreviousStopped,
+    PreviousStopping, PullStarted, SwitchWaited,
+)
+from sparkdeck.runtime.pull import PullProgress, PullTracker
+from sparkdeck.runtime.state import docker_time
+from sparkdeck.telemetry.view import Bar, Row
+from sparkdeck.ui.machine.live import bar_content, rows_content
+from sparkdeck.ui.readers import EngineReading
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.state import EngineState
+
+LOG_LINES_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What the card shows: the latest Docker reading and the running launch step, if any."""
+
+    reading: EngineReading | None = None  # None until Docker has answered once
+    docker_error: str | None = None
+    docker_not_answering: bool = False  # the daemon took the call and never replied
+    last_seen: str = ""  # the engine Docker last reported, while Docker cannot be asked
+    phase: str | None = None  # launching, pulling, stopping, starting: set by the launch flow
+    detail: str = ""  # what the phase is doing, e.g. the image being pulled
+    pull_fraction: float | None = None
+    guard_stop: str | None = None  # the running watchdog stopped the engine: why (until a launch)
+    # During a launch or stop the card names both engines of a switch, each with its own
+    # numbers: the one being stopped (`previous`) and the preset being launched.
+    previous: EngineState | None = None
+    launching: str = ""
+
+
+@dataclass(frozen=True)
+class DockerFailure:
+    """The Docker daemon could not be reached; `error` says why and what to do.
+    `not_answering`: it took the call but sent no reply in time (stopped or hung)."""
+
+    error: str
+    not_answering: bool = False
+
+
+def failed_report(report: EngineReport, error: str, not_answering: bool) -> EngineReport:
+    """The card after Docker failed to answer an engine read (`not_answering`: it took the
+    call and never replied): a launch's own phase keeps its place; otherwise what Docker said
+    last is kept only as "last seen", never as a state or an uptime."""
+    engine = report.reading.engine if report.reading else None
+    last = (f"{engine.preset_id or engine.name}  {engine.kind}  {engine.base_url}"
+            if engine is not None else report.last_seen)
+    if report.phase is not None:
+        return replace(report, docker_error=error, docker_not_answering=not_answering)
+    return EngineReport(docker_error=error, docker_not_answering=not_answering,
+                        last_seen=last, guard_stop=report.guard_stop)
+
+
+def launch_report(report: EngineReport, preset_id: str) -> EngineReport:
+    """The card as a launch of `preset_id` begins: the running engine (if any) is the one a
+    switch will stop; the `reading` slot waits for the new container."""
+    engine = report.reading.engine if report.reading else None
+    return EngineReport(phase="launching", detail="checking the plan", launching=preset_id,
+                        previous=engine if engine is not None and engine.alive else None)
+
+
+def stop_report(report: EngineReport) -> EngineReport:
+    """The card as a stop begins: the engine is named as the one being stopped."""
+    engine = report.reading.engine if report.reading else None
+    return EngineReport(phase="stopping", detail="asking Docker to stop it",
+                        previous=engine if engine is not None and engine.alive else None)
+
+
+def uptime_text(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+class _CardUpdate(LaunchListener):
+    """One launch event's step on the card: each hook is what that event changes."""
+
+    def __init__(self, report: EngineReport, tracker: PullTracker) -> None:
+        self.report = report
+        self.tracker = tracker
+
+    def _set(self, **changes: object) -> None:
+        self.report = replace(self.report, **changes)
+
+    def pull_started(self, event: PullStarted) -> None:
+        self.tracker.reset()
+        self._set(phase="pulling", detail=f"pulling {event.image}", pull_fraction=None)
+
+    def model_pull_started(self, event: ModelPullStarted) -> None:
+        self.tracker.reset()
+        self._set(phase="pulling", detail=f"pulling model {event.model}", pull_fraction=None)
+
+    def model_download_started(self, event: ModelDownloadStarted) -> None:
+        self._set(phase=event.phase, detail=f"downloading model {event.repo}", pull_fraction=0.0)
+
+    def model_downloading(self, event: ModelDownloading) -> None:
+        self._set(phase=event.phase, detail=event.describe(), pull_fraction=event.fraction)
+
+    def pull_progress(self, event: PullProgress) -> None:
+        self.tracker.update(event)
+        self._set(phase="pulling", pull_fraction=self.tracker.fraction)
+
+    def fit_checked(self, event: FitChecked) -> None:
+        self._set(detail=f"fit: {event.fit.verdict}{' (forced)' if event.forced else ''}")
+
+    def switch_waited(self, event: SwitchWaited) -> None:
+        self._set(phase=event.phase, detail=event.progress.describe())
+
+    def previous_stopping(self, event: PreviousStopping) -> None:
+        self._set(phase=event.phase, pull_fraction=None, previous=event.engine, reading=None,
+                  detail=f"stopping {event.engine.preset_id or event.engine.name}")
+
+    def previous_stopped(self, event: PreviousStopped) -> None:
+        # The old engine is gone: none of its numbers stay on the card.
+        self._set(previous=None, reading=None, detail=event.describe())
+
+    def cache_flushed(self, event: CacheFlushed) -> None:
+        self._set(phase=event.phase, detail=event.describe())
+
+    def flush_skipped(self, event: FlushSkipped) -> None:
+        self._set(phase=event.phase, detail=f"page cache kept ({event.reason})")
+
+    def container_started(self, event: ContainerStarted) -> None:
+        self._set(phase=event.phase, detail="waiting for the health endpoint",
+                  reading=EngineReading(event.engine, False))
+
+    def engine_ready(self, event: EngineReady) -> None:
+        self.report = EngineReport(reading=EngineReading(event.engine, True))
+
+
+def report_after(report: EngineReport, event: LaunchEvent, tracker: PullTracker) -> EngineReport:
+    """The card after one launch event (sparkdeck.launch.events); other events leave it."""
+    update = _CardUpdate(report, tracker)
+    event.deliver(update)
+    return update.report
+
+
+def card_state(report: EngineReport) -> tuple[str, str]:
+    """The state word and its level: the launch flow's phase wins over Docker's reading."""
+    if report.phase is not None:
+        return report.phase, "warning"
+    reading = report.reading
+    if reading is None or reading.engine is None:
+        return "stopped", "muted"
+    status = reading.status
+    if status == "ready":
+        return status, "success"
+    if reading.engine.crashed:
+        return status, "error"
+    return status, "warning"
+
+
+def docker_content(report: EngineReport) -> Content:
+    """The card while Docker cannot be asked: no state, uptime or "ready" it cannot know."""
+    if not report.docker_not_answering:
+        return Content.assemble(("Docker unreachable", "bold $error"),
+                                ": no engine can be read (see environment)")
+    rows = [Row("state", "unknown: Docker does not reply", "warning")]
+    if report.last_seen:
+        rows.append(Row("last", f"seen: {report.last_seen}", "muted"))
+    rows.append(Row("guard", "keeps watching memory; it kills the engine's processes "
+                             "directly if it must", "muted"))
+    return Content("\n").join([Content.styled("Docker is not answering", "bold $error"),
+                               rows_content(rows)])
+
+
+def _previous_rows(report: EngineReport) -> list[Row]:
+    """The engine a launch or stop is taking down: its own preset and address, no uptime
+    (a number that is about to stop meaning anything)."""
+    engine = report.previous
+    if engine is None:
+        return []
+    label = "stopping" if report.phase == "stopping" else "running"
+    return [Row(label, f"{engine.preset_id or engine.name}  {engine.kind}"),
+            Row("address", engine.base_url, "muted")]
+
+
+def engine_content(report: EngineReport, now: float) -> Content:
+    """The card's text at wall-clock time `now` (epoch seconds)."""
+    if report.docker_error is not None and report.phase is None:
+        return docker_content(report)
+    if report.reading is None and report.phase is None:
+        return Content.styled("checking…", "$text-muted")
+    state, level = card_state(report)
+    rows = [Row("state", state, level)]
+    parts = [rows_content(rows)]
+    if report.phase == "pulling":
+        fraction = report.pull_fraction
+        text = "waiting for sizes" if fraction is None else f"{fraction * 100:.0f} %"
+        parts.append(bar_content(Bar("pull", fraction or 0.0, text)))
+    if report.detail:
+        parts.append(rows_content([Row("step", report.detail, "muted")]))
+    if report.guard_stop:
+        parts.append(rows_content([Row("guard", report.guard_stop, "error")]))
+    if report.phase is not None:
+        rows = _previous_rows(report)
+        if report.launching and report.reading is None:
+            rows.append(Row("next", report.launching))
+        if rows:
+            parts.append(rows_content(rows))
+    engine = report.reading.engine if report.reading else None
+    if engine is not None:
+        info = [Row("preset", f"{engine.preset_id or '(unlabelled)'}  {engine.kind}"),
+                Row("address", engine.base_url)]
+        if engine.on_lan:  # lan = true: the 127.0.0.1 address alone would hide that
+            info.append(Row("LAN", f"also on {engine.published_on}: anyone on the network "
+                                   "can use it", "warning"))
+        started = docker_time(engine.started_at)
+        if engine.alive and started is not None:
+            info.append(Row("uptime", uptime_text(now - started)))
+        if engine.model:
+            info.append(Row("model", engine.model, "muted"))
+        parts.append(rows_content(info))
+        if engine.crashed and engine.log_tail:
+            parts.append(rows_content([Row("last log", "")]))
+            parts += [Content.styled(f"  {line}", "$text-muted")
+                      for line in engine.log_tail[-LOG_LINES_SHOWN:]]
+    return Content("\n").join(parts)
+
+
+def failure_content(failure: str) -> Content:
+    """The last failed launch (last-launch-failure.json), shown until the user dismisses it."""
+    return Content("\n").join([
+        rows_content([Row("failed", failure, "error")]),
+        Content.styled("  x dismisses this (or `sparkdeck dismiss`)", "$text-muted")])
+
+
+class EngineCard(Static):
+    """Renders an EngineReport; ticks once a second only while an uptime is shown."""
+
+    report: reactive[EngineReport] = reactive(EngineReport())
+    failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
+
+    def __init__(self, wall_clock: Callable[[], float] = time.time, **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        self._wall_clock = wall_clock
+
+    def on_mount(self) -> None:
+        self.border_title = "engine"
+        self._ticker = self.set_interval(1.0, self._tick, pause=True, name="uptime")
+
+    def _tick(self) -> None:
+        content = engine_content(self.report, self._wall_clock())
+        if self.failure:
+            content = Content("\n").join([content, failure_content(self.failure)])
+        self.update(content)
+
+    def watch_failure(self, failure: str | None) -> None:
+        self._tick()
+
+    def watch_report(self, report: EngineReport) -> None:
+        self._tick()
+        engine = report.reading.engine if report.reading else None
+        if engine is not None and engine.alive:
+            self._ticker.resume()
+        else:
+            self._ticker.pause()

@@ -1,0 +1,381 @@
+"""The dashboard's left side: presets, the engine card and the log; launching, switching and
+stopping from it.
+
+Planning (what a launch stops, what it claims, whether it fits) goes through
+sparkdeck.launch.plan.LaunchFlow in thread workers owned here; so does running it, unless the
+sparkdeck service runs: then the service runs the confirmed launch (its guard goes on after
+this window closes) and this window follows it, phase by phase, on the card. The user
+confirms each plan on a ConfirmScreen (after the guard's FitModal when the plan does not
+fit); while an old engine's memory comes back a SwitchWaitScreen shows the wait (its skip
+reaches a service's launch too); progress events update the engine card.
+The app binds Docker's latest word into `docker`, the catalog into `catalog` and the table's
+rows into `rows`; this widget tells the app when a launch or stop runs (`RunChanged`) and
+hands a ready engine to the running watchdog through `hand_over`, from the launch thread,
+so the engine is never unguarded between the launch's start-up watchdog and the app's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import var
+from textual.worker import Worker
+
+from sparkdeck.guard.switch import TIMED_OUT, SwitchProgress
+from sparkdeck.guard.timeline import StartupTimeline
+from sparkdeck.launch.events import (
+    ContainerStarted, EngineReady, GuardDecided, LaunchEvent, LaunchListener, SwitchWaited,
+    TimelineSaved,
+)
+from sparkdeck.launch.failure import clear_failure, failure_text, last_failure
+from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, StopPlan
+from sparkdeck.presets import PresetCatalog
+from sparkdeck.runtime.pull import PullProgress, PullTracker
+from sparkdeck.service.errors import ServiceError
+from sparkdeck.ui.dashboard.engine_card import (
+    DockerFailure, EngineCard, EngineReport, failed_report, launch_report, report_after,
+    stop_report,
+)
+from sparkdeck.ui.dashboard.log_pane import LogPane
+from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
+from sparkdeck.ui.readers import EngineReading, PresetRow
+from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.worker_failures import report_worker_failure
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
+    from sparkdeck.service.client import ServiceClient
+
+
+class LaunchArea(Vertical):
+    """Presets, engine card and log, and the launch and stop workers (see the module doc)."""
+
+    @dataclass
+    class Planned(Message, bubble=False):
+        """A launch (or stop) was planned; the user is asked to confirm it."""
+
+        plan: LaunchPlan | StopPlan
+
+    @dataclass
+    class Progressed(Message, bubble=False):
+        """The launch or stop reported a step (a sparkdeck.launch.events event)."""
+
+        event: LaunchEvent
+
+        def can_replace(self, message: Message) -> bool:
+            # A pull sends many progress events; only the newest of a run of them matters.
+            return (isinstance(self.event, PullProgress)
+                    and isinstance(message, LaunchArea.Progressed)
+                    and isinstance(message.event, PullProgress))
+
+    @dataclass
+    class ServiceStepped(Message, bubble=False):
+        """A launch the service runs reported a phase word or a line (its event stream)."""
+
+        phase: str | None = None
+        text: str = ""
+
+    @dataclass
+    class Finished(Message, bubble=False):
+        """The launch or stop ended, done or failed (a failure is the worker's error)."""
+
+        action: str
+
+    @dataclass
+    class SwitchProgressed(Message, bubble=False):
+        """The wait for a stopped engine's memory moved on (the last one is `done`)."""
+
+        progress: SwitchProgress
+        engine_name: str = "the stopped engine"
+
+        def can_replace(self, message: Message) -> bool:
+            return (isinstance(message, LaunchArea.SwitchProgressed)
+                    and not message.progress.done)
+
+    @dataclass
+    class TimelineRecorded(Message):
+        """A start-up timeline grew (while starting) or was saved (at ready); for the app's
+        guard tab."""
+
+        timeline: StartupTimeline
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LaunchArea.TimelineRecorded)
+
+    @dataclass
+    class RunChanged(Message):
+        """A launch or stop began (`running`) or ended; the app samples faster meanwhile."""
+
+        running: bool
+
+    docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
+    catalog: var[PresetCatalog] = var(PresetCatalog({}, []))
+    rows: var[list[PresetRow]] = var(list)
+    report: var[EngineReport] = var(EngineReport())
+    failure: var[str | None] = var(None)  # last failed launch, until dismissed
+
+    def __init__(self, flow: LaunchFlow, runtime: Callable[[], DockerRuntime],
+                 hand_over: Callable[[EngineState], None], **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        self._flow = flow
+        self._runtime = runtime
+        self._hand_over = hand_over
+        self._pull = PullTracker()
+        self._skip_switch: threading.Event | None = None  # set by the wait screen's skip
+        self._switch_screen: SwitchWaitScreen | None = None
+        self.launch_guards: str | None = None  # the container a launch's own watchdog covers
+        # Held by reference: log lines may land while the screen goes. The app places it
+        # below both columns, so an engine's log gets the screen's whole width; with no
+        # engine it is hidden (`-idle`) and the presets take the room.
+        self.log_pane = LogPane(self._runtime, id="log-pane", classes="-idle")
+
+    def compose(self) -> ComposeResult:
+        yield PresetTable(id="preset-table")
+        yield EngineCard(id="engine-card").data_bind(
+            report=LaunchArea.report, failure=LaunchArea.failure)
+
+    def watch_rows(self, rows: list[PresetRow]) -> None:
+        if self.is_mounted:
+            table = self.query_one(PresetTable)
+            table.show_rows(rows)
+            table.read_model_sizes(list(self.catalog.presets.values()))
+
+    def watch_docker(self, docker: EngineReading | DockerFailure | None) -> None:
+        if isinstance(docker, DockerFailure):
+            self.report = failed_report(self.report, docker.error, docker.not_answering)
+            return
+        if docker is None:
+            return
+        if self.report.phase is None:  # a running launch reports more than Docker
+            self.report = EngineReport(reading=docker, guard_stop=self.report.guard_stop)
+        engine = docker.engine
+        self.log_pane.follow(engine.container_id if engine else None,
+                             engine.name if engine else "")
+        self.log_pane.set_class(engine is None, "-idle")
+
+    def guard_stopped(self, reasons: str) -> None:
+        """The running watchdog is stopping the engine: the card says why until a launch."""
+        self.report = replace(self.report,
+                              guard_stop=f"stopped by the memory guard: {reasons}")
+
+    # ----- keys ---------------------------------------------------------------------------
+
+    def launch_selected(self) -> None:
+        preset_id = self.query_one(PresetTable).selected_id()
+        if preset_id is None or preset_id not in self.catalog.presets:
+            self.notify("no preset selected", severity="warning")
+        elif self.busy():
+            self.notify("a launch or stop is already running", severity="warning")
+        else:
+            self._plan_launch(preset_id)
+
+    def on_data_table_row_selected(self, event: PresetTable.RowSelected) -> None:
+        self.launch_selected()  # enter on a preset row
+
+    def stop_engine(self) -> None:
+        if self.busy():
+            self.notify("a launch or stop is already running", severity="warning")
+            return
+        if self.report.docker_not_answering:  # the answer takes seconds: say so now
+            self.notify("Docker is not answering; asking it to stop the engine anyway "
+                        "(a reply or a failure within seconds)", title="stop",
+                        severity="warning", markup=False)
+        self._plan_stop()
+
+    def show_last_failure(self) -> None:
+        """Show the recorded failed launch (by this window, the CLI or another TUI) on the
+        engine card; it stays until dismissed or a launch succeeds."""
+        self.failure = failure_text(last_failure())
+
+    def dismiss_failure(self) -> None:
+        clear_failure()
+        self.failure = None
+
+    def busy(self) -> bool:
+        """A launch or stop is being planned or run."""
+        return any(w.group == "launch" and not w.is_finished for w in self.workers)
+
+    # ----- workers --------------------------------------------------------------------------
+
+    @work(thread=True, group="launch", name="plan launch", exit_on_error=False,
+          description="ask Docker what a launch would stop")
+    def _plan_launch(self, preset_id: str) -> None:
+        self.post_message(self.Planned(self._flow.plan(self.catalog.get(preset_id))))
+
+    @work(thread=True, group="launch", name="plan stop", exit_on_error=False,
+          description="ask Docker what a stop would stop")
+    def _plan_stop(self) -> None:
+        self.post_message(self.Planned(self._flow.plan_stop()))
+
+    @work(thread=True, group="launch", name="launch", exit_on_error=False,
+          description="pull, stop the running engine, flush, start, wait for health")
+    def _run_launch(self, plan: LaunchPlan, force: bool, skip: threading.Event) -> None:
+        try:
+            client = _running_service()
+            if client is None:  # the embedded default: this window runs the launch
+                self._flow.run(plan, self._on_event, force=force, skip_switch_wait=skip)
+            else:
+                with client:
+                    self._launch_through(client, plan, force, skip)
+        finally:
+            self.post_message(self.Finished("launch"))
+
+    def _launch_through(self, client: ServiceClient, plan: LaunchPlan, force: bool,
+                        skip: threading.Event) -> None:
+        """The confirmed plan, run by the service (in the launch thread)."""
+        from sparkdeck.service.launch_follow import follow_launch
+
+        self.post_message(self.ServiceStepped("launching", "the sparkdeck service launches "
+                                              f"{plan.preset.id}"))
+        result = follow_launch(client, plan.preset.id,
+                               {"flush": "yes" if plan.flush else "no", "force": force},
+                               self._on_service_event, skip=skip)
+        if not result["ok"]:  # shown as an in-process failure is; the service recorded it
+            raise ServiceError(result["error"])
+
+    def _on_service_event(self, kind: str, data: dict) -> None:
+        if kind == "launch" and not data["text"][:1].isspace():  # headlines, not their
+            self.post_message(self.ServiceStepped(text=data["text"]))  # indented details
+        elif kind == "launch-phase":
+            self.post_message(self.ServiceStepped(phase=data["phase"]))
+        elif kind == "launch-switch":
+            self.post_message(self.SwitchProgressed(
+                SwitchProgress.from_dict(data["progress"]), data["engine"]))
+
+    @work(thread=True, group="launch", name="stop", exit_on_error=False,
+          description="stop the engine sparkdeck started")
+    def _run_stop(self) -> None:
+        try:
+            client = _running_service()
+            if client is None:
+                self._flow.stop(lambda event: self.post_message(self.Progressed(event)))
+            else:  # the service owns the engine: it stops it (and says so to every client)
+                with client:
+                    client.stop()
+        finally:
+            self.post_message(self.Finished("stop"))
+
+    def _on_event(self, event: LaunchEvent) -> None:
+        """Each launch event, called in the launch thread: its own hook (_LaunchHooks), then
+        the card's step."""
+        event.deliver(_LaunchHooks(self))
+        self.post_message(self.Progressed(event))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_worker_failure(self.app, event)  # StateChanged does not bubble
+
+    # ----- plan, confirm, run ---------------------------------------------------------------
+
+    def on_launch_area_planned(self, message: Planned) -> None:
+        plan = message.plan
+        if isinstance(plan, StopPlan):
+            if not plan.stopping:
+                self.notify(plan.lines()[0])
+                return
+            screen = ConfirmScreen("Stop the engine?", plan.lines(), "Stop")
+            self.app.push_screen(screen, lambda yes: self._start_stop() if yes else None)
+            return
+        fit = plan.fit
+        if fit is None or fit.allowed:
+            self._confirm_launch(plan, False)
+        else:  # "Launch anyway" means force; Cancel (the default) launches nothing
+            self.app.push_screen(FitModal(plan.preset.id, fit),
+                                 lambda anyway: self._confirm_launch(plan, True)
+                                 if anyway else None)
+
+    def _confirm_launch(self, plan: LaunchPlan, force: bool) -> None:
+        verb = "Switch" if plan.is_switch else "Launch"
+        title = (f"Switch to {plan.preset.id}" if plan.is_switch
+                 else f"Launch {plan.preset.id}") + (" anyway?" if force else "?")
+        lines = plan.lines() + (["forced: the guard's verdict is overridden"] if force else [])
+        self.app.push_screen(ConfirmScreen(title, lines, f"{verb} anyway" if force else verb),
+                             lambda yes: self._start_launch(plan, force) if yes else None)
+
+    def _start_launch(self, plan: LaunchPlan, force: bool = False) -> None:
+        self._pull = PullTracker()
+        self._skip_switch = threading.Event()
+        self._run_launch(plan, force, self._skip_switch)
+        self.report = launch_report(self.report, plan.preset.id)
+        self.post_message(self.RunChanged(True))
+
+    def _start_stop(self) -> None:
+        self._run_stop()
+        self.report = stop_report(self.report)
+        self.post_message(self.RunChanged(True))
+
+    def on_launch_area_progressed(self, message: Progressed) -> None:
+        self.report = report_after(self.report, message.event, self._pull)
+        engine = self.report.reading.engine if self.report.reading else None
+        if engine is not None:
+            self.log_pane.follow(engine.container_id, engine.name)
+
+    def on_launch_area_service_stepped(self, message: ServiceStepped) -> None:
+        self.report = replace(self.report, phase=message.phase or self.report.phase,
+                              detail=message.text or self.report.detail)
+
+    async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
+        progress, screen = message.progress, self._switch_screen
+        if progress.state == TIMED_OUT:  # the CLI warns too: the launch goes on at a risk
+            self.notify(progress.describe(), title=f"{message.engine_name}: switch wait timed "
+                        "out", severity="warning", timeout=30, markup=False)
+        if screen is None:
+            if progress.done:  # memory was back at the first look: nothing to wait for
+                return
+            skip = self._skip_switch or threading.Event()
+            screen = self._switch_screen = SwitchWaitScreen(message.engine_name, skip)
+            await self.app.push_screen(screen)
+        screen.show(progress)  # closes itself when the wait is over
+        if progress.done:
+            self._switch_screen = None
+
+    def on_launch_area_finished(self, message: Finished) -> None:
+        screen, self._switch_screen = self._switch_screen, None
+        if screen is not None and screen.is_attached and screen in self.app.screen_stack:
+            screen.dismiss(None)  # no wait screen may outlive its launch
+        self.show_last_failure()
+        self.report = replace(self.report, phase=None, detail="", pull_fraction=None,
+                              previous=None, launching="")
+        self.post_message(self.RunChanged(False))
+
+
+class _LaunchHooks(LaunchListener):
+    """What the launch area does with an event beyond the card (in the launch thread)."""
+
+    def __init__(self, area: LaunchArea) -> None:
+        self.area = area
+
+    def container_started(self, event: ContainerStarted) -> None:
+        self.area.launch_guards = event.engine.container_id  # its start-up watchdog guards it
+
+    def engine_ready(self, event: EngineReady) -> None:
+        try:  # in the launch thread, so the hand-over is done before the launch ends
+            self.area.app.call_from_thread(self.area._hand_over, event.engine)
+        except RuntimeError:  # the app is shutting down
+            pass
+
+    def switch_waited(self, event: SwitchWaited) -> None:
+        self.area.post_message(self.area.SwitchProgressed(event.progress, event.engine))
+
+    def guard_decided(self, event: GuardDecided) -> None:
+        self.area.post_message(GuardDecisionMade(event.decision))  # up to the watchdog line
+
+    def timeline_saved(self, event: TimelineSaved) -> None:
+        self.area.post_message(self.area.TimelineRecorded(event.timeline))
+
+
+def _running_service() -> ServiceClient | None:
+    """The service's client when it runs (and SPARKDECK_SERVICE is not off), else None."""
+    from sparkdeck.service import location
+    from sparkdeck.service.client import running
+
+    return running() if location.enabled() else None

@@ -1,0 +1,88 @@
+"""The dashboard's right side: the machine, metrics, chat and guard tabs.
+
+The app binds what they need (the environment report, whether an engine starts, what chat
+and metrics talk to) into this widget, which binds it on into each tab. Opening a tab tells
+the panes that draw only while shown (the metrics panel, the chat pane) that they are on
+screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import var
+from textual.widgets import Static, TabbedContent, TabPane, Tabs
+
+from sparkdeck.settings import GuardSettings
+from sparkdeck.telemetry.sampler import History, TelemetrySampler
+from sparkdeck.ui.chat.tab import ChatTab
+from sparkdeck.ui.guard.timeline import TimelineChart
+from sparkdeck.ui.machine.environment import EnvironmentReport
+from sparkdeck.ui.machine.tab import MachineTab
+from sparkdeck.ui.metrics.tab import MetricsTab
+from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.strip.glance import GlanceStrip
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
+
+GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
+              "log). The line at the bottom is the watchdog of the running engine: it stops "
+              "sparkdeck's own engine at the thresholds in settings.toml [guard].")
+
+
+class SideTabs(Vertical):
+    """The four side tabs (see the module docstring)."""
+
+    environment: var[EnvironmentReport] = var(EnvironmentReport())
+    fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
+    chat_target: var[ChatTarget] = var(ChatTarget(None))  # chat and metrics
+
+    def __init__(self, sampler: TelemetrySampler, history: History, guard: GuardSettings,
+                 periods: tuple[float, float], preset: Callable[[str], Preset | None],
+                 **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        # Held by reference: workers' messages reach them while a dialog is the screen.
+        self.machine_tab = MachineTab(sampler, history, guard, periods, id="machine-body")
+        self.metrics_tab = MetricsTab(preset, id="metrics-body")
+        self.chat_tab = ChatTab(id="chat-tab-body")
+        self.timeline_chart = TimelineChart(id="timeline-chart")
+        # The strip is placed by the app above both columns; it draws what these tabs
+        # sample, so it lives with them.
+        self.strip = GlanceStrip(guard, id="glance-strip")
+        self.machine_tab.also_show = self.strip.telemetry
+        self.metrics_tab.also_show = self.strip.metrics
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="side-tabs"):
+            with TabPane("machine", id="machine-tab"):
+                yield self.machine_tab.data_bind(fast=SideTabs.fast_sampling,
+                                                 environment=SideTabs.environment)
+            with TabPane("metrics", id="metrics-tab"):
+                yield self.metrics_tab.data_bind(target=SideTabs.chat_target)
+            with TabPane("chat", id="chat-tab"):
+                yield self.chat_tab.data_bind(target=SideTabs.chat_target)
+            with TabPane("guard", id="guard-tab"):
+                yield self.timeline_chart
+                yield Static(GUARD_NOTE, id="guard-note", markup=False)
+
+    async def show(self, tab: str) -> None:
+        """Open `tab`; the chat pane, mounted now if it waited for its tab, takes the keys.
+        Focus left inside the tab being closed goes to the tab bar first: a focused widget
+        in a hidden pane makes TabbedContent open that pane again (the key seemed dead)."""
+        tabbed = self.query_one(TabbedContent)
+        focused = self.screen.focused
+        if focused is not None and tab != tabbed.active and tabbed in focused.ancestors:
+            tabbed.query_one(Tabs).focus()
+        tabbed.active = tab
+        if tab == "chat-tab":
+            await self.chat_tab.show(True)
+            if (pane := self.chat_tab.pane) is not None:
+                pane.query_one("#chat-input").focus()
+
+    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.metrics_tab.shown = event.pane.id == "metrics-tab"
+        await self.chat_tab.show(event.pane.id == "chat-tab")

@@ -1,0 +1,277 @@
+"""The status line at the bottom: the running watchdog of the engine sparkdeck started.
+
+The app binds the engine to guard into `engine` (every sparkdeck engine whose container is
+alive, except the one a running launch still guards with its own start-up watchdog; see
+`guarded`) and whether a launch runs into `launching`. The line owns the watchdog's thread
+worker (sparkdeck.guard.watchdog.Watchdog) and shows each decision; decisions of a launch's
+start-up watchdog reach it from the app (GuardDecisionMade). When the watchdog stops the
+engine it says so here, notifies, and posts EngineStopped up for the engine card.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+from textual.reactive import var
+from textual.widgets import Static
+from textual.worker import Worker
+
+from sparkdeck.guard.policy import Decision
+from sparkdeck.settings import GuardSettings
+from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.readers import EngineReading
+from sparkdeck.ui.worker_failures import report_worker_failure
+
+if TYPE_CHECKING:
+    from sparkdeck.guard.stopper import StopAttempt
+    from sparkdeck.service.relay import RemoteDecision
+    from sparkdeck.guard.watchdog import Watchdog
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
+
+
+def guarded(engine: EngineState | None, launch_guards: str | None) -> EngineState | None:
+    """The engine the running watchdog must follow: `engine` when its container is alive,
+    whatever its health (starting, unhealthy, hung, slow to answer), unless it is the
+    container `launch_guards` (a running launch's own start-up watchdog covers it)."""
+    if engine is None or not engine.alive or engine.container_id == launch_guards:
+        return None
+    return engine
+
+
+def follow_engine(docker: object, busy: bool,
+                  launch_guards: str | None) -> tuple[bool, EngineState | None]:
+    """Whether telemetry samples fast (a launch or stop runs, or the engine starts) and the
+    engine the running watchdog follows, from Docker's latest word (an EngineReading, or a
+    failure: then no engine is known)."""
+    reading = docker if isinstance(docker, EngineReading) else None
+    engine = reading.engine if reading is not None else None
+    fast = busy or (reading is not None and reading.status == "starting")
+    return fast, guarded(engine, launch_guards)
+
+
+class WatchdogLine(Static):
+    """One line: the guard's level and the numbers it decided on; while a stop is carried
+    out, what the stop has done so far (it may take several attempts on a hung Docker)."""
+
+    @dataclass
+    class StopAttempted(Message, bubble=False):
+        """The watchdog tried to stop the engine (`attempt`), or could not read the host
+        (`attempt` None, `text` says why). Never replaced unseen: each is a turn of events."""
+
+        attempt: StopAttempt | None
+        text: str = ""
+
+    @dataclass
+    class ServiceDecided(Message, bubble=False):
+        """The sparkdeck service's watchdog decided (it guards the engine, not this line)."""
+
+        decision: RemoteDecision
+
+        def can_replace(self, message: Message) -> bool:
+            return (isinstance(message, WatchdogLine.ServiceDecided)
+                    and message.decision.level != "stop")
+
+    @dataclass
+    class EngineStopped(Message):
+        """The running watchdog decided to stop the engine, for `reasons` (told once)."""
+
+        reasons: str
+
+    engine: var[EngineState | None] = var(None, always_update=True, init=False)
+    launching: var[bool] = var(False)  # a launch or stop runs (it reports its own)
+
+    def __init__(self, guard: Callable[[], GuardSettings] = GuardSettings,
+                 runtime: Callable[[], DockerRuntime] | None = None, **kwargs: str) -> None:
+        super().__init__("memory guard: not running", markup=False, **kwargs)
+        self._guard = guard  # read at each wait: settings may change while it runs
+        self._runtime = runtime  # None: a line that only shows what it is given
+        self.level = "off"
+        self._off_text = ""
+        self._stop: str | None = None  # the latest stop attempt's text, once a stop began
+        self._stopped = False
+        self.watched: str | None = None  # the container the loop guards
+        self._watchdog: Watchdog | None = None
+        self._done: threading.Event | None = None
+        self._stop_told = self._stop_failure_told = False
+        self._stop_reasons = ""
+        self._bound = False
+
+    def watch_engine(self, engine: EngineState | None) -> None:
+        if not self._bound:  # the binding's first value is the app's start, not a reading
+            self._bound = True
+            return
+        self.follow(engine)
+
+    def follow(self, engine: EngineState | None) -> None:
+        """Guard `engine` at guard.running_hz, or stop guarding (None).
+
+        The same container keeps its watchdog, unless that loop ended without stopping it
+        (then a new one starts): a stop in progress is never abandoned."""
+        container = engine.container_id if engine is not None else None
+        if engine is None:
+            self.off("the launch's own watchdog guards the engine it starts" if self.launching
+                     else "not running (no sparkdeck engine is running)")
+        if container == self.watched and (container is None or self._alive()):
+            return
+        self.watched = container
+        self.stop_watching()
+        self._watchdog = None
+        if engine is None or self._runtime is None:
+            return
+        from sparkdeck.guard.watchdog import engine_watchdog
+
+        watchdog = self._watchdog = engine_watchdog(
+            self._guard(), self._runtime(), engine,
+            on_decision=lambda d: self.post_message(GuardDecisionMade(d)),
+            on_attempt=lambda a: self.post_message(self.StopAttempted(a, a.text)),
+            on_error=lambda e: self.post_message(self.StopAttempted(
+                None, f"cannot read the host ({e}); trying again")))
+        done = self._done = threading.Event()
+        self._stop_told = self._stop_failure_told = False
+        self.reset(f"watching {engine.preset_id or engine.name}…")
+        self.run_worker(partial(self._guard_or_relay, watchdog, done), thread=True,
+                        name="memory watchdog", group="guard", exclusive=True,
+                        exit_on_error=False, description=f"guard {engine.name}'s memory")
+
+    def _guard_or_relay(self, watchdog: Watchdog, done: threading.Event) -> None:
+        """The worker: the sparkdeck service guards the engine (started now when none runs)
+        and this line shows its decisions (every window sees the same ones); with the
+        service turned off, or once it goes away, this window's own watchdog guards it."""
+        from sparkdeck.service import location
+
+        if location.enabled():
+            from sparkdeck.service.client import ServiceError, ensure_running
+            from sparkdeck.service.relay import relay_guard
+
+            try:  # the guard must not depend on this window: a service is started if none runs
+                client, started = ensure_running()
+            except ServiceError as exc:
+                client, started = None, False
+                self.post_message(self.StopAttempted(None, f"{exc}; this window guards it"))
+            if client is not None:
+                with client:
+                    pid = client.status()["pid"]
+                    said = ("started the sparkdeck service: it guards the engine" if started
+                            else "the sparkdeck service guards the engine")
+                    self.post_message(self.StopAttempted(
+                        None, f"{said} (process {pid}), with or without this window"))
+                    if relay_guard(client, done, self._remote_decision,
+                                   self._remote_attempt,
+                                   lambda why: self.post_message(self.EngineStopped(why))):
+                        return
+        watchdog.run(done, lambda: self._guard().running_hz)
+
+    def _remote_decision(self, decision: RemoteDecision) -> None:
+        self.post_message(self.ServiceDecided(decision))
+
+    def _remote_attempt(self, done: bool, text: str, killed: int) -> None:
+        from sparkdeck.guard.stopper import StopAttempt
+
+        self.post_message(self.StopAttempted(StopAttempt(done, text, killed)))
+
+    def on_watchdog_line_service_decided(self, message: ServiceDecided) -> None:
+        message.stop()
+        decision = message.decision
+        if self._stop is None:
+            self.level = decision.level
+            for level in ("ok", "warn", "stop"):
+                self.set_class(decision.level == level, f"-{level}")
+            self.update("memory guard (service) " + decision.text)
+
+    def _alive(self) -> bool:
+        """Does the loop for the watched container still run (or has it stopped it)?"""
+        watchdog = self._watchdog
+        if watchdog is None or watchdog.stopped_by is not None:
+            return True
+        return any(w.group == "guard" and not w.is_finished for w in self.workers)
+
+    def stop_watching(self) -> None:
+        """End the running loop at its next wait (a new engine, or the app's end)."""
+        if self._done is not None:
+            self._done.set()
+            self._done = None
+
+    def on_unmount(self) -> None:
+        self.stop_watching()
+
+    def on_guard_decision_made(self, message: GuardDecisionMade) -> None:
+        message.stop()
+        self.decided(message.decision)
+
+    def decided(self, decision: Decision) -> None:
+        """A watchdog decided: this line's own, or a launch's start-up one (via the app)."""
+        self.show(decision)
+        if decision.level != "stop" or self._stop_told:
+            return
+        self._stop_told = True  # a stop is carried through over many decisions: told once
+        self._stop_reasons = "; ".join(decision.reasons)
+        self.post_message(self.EngineStopped(self._stop_reasons))
+
+    def on_watchdog_line_stop_attempted(self, message: StopAttempted) -> None:
+        message.stop()
+        attempt = message.attempt
+        if attempt is None:  # the host could not be read
+            self.note(message.text)
+            return
+        self.show_attempt(attempt.text, attempt.done)
+        if self.launching:  # a stop during a launch is reported as the launch's failure
+            return
+        if attempt.done:
+            self.notify(f"the memory guard stopped the engine: {self._stop_reasons} "
+                        f"({attempt.text})", title="memory guard", severity="error",
+                        markup=False)
+        elif attempt.killed or not self._stop_failure_told:
+            self._stop_failure_told = True
+            self.notify(attempt.text, title="memory guard: the stop is not done yet",
+                        severity="error", markup=False)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report_worker_failure(self.app, event)  # StateChanged does not bubble
+
+    # ----- what the line says -----------------------------------------------------------
+
+    def off(self, why: str) -> None:
+        """No watchdog runs (no engine, or a launch's own start-up guard has taken over);
+        a stop it made stays on the line until the next decision."""
+        text = f"memory guard: {why}"
+        if self.level != "stop" and (self.level != "off" or text != self._off_text):
+            self.level, self._off_text = "off", text  # unchanged text: no repaint each poll
+            self.set_class(False, "-ok", "-warn")
+            self.update(text)
+
+    def reset(self, why: str) -> None:
+        """A new engine is followed: what the line said about the last one's stop goes."""
+        self.level, self._stop, self._stopped = "off", None, False
+        self.set_class(False, "-ok", "-warn", "-stop")
+        self.off(why)
+
+    def note(self, text: str) -> None:
+        """Something the watchdog could not do (it keeps trying)."""
+        self.update(f"memory guard: {text}")
+
+    def show_attempt(self, text: str, done: bool) -> None:
+        self._stop, self._stopped = text, done
+        self.level = "stop"
+        self.set_class(False, "-ok", "-warn")
+        self.set_class(True, "-stop")
+        self.update(("memory guard STOPPED the engine: " if done else
+                     "memory guard is STOPPING the engine: ") + text)
+
+    def show(self, decision: Decision) -> None:
+        if self._stop is not None:  # the stop's progress stays in front of the numbers
+            self.update(("memory guard STOPPED the engine: " if self._stopped else
+                         "memory guard is STOPPING the engine: ") + self._stop +
+                        f" | now {decision.describe()}")
+            return
+        self.level = decision.level
+        for level in ("ok", "warn", "stop"):
+            self.set_class(decision.level == level, f"-{level}")
+        prefix = "memory guard is STOPPING the engine: " if decision.level == "stop" else \
+            "memory guard "
+        self.update(prefix + decision.describe())

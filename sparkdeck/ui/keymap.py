@@ -1,0 +1,64 @@
+"""The dashboard's key bindings, each with an id, and the user's keymap applied to them.
+
+Every binding in the UI carries an id in one style: kebab-case, prefixed with the pane or
+dialog it works in when it is not the dashboard's (`launch`, `tab-chat`, `chat-cancel`,
+`fit-cancel`). settings.toml's `[keys]` maps ids to keys (checked by sparkdeck.settings,
+which names a bad id or key with its file); Textual's keymap then replaces the key of every
+binding with that id, in the dashboard, its panes and its dialogs alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import App
+from textual.binding import Binding
+
+BINDINGS = [
+    Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
+            "(switching from) the running engine after a confirmation", id="launch"),
+    Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
+    Binding("t", "next_theme", "Theme", tooltip="Switch to the next theme (kept in "
+            "settings.toml)", id="theme"),
+    Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again", id="refresh"),
+    Binding("m", "show_tab('machine-tab')", "Machine", tooltip="Memory, PSI, GPU and "
+            "environment tab", id="tab-machine"),
+    Binding("e", "show_tab('metrics-tab')", "Metrics", tooltip="The engine's own numbers "
+            "tab: tok/s, queue, KV cache, TTFT", id="tab-metrics"),
+    Binding("c", "show_tab('chat-tab')", "Chat", tooltip="Chat with the ready engine "
+            "(Enter sends)", id="tab-chat"),
+    Binding("g", "show_tab('guard-tab')", "Guard", tooltip="Memory guard tab: the last "
+            "start-up's memory timeline", id="tab-guard"),
+    Binding("b", "benchmarks", "Bench", tooltip="Benchmark comparison of the presets on one "
+            "model; b there benchmarks the running engine", id="bench"),
+    Binding("o", "models", "Models", tooltip="Models on this machine; pull one from the "
+            "Hub with progress (Esc cancels)", id="models"),
+    Binding("h", "history", "History", tooltip="The flight recording: memory, PSI, GPU "
+            "power and tok/s over 10m to 7d (keys 1-5 there)", id="history",
+            show=False),  # in the help and the palette; the footer is full at 80 columns
+    Binding("a", "connect", "Connect", tooltip="The OpenAI endpoint: URL, models and "
+            "snippets to paste; the requests it forwarded (keys 1-2 there)", id="connect",
+            show=False),  # in the help and the palette
+    Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
+    Binding("q", "quit", "Quit", id="quit"),
+    Binding("x", "dismiss_failure", "Dismiss", tooltip="Dismiss the failed launch the "
+            "engine card shows", id="dismiss-failure"),
+]
+
+
+def apply_keymap(app: App[object], keys: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Give `app` the user's keymap; return (title, text) for each dashboard key that now
+    does two things (the first binding wins there, so the user should hear of it)."""
+    app.set_keymap(dict(keys))
+    if not keys:
+        return []
+    owner: dict[str, str] = {}
+    problems = []
+    for binding in BINDINGS:
+        for key in keys.get(binding.id or "", binding.key).split(","):
+            key = key.strip()
+            if key in owner:
+                problems.append(("settings.toml [keys]", f"{key!r} is bound to both "
+                                 f"{owner[key]} and {binding.id}"))
+            owner[key] = binding.id or binding.action
+    return problems

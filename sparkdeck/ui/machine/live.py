@@ -1,0 +1,79 @@
+"""Panels of the dashboard that render telemetry snapshots (memory and pressure, GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.content import Content
+from textual.widgets import Static
+
+from sparkdeck.telemetry.view import Bar, Row, spark_text
+
+LABEL_WIDTH = 9
+BAR_WIDTH = 10
+
+# The level words of sparkdeck.telemetry.view, as theme-variable styles.
+LEVEL_STYLE = {"": "", "muted": "$text-muted", "success": "$success", "warning": "$warning",
+               "error": "bold $error"}
+
+
+def rows_content(rows: list[Row], label_width: int = LABEL_WIDTH) -> Content:
+    """Label in bold, then the text in its level's colour; one row a line."""
+    return Content("\n").join(
+        Content.assemble((row.label.ljust(label_width), "bold"),
+                         (row.value, LEVEL_STYLE[row.level]))
+        for row in rows)
+
+
+def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH) -> Content:
+    """`label ███████░░░ text`: the filled part in the bar's level colour."""
+    filled = max(0, min(width, round(bar.fraction * width)))
+    style = {"": "$primary", "muted": "$secondary"}.get(bar.level, LEVEL_STYLE[bar.level])
+    return Content.assemble((bar.label.ljust(label_width), "bold"), ("█" * filled, style),
+                            ("░" * (width - filled), "$text-disabled"), " ",
+                            (bar.text, LEVEL_STYLE[bar.level] if bar.level == "error" else ""))
+
+
+class LiveText(Static):
+    """A Static for text that is re-rendered every sample: cheap when nothing changed.
+
+    Re-rendering identical text, or asking for a layout pass when the line count is the
+    same, is most of what a 1 Hz panel costs; both are skipped here (see the benchmark).
+    """
+
+    def __init__(self, content: Content | str = "", **kwargs: str) -> None:
+        super().__init__(content, **kwargs)
+        self._shown: Content | str = content
+
+    def set_text(self, content: Content) -> None:
+        if content == self._shown:
+            return
+        lines_before = str(self._shown).count("\n")
+        self._shown = content
+        self.update(content, layout=content.plain.count("\n") != lines_before)
+
+
+class SparkRow(LiveText):
+    """A label, a fixed-scale sparkline as wide as the row, and the newest value."""
+
+    def __init__(self, label: str, unit: str, **kwargs: str) -> None:
+        super().__init__("", **kwargs)
+        self.label = label
+        self.unit = unit
+        self._values: Sequence[float] = ()
+        self._high = 100.0
+
+    def show(self, values: Sequence[float], high: float) -> None:
+        self._values, self._high = values, high
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        now = f" {self._values[-1]:5.1f}{self.unit}" if self._values else " " * (6 + len(
+            self.unit))
+        width = self.content_size.width - LABEL_WIDTH - 1 - len(now)
+        self.set_text(Content.assemble((self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
+                                      (spark_text(self._values, width, self._high),
+                                       "$primary"), now))

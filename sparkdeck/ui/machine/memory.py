@@ -1,0 +1,57 @@
+"""The unified-memory panel: used / available / page cache / swap as bars, PSI beside them,
+and five minutes of memory use and stall rate as sparklines."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+
+from sparkdeck.settings import GuardSettings
+from sparkdeck.telemetry.sampler import TelemetrySnapshot
+from sparkdeck.telemetry.view import memory_bars, pressure_rows
+from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content
+
+WAITING = Content.styled("reading…", "$text-muted")
+
+
+class MemoryPanel(Vertical):
+    """Unified memory from /proc/meminfo and memory pressure from /proc/pressure/memory."""
+
+    def __init__(self, guard: GuardSettings = GuardSettings(), **kwargs: str) -> None:
+        super().__init__(**kwargs)
+        self.guard = guard
+
+    def compose(self) -> ComposeResult:
+        # Kept as attributes: a sample that lands while the app shuts down finds them still.
+        self._bars = LiveText(WAITING, id="memory-bars")
+        self._pressure = LiveText("", id="pressure")
+        self._used_spark = SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
+        self._psi_spark = SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
+        with Horizontal(classes="panel-body"):
+            yield self._bars
+            yield self._pressure
+        yield self._used_spark
+        yield self._psi_spark
+
+    def on_mount(self) -> None:
+        self.border_title = "unified memory · PSI"
+
+    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
+        """Render one sample and the history that came with it."""
+        if snapshot.memory is None:
+            self._bars.set_text(Content.styled(snapshot.memory_error or "n/a", "$error"))
+        else:
+            # a narrow column (80x24) gets shorter bars so each figure stays on its line
+            width = 10 if self._bars.content_size.width >= 40 else 5
+            self._bars.set_text(Content("\n").join(
+                bar_content(bar, width, label_width=10)
+                for bar in memory_bars(snapshot.memory, self.guard)))
+        self._pressure.set_text(
+            rows_content(pressure_rows(snapshot, self.guard), 7))
+        self._used_spark.show(history["memory_used_pct"], 100.0)
+        psi = history["psi_some_pct"]
+        # Stalls are small numbers that matter: scale to 10 % unless they go higher.
+        self._psi_spark.show(psi, max(10.0, *psi) if psi else 10.0)

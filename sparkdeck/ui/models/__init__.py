@@ -1,0 +1,1 @@
+"""The models view: the library of models on this machine and pulls started from it."""

@@ -1,0 +1,32 @@
+"""The terminal UI's life from the `sparkdeck` command: settings, the collector, the app, and
+at the end the hand-over of a running engine to a detached service.
+
+Kept apart from the app (sparkdeck.ui.app), which is composition and wiring only: tests
+build the app with their own readers and never go through here.
+"""
+
+from __future__ import annotations
+
+from sparkdeck.presets import load_catalog
+from sparkdeck.runtime import connect
+from sparkdeck.settings import settings_or_defaults
+from sparkdeck.ui import gc_tuning
+from sparkdeck.ui.app import CatalogLoader, RuntimeFactory, SparkdeckApp
+
+
+def run_app(catalog_loader: CatalogLoader = load_catalog,
+            runtime_factory: RuntimeFactory = connect) -> int:
+    """Run the control panel in this terminal until the user quits; return the exit status."""
+    settings, problem = settings_or_defaults()
+    gc_tuning.tune_for_ui()
+    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True)
+    if problem:
+        app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
+                       markup=False)
+    app.run()
+    from sparkdeck.service.relay import hand_over  # an engine is never left unguarded
+
+    handed = hand_over()
+    if handed:
+        print(handed)
+    return app.return_code or 0

@@ -1,0 +1,1 @@
+"""The at-a-glance strip (sparkdeck.ui.strip.glance)."""

@@ -1,0 +1,312 @@
+"""The sparkdeck service on a real Docker daemon with the real llama-server image.
+
+`sparkdeck launch` starts the service when none runs; the CLI ends and the service keeps
+guarding the engine: a real (bounded) memory hog then makes the service stop the engine
+with no front end open. One launch at a time; kill -9 of the service never leaves two
+engines; the socket refuses another user; another API version gets a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparkdeck.host.meminfo import read_meminfo
+from sparkdeck.service.client import ServiceClient, ServiceError, ServiceVersionMismatch
+from tests.conftest import (
+    free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+)
+from tests.support.memory_hog import MemoryHog
+
+pytestmark = [pytest.mark.docker, pytest.mark.llama]
+GIB = 2**30
+
+
+def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def service_pid(env: dict[str, str]) -> int | None:
+    status = run_cli("service", "status", "--json", env=env, timeout=30)
+    report = json.loads(status.stdout)
+    return report["pid"] if report["running"] else None
+
+
+@pytest.fixture
+def service_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
+    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
+    yield env
+    pid = service_pid(env)
+    if pid is not None:
+        run_cli("service", "stop", env=env, timeout=30)
+        try:
+            os.kill(pid, signal.SIGKILL)  # one that did not stop is not left behind
+        except ProcessLookupError:
+            pass
+    remove_scope(docker_client, scope)
+
+
+def client_for(env: dict[str, str]) -> ServiceClient:
+    return ServiceClient(Path(env["SPARKDECK_RUNTIME_DIR"]) / "service.sock")
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.1):  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for "
+                         f"{what() if callable(what) else what}")
+
+
+def tiny_preset(isolated_dirs, image: str, preset_id: str = "svc-tiny") -> int:
+    port = free_port()
+    write_preset(isolated_dirs["config"] / "presets", preset_id,
+                 **llama_preset_fields(image, port))
+    return port
+
+
+def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pressure(
+        service_env, isolated_dirs, scope, docker_client, llama_image):
+    """The CLI launches and exits; the service (started by that launch) keeps the watchdog
+    on the engine; a real hog takes the host below the stop threshold and the service stops
+    the engine with no front end open, writing the decision first."""
+    memory = read_meminfo()
+    hog_size = min(4 * GIB, memory.available // 5) // 4096 * 4096
+    # The stop threshold halfway down the hog's drop: today's MemAvailable is above it by
+    # half a hog (2 GiB at most), and the hog takes it below by as much (other work on a
+    # shared box moves it by less). Raised in settings.toml: the test never endangers the box.
+    start_pct = 100 * memory.available / memory.total
+    stop_pct = start_pct - 50 * hog_size / memory.total
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "settings.toml").write_text(
+        f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
+        f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n")
+    tiny_preset(isolated_dirs, llama_image)
+
+    launched = run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60", env=service_env)
+    assert launched.returncode == 0, launched.stderr
+    assert "started the sparkdeck service" in launched.stdout
+    assert "ready in" in launched.stdout  # the launch's own lines, relayed by the service
+    assert "the sparkdeck service guards" in launched.stdout
+    (container,) = scope_containers(docker_client, scope)
+
+    with client_for(service_env) as client:
+        seen: list[dict] = []
+        guard = wait_for(lambda: (g := client.status()["guard"])["hz"] == 1.0 and g
+                         or seen.append(g), timeout=60,
+                         what=lambda: f"the service guarding the ready engine at 1 Hz: {seen[-1:]}")
+        assert guard["guarding"] == container.name and guard["mode"] == "stop"
+        with client.events() as events:
+            assert next(events)[0] == "hello"
+            with MemoryHog(hog_size) as hog:
+                hogged_at = time.time()
+                hog.allocate()
+                stopped = None
+                for kind, data in events:
+                    if kind == "engine" and data["state"] == "stopped by the guard":
+                        stopped = data
+                        break
+    assert stopped is not None and stopped["preset_id"] == "svc-tiny"
+    assert scope_containers(docker_client, scope) == []
+    actions = {}
+    for path in sorted((isolated_dirs["data"] / "guard-actions").glob("*.json")):
+        record = json.loads(path.read_text())
+        actions.setdefault(record["action"], record)
+    stopping = actions["stopping"]
+    assert stopping["engine"] == container.name
+    # the decision came from readings below the line that the hog made the difference for
+    # (without its memory the host was above the line): not another process's doing
+    last = stopping["window"][-1]
+    threshold = stop_pct / 100 * last["total"]
+    assert last["available"] < threshold < last["available"] + 0.9 * hog_size
+    assert "stopped" in actions
+    # the flight recorder kept the engine's state and the dip, with no window open
+    history = run_cli("history", "--json", "--since", "5m", env=service_env)
+    rows = json.loads(history.stdout)["rows"]
+    ready = [r for r in rows if r["engine_state"] == "svc-tiny ready"]
+    assert ready, [r["engine_state"] for r in rows]
+    assert min(r["mem_available"] for r in rows) < threshold
+    assert max(r["mem_available"] for r in ready) > threshold  # before the hog: above it
+    print(f"hog {hog_size / GIB:.2f} GiB; stopped "
+          f"{time.time() - hogged_at:.1f} s after it started allocating")
+
+
+def test_a_second_launch_during_one_in_flight_is_refused(service_env, isolated_dirs, scope,
+                                                          docker_client, llama_image):
+    tiny_preset(isolated_dirs, llama_image, "svc-a")
+    tiny_preset(isolated_dirs, llama_image, "svc-b")
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    with client_for(service_env) as client, client.events() as events:
+        assert next(events)[0] == "hello"
+        first = client.launch("svc-a", flush="no", timeout=60)
+        with pytest.raises(ServiceError) as refused:
+            client.launch("svc-b", flush="no", timeout=60)
+        assert refused.value.status == 409
+        assert "a launch of svc-a is in progress" in str(refused.value)
+        result = next(d for k, d in events if k == "launch-result" and d["launch"] == first)
+    assert result["ok"], result
+    assert [c.labels["io.sparkdeck.preset"] for c in scope_containers(docker_client, scope)] \
+        == ["svc-a"]
+
+
+def launched(client: ServiceClient, preset: str) -> dict:
+    """Launch through the service and wait for the launch's result event (the stream is
+    open before the launch is asked for, so the result cannot be missed)."""
+    with client.events() as events:
+        assert next(events)[0] == "hello"
+        launch_id = client.launch(preset, flush="no", timeout=60)
+        return next(d for k, d in events if k == "launch-result" and d["launch"] == launch_id)
+
+
+def alive_containers(docker_client, scope: str) -> list:  # noqa: ANN001
+    return [c for c in scope_containers(docker_client, scope) if c.status == "running"]
+
+
+def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
+        service_env, isolated_dirs, scope, docker_client, llama_image):
+    tiny_preset(isolated_dirs, llama_image, "svc-a")
+    tiny_preset(isolated_dirs, llama_image, "svc-b")
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    with client_for(service_env) as client:
+        assert launched(client, "svc-a")["ok"]
+    (engine_a,) = alive_containers(docker_client, scope)
+
+    # mid-run: the engine runs on; a new service adopts it and guards it within a second
+    os.kill(service_pid(service_env), signal.SIGKILL)
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    with client_for(service_env) as client:
+        wait_for(lambda: client.status()["guard"]["guarding"] == engine_a.name, timeout=5,
+                 what="the new service guarding the running engine")
+
+        # mid-launch: killed once the new engine's container has started (the old one is
+        # stopped by then); what is left is at most one engine, and the restarted service
+        # guards it; the next launch ends with exactly one
+        time.sleep(4)  # the recorder commits every 3 s: this service's rows are on disk
+        with client.events() as events:
+            assert next(events)[0] == "hello"
+            client.launch("svc-b", flush="no", timeout=60)
+            next(d for k, d in events if k == "launch-phase" and d["phase"] == "starting")
+            os.kill(client.status()["pid"], signal.SIGKILL)
+    killed_at = time.time()
+    left = alive_containers(docker_client, scope)
+    assert len(left) <= 1, [c.name for c in left]
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    with client_for(service_env) as client:
+        # the kill is noticed: a post-mortem of the run that did not end cleanly, whose
+        # recording reaches to within a few seconds of the kill
+        postmortem = client.status()["postmortem"]
+        assert postmortem is not None and "without a clean stop" in postmortem["cause"]
+        assert not postmortem["rebooted"]
+        assert killed_at - postmortem["ended_at"] <= 5.0, killed_at - postmortem["ended_at"]
+        if left:
+            wait_for(lambda: client.status()["guard"]["guarding"] == left[0].name, timeout=5,
+                     what="the restarted service guarding what the killed launch started")
+        result = launched(client, "svc-a")
+    assert result["ok"], result
+    assert [c.labels["io.sparkdeck.preset"] for c in alive_containers(docker_client, scope)] \
+        == ["svc-a"]
+
+
+def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
+        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    """Two clients at once: a TUI (Pilot) and the CLI. The TUI's guard line shows the
+    service's decisions instead of running a watchdog of its own; `sparkdeck service status`
+    names the same engine and the same level."""
+    import asyncio
+
+    from sparkdeck.presets import load_catalog
+    from sparkdeck.runtime import connect
+    from sparkdeck.settings import Settings
+    from sparkdeck.ui.app import SparkdeckApp
+    from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+    from tests.support.pane_host import wait_until
+
+    tiny_preset(isolated_dirs, llama_image)
+    assert run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
+                   env=service_env).returncode == 0
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
+                       engine_poll_seconds=0.5)
+
+    def line() -> str:
+        return str(app.query_one(WatchdogLine).render())
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "memory guard (service)" in line(), timeout=20.0,
+                             what="the guard line relaying the service's decisions")
+            # no second watchdog: this window's own (built, on standby) never took a reading
+            own = app.query_one(WatchdogLine)._watchdog
+            assert own is not None and len(own.window) == 0
+
+    asyncio.run(scenario())
+    status = json.loads(run_cli("service", "status", "--json", env=service_env).stdout)
+    (container,) = scope_containers(docker_client, scope)
+    assert status["guard"]["guarding"] == container.name
+    assert status["guard"]["last_decision"]["level"] == "ok"
+
+
+def test_sparkdeck_guard_shows_the_services_decisions_instead_of_a_second_watchdog(
+        service_env, isolated_dirs, scope, docker_client, llama_image):
+    tiny_preset(isolated_dirs, llama_image)
+    assert run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
+                   env=service_env).returncode == 0
+    watched = run_cli("guard", "--duration", "4", "--json", env=service_env)
+    assert watched.returncode == 0, watched.stderr
+    lines = [json.loads(line) for line in watched.stdout.splitlines()]
+    assert "the sparkdeck service (process" in lines[0]["text"]
+    decisions = [line for line in lines if line["event"] == "decision"]
+    assert len(decisions) >= 2 and all(d["level"] == "ok" for d in decisions)
+    # and no second watchdog wrote anything: the service's records are all there are
+    assert not list((isolated_dirs["data"] / "guard-actions").glob("*.json"))
+
+
+def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
+        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    """An engine launched with the service off (an older sparkdeck, a script) and a window
+    opened on it: the window starts the service, which guards the engine after it closes."""
+    import asyncio
+
+    from sparkdeck.presets import load_catalog
+    from sparkdeck.runtime import connect
+    from sparkdeck.settings import Settings
+    from sparkdeck.ui.app import SparkdeckApp
+    from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+    from tests.support.pane_host import wait_until
+
+    tiny_preset(isolated_dirs, llama_image)
+    launched = run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
+                       env={**service_env, "SPARKDECK_SERVICE": "off"})
+    assert launched.returncode == 0, launched.stderr
+    assert service_pid(service_env) is None
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
+                       engine_poll_seconds=0.5)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: "memory guard (service)" in str(
+                app.query_one(WatchdogLine).render()), timeout=30.0,
+                what="the window's guard line relaying the service it started")
+
+    asyncio.run(scenario())
+    (container,) = scope_containers(docker_client, scope)
+    with client_for(service_env) as client:  # the window is closed: the service guards on
+        wait_for(lambda: client.status()["guard"]["guarding"] == container.name, timeout=10,
+                 what="the service guarding the engine after the window closed")

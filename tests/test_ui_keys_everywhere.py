@@ -1,0 +1,158 @@
+"""Every dashboard key the help lists works from every side tab, the chat tab included.
+
+The chat pane is real: an engine attached on loopback (a real OpenAI-compatible HTTP server),
+so the pane mounts and its input takes the focus as it does for a user. In the input the
+one-letter keys type text (that is what an input is for); Esc gives them back to the
+dashboard, cancelling a streaming reply first. The footer names what Esc and Tab do there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.widgets import Input, TabbedContent
+
+from sparkdeck.endpoints import AttachedRegistry, Endpoint
+from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.bench.view import BenchCompareScreen
+from sparkdeck.ui.screens.help import HelpScreen
+from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
+from tests.test_ui_app import isolated_dirs, make_app, wait_until  # noqa: F401
+
+SIZE = (120, 40)
+TABS = {"m": "machine-tab", "e": "metrics-tab", "c": "chat-tab", "g": "guard-tab"}
+
+
+def attach(url: str) -> None:
+    AttachedRegistry().add(Endpoint("atlas", url, "openai", "/v1/models", None, "attached"))
+
+
+def active_tab(app: SparkdeckApp) -> str:
+    return app.query_one("#side-tabs", TabbedContent).active
+
+
+def footer_keys(app: SparkdeckApp) -> dict[str, str]:
+    """What the footer offers now: key -> description (the focused widget's bindings)."""
+    return {binding.key: binding.description
+            for _, binding, enabled, _ in app.active_bindings.values() if binding.show}
+
+
+async def leave_chat_input(pilot, app: SparkdeckApp) -> None:
+    """On the chat tab the input holds the keys: Esc hands them back."""
+    if active_tab(app) == "chat-tab":
+        await wait_until(pilot, lambda: isinstance(app.focused, Input), what="the chat input")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.focused, Input),
+                         what="Esc to leave the input")
+
+
+def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
+    with LoopbackOpenAI(models=("atlas-7b",)) as server:
+        attach(server.url)
+        app, loader = make_app(tmp_path, engine_poll_seconds=0.5)
+
+        async def press_and_check(pilot, key: str, check: Callable[[], bool], what: str,
+                                  close: str | None = None) -> None:
+            await pilot.press(key)
+            await wait_until(pilot, check, timeout=5.0, what=what)
+            if close:
+                await pilot.press(close)
+                await wait_until(pilot, lambda: app.screen is app.screen_stack[0],
+                                 what=f"{what} to close")
+
+        async def scenario() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("c")
+                await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
+                                 what="a chat pane for the attached engine")
+                await leave_chat_input(pilot, app)
+                for tab_key, tab in TABS.items():
+                    await pilot.press(tab_key)
+                    await wait_until(pilot, lambda tab=tab: active_tab(app) == tab, what=tab)
+                    await leave_chat_input(pilot, app)
+                    for other_key, other in TABS.items():  # each tab key, then back
+                        await press_and_check(pilot, other_key,
+                                              lambda other=other: active_tab(app) == other,
+                                              f"{other_key} from {tab}")
+                        await leave_chat_input(pilot, app)
+                        await pilot.press(tab_key)
+                        await leave_chat_input(pilot, app)
+                    theme = app.theme
+                    await press_and_check(pilot, "t", lambda theme=theme: app.theme != theme,
+                                          f"t from {tab}")
+                    loads = loader.calls
+                    await press_and_check(pilot, "r", lambda loads=loads: loader.calls > loads,
+                                          f"r from {tab}")
+                    await press_and_check(pilot, "question_mark",
+                                          lambda: isinstance(app.screen, HelpScreen),
+                                          f"? from {tab}", close="escape")
+                    await press_and_check(pilot, "b",
+                                          lambda: isinstance(app.screen, BenchCompareScreen),
+                                          f"b from {tab}", close="escape")
+                    notes = len(app._notifications)
+                    await press_and_check(pilot, "l",  # no Docker here: the launch says so
+                                          lambda notes=notes: len(app._notifications) > notes,
+                                          f"l from {tab}")
+                    assert active_tab(app) == tab
+                await pilot.press("q")
+                await wait_until(pilot, lambda: app.return_code is not None, what="q to quit")
+
+        asyncio.run(scenario())
+
+
+def test_esc_cancels_a_streaming_reply_then_leaves_the_input(tmp_path: Path) -> None:
+    with LoopbackOpenAI(models=("atlas-7b",)) as server:
+        attach(server.url)
+        # a reply that starts and then stalls: only Esc ends it
+        server.answer(Scripted([chunk_event("thinking ")], pause=0.2,
+                                repeat_forever=chunk_event("more ")))
+        app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
+
+        async def scenario() -> None:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("c")
+                await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
+                                 what="a chat pane")
+                pane = app.chat_tab.pane
+                prompt = pane.query_one("#chat-input", Input)
+                await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
+                keys = footer_keys(app)
+                assert keys.get("escape") == "cancel / leave", keys
+                assert keys.get("tab") == "next field", keys
+                prompt.value = "hi"
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: pane.streaming, what="the reply to stream")
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: not pane.streaming, timeout=10.0,
+                                 what="Esc to cancel the reply")
+                assert not isinstance(app.focused, Input)
+                await pilot.press("m")  # a dashboard key again, not text in the input
+                await wait_until(pilot, lambda: active_tab(app) == "machine-tab", what="m")
+                assert prompt.value == ""
+
+        asyncio.run(scenario())
+
+
+def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
+    with LoopbackOpenAI(models=("atlas-7b",)) as server:
+        attach(server.url)
+        app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
+
+        async def scenario() -> None:
+            async with app.run_test(size=(80, 24)) as pilot:
+                await pilot.press("c")
+                await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
+                                 what="a chat pane")
+                pane = app.chat_tab.pane
+                titles = {field.id: field.border_title for field in pane.query(Input)}
+                assert titles["chat-system"] == "system prompt"
+                assert titles["chat-temperature"] == "temperature"
+                assert titles["chat-max-tokens"] == "max tokens"
+                for field_id in ("chat-temperature", "chat-max-tokens"):
+                    # wide enough that its name is not cut (border corners + title)
+                    field = pane.query_one(f"#{field_id}", Input)
+                    assert field.outer_size.width >= len(titles[field_id]) + 4, field.outer_size
+
+        asyncio.run(scenario())

@@ -1,0 +1,137 @@
+"""A window's launch, switch and stop go through the sparkdeck service when it runs: the
+service runs them (so its guard goes on after the window closes) and the window follows on
+its engine card. Real Docker daemon, real llama-server image, a real service process."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+import pytest
+
+from tests.conftest import scope_containers
+from tests.test_service import client_for, run_cli, service_env, tiny_preset  # noqa: F401
+
+pytestmark = [pytest.mark.docker, pytest.mark.llama]
+READY_S = 90.0
+
+
+def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> threading.Thread:
+    """A second client of the service, recording every event it sends (until `done`)."""
+    live = threading.Event()
+
+    def run() -> None:
+        try:
+            with client_for(env) as client, client.events() as events:
+                for kind, data in events:
+                    seen.append((kind, data))
+                    live.set()
+                    if done.is_set():
+                        return
+        except httpx.HTTPError:
+            if not done.is_set():  # the service went away while the test still ran
+                raise
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert live.wait(10), "the service's event stream did not start"
+    return thread
+
+
+def test_a_window_launches_switches_and_stops_through_the_service(
+        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):  # noqa: F811
+    from sparkdeck.presets import load_catalog
+    from sparkdeck.runtime import connect
+    from sparkdeck.settings import Settings
+    from sparkdeck.ui.app import SparkdeckApp
+    from sparkdeck.ui.dashboard.launch import LaunchArea
+    from sparkdeck.ui.dashboard.presets import PresetTable
+    from tests.test_ui_app import engine_text, wait_until
+    from tests.test_ui_launch import press_and_confirm
+
+    tiny_preset(isolated_dirs, llama_image, "svc-a")
+    tiny_preset(isolated_dirs, llama_image, "svc-b")
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    seen: list[tuple[str, dict]] = []
+    done = threading.Event()
+    follower = follow_service(service_env, seen, done)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
+                       engine_poll_seconds=0.5)
+    steps: list[tuple[str | None, str]] = []  # every (phase, detail) the card was given
+
+    def card() -> str:
+        return engine_text(app)
+
+    def result_of(preset: str) -> dict | None:
+        return next((d for k, d in seen if k == "launch-result" and d["preset"] == preset),
+                    None)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            area = app.query_one(LaunchArea)
+            area.watch(area, "report", lambda report: steps.append((report.phase,
+                                                                      report.detail)))
+            table = app.query_one(PresetTable)
+
+            async def select(preset: str) -> None:
+                await wait_until(pilot, lambda: preset in table.rows, what=preset)
+                table.move_cursor(row=table.get_row_index(preset))
+                await pilot.pause()
+                assert table.selected_id() == preset
+
+            await select("svc-a")
+            await press_and_confirm(pilot, app, "l")
+            await pilot.press("y")
+            await wait_until(pilot, lambda: "state    ready" in card() and "svc-a" in card(),
+                             timeout=READY_S, what="svc-a ready")
+            await select("svc-b")
+            text = await press_and_confirm(pilot, app, "enter")
+            assert text.startswith("Switch to svc-b?")
+            await pilot.press("y")
+            await wait_until(pilot, lambda: result_of("svc-b") is not None, timeout=READY_S,
+                             what="the service's result of the switch")
+            await wait_until(pilot, lambda: "state    ready" in card() and "svc-b" in card(),
+                             timeout=30, what="svc-b ready on the card")
+
+    asyncio.run(scenario())
+    # The service ran both launches (their results are its events), and the switch's wait
+    # for svc-a's memory came as the service's launch-switch events.
+    first, second = result_of("svc-a"), result_of("svc-b")
+    assert first is not None and first["ok"], first
+    assert second is not None and second["ok"], second
+    assert any(k == "launch-switch" and d["launch"] == second["launch"] for k, d in seen)
+    # The card followed the service's launch, phase by phase, with the lines it printed.
+    assert ("launching", "the sparkdeck service launches svc-b") in steps, steps
+    assert {"stopping", "starting"} <= {phase for phase, _ in steps}, steps
+    assert any("svc-b" in detail and "ready" in detail for _, detail in steps), steps
+    # The window is closed; the service guards what it launched.
+    with client_for(service_env) as client:
+        guarding = client.status()["guard"]["guarding"]
+    (container,) = [c for c in scope_containers(docker_client, scope) if c.status == "running"]
+    assert container.labels["io.sparkdeck.preset"] == "svc-b" and guarding == container.name
+
+    # A stop from a window goes through the service too.
+    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
+                       engine_poll_seconds=0.5)
+
+    async def stop_it() -> None:
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await wait_until(pilot, lambda: "svc-b" in engine_text(app), timeout=30,
+                             what="the running engine on the card")
+            text = await press_and_confirm(pilot, app, "s")
+            assert "stop and remove svc-b" in text
+            await pilot.press("y")
+            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
+                             timeout=60.0, what="the engine to stop")
+
+    try:
+        asyncio.run(stop_it())
+    finally:
+        done.set()
+    follower.join(timeout=10)
+    assert any(k == "engine" and d.get("state") == "stopped" and d.get("preset_id") == "svc-b"
+               for k, d in seen), "the stop was not the service's"
+    assert scope_containers(docker_client, scope) == []
