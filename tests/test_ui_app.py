@@ -410,9 +410,9 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             names = [command.name for command in app.palette_commands()]
-            assert names[:14] == ["Launch", "Stop", "Theme", "Refresh", "Machine", "Metrics",
-                                  "Chat", "Guard", "Bench", "Models", "History", "Connect",
-                                  "Help", "Quit"]
+            assert names[:14] == ["Help", "Launch", "Stop", "Theme", "Refresh", "Machine",
+                                  "Metrics", "Chat", "Guard", "Bench", "Models", "History",
+                                  "Connect", "Quit"]
             assert {"Chat: new chat", "Chat: conversations", "Chat: cancel / leave"} <= set(names)
             assert {"Theme: spark-dark", "Theme: spark-light",
                     "Theme: solarized-night"} <= set(names)

@@ -73,7 +73,7 @@ def app_with(tmp_path: Path, db: Path) -> SparkdeckApp:
                        settings=Settings(ui=UiSettings(theme="spark-dark")),
                        engine_poll_seconds=3600.0, sample_seconds=3600.0,
                        starting_sample_seconds=3600.0)
-    app.recording_path = db
+    app.flight_history.recording_path = db
     return app
 
 
@@ -82,7 +82,7 @@ async def history_shown(pilot: Pilot) -> None:
     assert isinstance(app, SparkdeckApp)
     await wait_until(pilot, lambda: app.query("#preset-table"), what="the dashboard")
     await pilot.pause()
-    await app.push_screen(HistoryScreen(app.recording_path or Path(), end=END))
+    await app.push_screen(HistoryScreen(app.flight_history.recording(), end=END))
     await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen)
                      and "readings" in text_of(app.screen.query_one("#history-title")),
                      what="the fixed window")

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, TabbedContent
 
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
@@ -156,3 +157,28 @@ def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
                     assert field.outer_size.width >= len(titles[field_id]) + 4, field.outer_size
 
         asyncio.run(scenario())
+
+
+
+@pytest.mark.parametrize(("size", "must_show"), [
+    ((80, 24), {"?": "Help"}),
+    ((120, 40), {"?": "Help", "l": "Launch", "o": "Models", "q": "Quit"}),
+], ids=["80x24", "120x40"])
+def test_footer_shows_help_at_80_columns_and_quit_at_120(
+        tmp_path: Path, size: tuple[int, int], must_show: dict[str, str]) -> None:
+    """The footer cuts what does not fit: '? Help' must be whole at 80x24 (it lists every
+    other key) and the whole row, 'q Quit' last, at 120x40 (it read 'q Q' before)."""
+    from textual.widgets._footer import FooterKey
+
+    app, _ = make_app(tmp_path)
+
+    async def scenario() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            shown = {key.key_display: str(key.description)
+                     for key in app.screen.query(FooterKey)
+                     if key.region.width and key.region.right <= size[0]}
+            for key, what in must_show.items():
+                assert shown.get(key) == what, (key, shown)
+
+    asyncio.run(scenario())

@@ -99,6 +99,10 @@ def test_switch_card_toasts_and_timeout_warning(tmp_path: Path, runtime: DockerR
         table = app.query_one(PresetTable)
         await wait_until(pilot, lambda: preset_id in table.rows, what=f"preset {preset_id}")
         table.move_cursor(row=table.get_row_index(preset_id))
+        # The card shows "ready" from the engine poll a moment before the launch's worker
+        # ends; an `l` in between is refused ("a launch or stop is already running").
+        await wait_until(pilot, lambda: not app.launch_area.busy(), timeout=30.0,
+                         what="the previous launch's worker to end")
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=30.0,
                          what="the confirmation")

@@ -17,20 +17,21 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, get_current_worker
 
-from sparkdeck.runtime import connect
 from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui import gc_tuning
+from sparkdeck.ui.bench import open_benchmarks
 from sparkdeck.ui.chat.tab import chat_commands
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.dashboard.side_tabs import SideTabs
-from sparkdeck.ui.endpoint import ConnectKeys
+from sparkdeck.ui.endpoint import open_connect
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
-from sparkdeck.ui.history import HistoryKeys
+from sparkdeck.ui.history import HistoryKeeper, PostMortemFound
 from sparkdeck.ui.keymap import BINDINGS, apply_keymap
 from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS
@@ -38,8 +39,8 @@ from sparkdeck.ui.messages import (
     CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
     engine_poll,
 )
+from sparkdeck.ui.models import open_models
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
-from sparkdeck.ui.bench import open_benchmarks
 from sparkdeck.ui.screens.help import open_help
 from sparkdeck.ui.screens.palette import (
     PaletteCommand, SparkdeckCommands, key_and_theme_commands, without_duplicates,
@@ -57,7 +58,7 @@ CatalogLoader = Callable[[], PresetCatalog]
 RuntimeFactory = Callable[[], "DockerRuntime"]
 
 
-class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and connect keys
+class SparkdeckApp(App[int]):
     """Presets, engine card and log; tabs for machine, metrics, chat, guard; watchdog line."""
 
     TITLE = "sparkdeck"
@@ -67,6 +68,7 @@ class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and c
     BINDINGS = BINDINGS  # sparkdeck.ui.keymap: one id each, remappable in settings.toml
     # Screen classes the stylesheet lays out by (80, 120 and 200 columns: docs/dashboard.md)
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-normal"), (170, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
 
     docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
     catalog: var[PresetCatalog] = var(PresetCatalog({}, []))
@@ -98,6 +100,7 @@ class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and c
         self._sample_periods = (sample_seconds, starting_sample_seconds)
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
+        self.flight_history = HistoryKeeper(self)  # the history view, the post-mortem check
         self._problems += [("theme not loaded", problem) for problem in theme_problems]
 
     def compose(self) -> ComposeResult:
@@ -138,7 +141,7 @@ class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and c
         self.side_tabs.machine_tab.start()
         self.action_refresh()
         self.launch_area.show_last_failure()  # a launch that failed before this window
-        self.check_postmortem()  # the recorder's post-mortem of an unclean end, once
+        self.flight_history.check_postmortem()  # the recorder's post-mortem of an unclean end
         self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 
     def action_launch(self) -> None:
@@ -171,9 +174,16 @@ class SparkdeckApp(HistoryKeys, ConnectKeys, App[int]):  # mixins: history and c
         open_benchmarks(self)
 
     def action_models(self) -> None:
-        from sparkdeck.ui.models.view import ModelsScreen  # huggingface_hub: when opened
-        if not isinstance(self.screen, ModelsScreen):
-            self.push_screen(ModelsScreen({p.id: p.model for p in self.catalog.presets.values()}))
+        open_models(self, {p.id: p.model for p in self.catalog.presets.values()})
+
+    def action_history(self) -> None:
+        self.flight_history.open()
+
+    def on_post_mortem_found(self, message: PostMortemFound) -> None:
+        self.flight_history.show(message)
+
+    def action_connect(self) -> None:
+        open_connect(self, self.settings.endpoint, self._catalog_loader)
 
     async def action_show_tab(self, tab: str) -> None:
         await self.side_tabs.show(tab)

@@ -14,13 +14,19 @@ from collections.abc import Mapping
 from textual.app import App
 from textual.binding import Binding
 
+# The footer shows them in this order and cuts what does not fit: Help comes first so that at
+# 80 columns the one key that lists every other is always on screen.
 BINDINGS = [
+    Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
     Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
             "(switching from) the running engine after a confirmation", id="launch"),
     Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
+    # Theme and Refresh are in the help and the palette: with them the footer cut "q Quit" at
+    # 120 columns.
     Binding("t", "next_theme", "Theme", tooltip="Switch to the next theme (kept in "
-            "settings.toml)", id="theme"),
-    Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again", id="refresh"),
+            "settings.toml)", id="theme", show=False),
+    Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again", id="refresh",
+            show=False),
     Binding("m", "show_tab('machine-tab')", "Machine", tooltip="Memory, PSI, GPU and "
             "environment tab", id="tab-machine"),
     Binding("e", "show_tab('metrics-tab')", "Metrics", tooltip="The engine's own numbers "
@@ -39,7 +45,6 @@ BINDINGS = [
     Binding("a", "connect", "Connect", tooltip="The OpenAI endpoint: URL, models and "
             "snippets to paste; the requests it forwarded (keys 1-2 there)", id="connect",
             show=False),  # in the help and the palette
-    Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
     Binding("q", "quit", "Quit", id="quit"),
     Binding("x", "dismiss_failure", "Dismiss", tooltip="Dismiss the failed launch the "
             "engine card shows", id="dismiss-failure"),

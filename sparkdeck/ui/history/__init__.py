@@ -1,9 +1,10 @@
-"""The history view and the post-mortem shown once, as the app's `HistoryKeys` mixin: the
-history key's action and the start-up check live here so app.py stays wiring.
+"""The history view and the post-mortem shown once: `HistoryKeeper`, an object the app holds
+(composition, not a mixin), so the history key's action and the start-up check live here and
+app.py stays wiring.
 
 The check runs after the first frame in a thread worker (it reads SQLite and a file); what
-it finds comes back to the app as a message, and the dialog it opens marks the post-mortem
-seen, in a worker too, when it is dismissed.
+it finds comes back to the app as a message, which the app hands back here; the dialog it
+opens marks the post-mortem seen, in a worker too, when it is dismissed.
 """
 
 from __future__ import annotations
@@ -30,28 +31,29 @@ class PostMortemFound(Message):
     file: str
 
 
-class HistoryKeys:
-    """Mixed into SparkdeckApp (before App): `action_history` and `check_postmortem`."""
+class HistoryKeeper:
+    """Opens the history view and runs the once-per-start post-mortem check for `app`."""
 
-    recording_path: Path | None = None  # None: the data dir's (tests may point elsewhere)
-    postmortem_check: Worker[None] | None = None  # the start-up check, once started
+    def __init__(self, app: App[object], recording_path: Path | None = None) -> None:
+        self._app = app
+        self.recording_path = recording_path  # None: the data dir's (tests point elsewhere)
+        self.postmortem_check: Worker[None] | None = None  # the start-up check, once started
 
-    def _recording(self) -> Path:
+    def recording(self) -> Path:
         return self.recording_path or default_path()
 
-    def action_history(self, end: float | None = None) -> None:
+    def open(self, end: float | None = None) -> None:
+        """The history view, ending now or at `end` (a post-mortem's last reading)."""
         from sparkdeck.ui.history.view import HistoryScreen
 
-        app: App[object] = self  # type: ignore[assignment]
-        if not isinstance(app.screen, HistoryScreen):
-            app.push_screen(HistoryScreen(self._recording(), end=end))
+        if not isinstance(self._app.screen, HistoryScreen):
+            self._app.push_screen(HistoryScreen(self.recording(), end=end))
 
     def check_postmortem(self) -> None:
         """Look for an unseen post-mortem, off the UI thread."""
         from sparkdeck.ui.history.postmortem import unseen_postmortem
 
-        app: App[object] = self  # type: ignore[assignment]
-        path = self._recording()
+        app, path = self._app, self.recording()
 
         def look() -> None:
             found = unseen_postmortem(path)
@@ -62,17 +64,17 @@ class HistoryKeys:
             look, thread=True, group="postmortem", name="look for a post-mortem",
             description="read the flight recording's last post-mortem", exit_on_error=False)
 
-    def on_post_mortem_found(self, message: PostMortemFound) -> None:
+    def show(self, message: PostMortemFound) -> None:
+        """Show the post-mortem the check found; dismissed, it is marked seen."""
         from sparkdeck.ui.history.postmortem import PostMortemScreen, mark_seen
 
-        app: App[object] = self  # type: ignore[assignment]
-        postmortem, file = message.postmortem, message.file
+        app, postmortem, file = self._app, message.postmortem, message.file
 
         def closed(history: bool | None) -> None:
             app.run_worker(lambda: mark_seen(postmortem, file), thread=True,
                            group="postmortem", name="remember the post-mortem was seen",
                            exit_on_error=False)
             if history:  # the end of that run (or now, when nothing was recorded in it)
-                self.action_history(end=postmortem.ended_at)
+                self.open(end=postmortem.ended_at)
 
         app.push_screen(PostMortemScreen(postmortem, file), closed)
