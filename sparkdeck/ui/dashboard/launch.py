@@ -46,13 +46,13 @@ from sparkdeck.ui.dashboard.engine_card import (
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.messages import GuardDecisionMade
-from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.readers import EngineReading, PresetRow
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.ui.guard.screens import SwitchWaitScreen
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.client import ServiceClient
 
@@ -289,6 +289,8 @@ class LaunchArea(Vertical):
         if fit is None or fit.allowed:
             self._confirm_launch(plan, False)
         else:  # "Launch anyway" means force; Cancel (the default) launches nothing
+            from sparkdeck.ui.guard.screens import FitModal  # loaded here, not for frame 1
+
             self.app.push_screen(FitModal(plan.preset.id, fit),
                                  lambda anyway: self._confirm_launch(plan, True)
                                  if anyway else None)
@@ -331,6 +333,8 @@ class LaunchArea(Vertical):
         if screen is None:
             if progress.done:  # memory was back at the first look: nothing to wait for
                 return
+            from sparkdeck.ui.guard.screens import SwitchWaitScreen  # with the first wait
+
             skip = self._skip_switch or threading.Event()
             screen = self._switch_screen = SwitchWaitScreen(message.engine_name, skip)
             await self.app.push_screen(screen)

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from sparkdeck.recorder.postmortem import PostMortem
-from sparkdeck.recorder.store import default_path
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the recorder (SQLite) loads with the check, after the first frame
     from textual.app import App
     from textual.worker import Worker
+
+    from sparkdeck.recorder.postmortem import PostMortem
 
 
 @dataclass
@@ -40,6 +39,8 @@ class HistoryKeeper:
         self.postmortem_check: Worker[None] | None = None  # the start-up check, once started
 
     def recording(self) -> Path:
+        from sparkdeck.recorder.store import default_path
+
         return self.recording_path or default_path()
 
     def open(self, end: float | None = None) -> None:
