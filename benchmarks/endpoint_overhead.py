@@ -33,7 +33,9 @@ import docker  # noqa: E402
 import httpx  # noqa: E402
 import tomli_w  # noqa: E402
 
-from benchmarks.service_cost import cli, cpu_seconds, service_pid  # noqa: E402
+from benchmarks.service_cost import (  # noqa: E402
+    clean_up, cli, cpu_seconds, service_pid,
+)
 from tests.conftest import free_port, llama_preset_fields  # noqa: E402
 from tests.support.images import ensure_llama_image  # noqa: E402
 from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
@@ -138,11 +140,7 @@ def main() -> int:
         asyncio.run(compare(direct, through, args.runs, args.tokens))
         asyncio.run(burst(through, args.streams, args.tokens // 2, service_pid(env)))
     finally:
-        cli(env, "stop")
-        cli(env, "service", "stop")
-        for c in client.containers.list(all=True, filters={"label":
-                                                            f"io.sparkdeck.scope={scope}"}):
-            c.remove(force=True)
+        clean_up(env, client, scope)
     return 0
 
 

@@ -70,6 +70,14 @@ def cpu_share(pid: int, seconds: float) -> float:
     return 100 * (cpu_seconds(pid) - before) / (time.monotonic() - began)
 
 
+def clean_up(env: dict[str, str], client: docker.DockerClient, scope: str) -> None:
+    """Stop the engine and the service, and remove whatever the run left in its scope."""
+    cli(env, "stop")
+    cli(env, "service", "stop")
+    for c in client.containers.list(all=True, filters={"label": f"io.sparkdeck.scope={scope}"}):
+        c.remove(force=True)
+
+
 def write_preset(config: Path, image: str, port: int) -> None:
     (config / "presets").mkdir(parents=True, exist_ok=True)
     (config / "presets" / "bench-svc.toml").write_text(tomli_w.dumps(
@@ -146,11 +154,7 @@ def main() -> int:
               f"{hog_size / GIB:.2f} GiB): median {statistics.median(latencies):.2f} s, max "
               f"{max(latencies):.2f} s ({', '.join(f'{x:.2f}' for x in latencies)})")
     finally:
-        cli(env, "stop")
-        cli(env, "service", "stop")
-        for c in client.containers.list(all=True, filters={"label":
-                                                            f"io.sparkdeck.scope={scope}"}):
-            c.remove(force=True)
+        clean_up(env, client, scope)
     return 0
 
 
