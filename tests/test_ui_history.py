@@ -221,8 +221,9 @@ def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
     async def second_start() -> None:
         app, _ = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: app.flight_history.postmortem_check is not None
-                             and app.flight_history.postmortem_check.is_finished, what="the check to end")
+            check = app.flight_history
+            await wait_until(pilot, lambda: check.postmortem_check is not None
+                             and check.postmortem_check.is_finished, what="the check to end")
             await pilot.pause(0.3)
             assert not isinstance(app.screen, PostMortemScreen)
 

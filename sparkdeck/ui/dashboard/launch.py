@@ -52,9 +52,9 @@ from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
-    from sparkdeck.ui.guard.screens import SwitchWaitScreen
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.client import ServiceClient
+    from sparkdeck.ui.guard.screens import SwitchWaitScreen
 
 
 class LaunchArea(Vertical):
