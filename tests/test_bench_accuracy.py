@@ -110,9 +110,13 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
         assert point.decode_tps.median == pytest.approx(
             statistics.median(actual_decode(e) for _, e in level), rel=0.005)
 
-    # against the plan, on the requests the busy machine let the server keep it for
+    # against the plan, on the requests the busy machine let the server keep it for. Each
+    # kept request is one whose server sent every token within 1 ms of its plan, so one is
+    # enough to judge the runner by (the checks above hold for every request against what
+    # the server really did). A clean-clone CI run saw only 1 and 4 of 25 kept on a host
+    # whose wake-ups are slow; 5 were required then and the test failed with nothing wrong.
     kept = [r for _, r, e in pairs if kept_the_plan(e, r.sent_at)]
-    assert len(kept) >= 5, f"only {len(kept)} of {len(pairs)} requests kept the plan"
+    assert kept, f"none of {len(pairs)} requests kept the plan: the machine is too busy"
     assert abs(statistics.median(r.ttft_s for r in kept) - planned_ttft) < 0.003
     assert statistics.median(r.prefill_tps for r in kept) == pytest.approx(PREFILL_RATE,
                                                                            rel=0.01)
