@@ -200,7 +200,9 @@ def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
     async def first_start() -> None:
         app, _ = make_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: isinstance(app.screen, PostMortemScreen),
+            # the dialog is the screen a moment before its text is mounted
+            await wait_until(pilot, lambda: isinstance(app.screen, PostMortemScreen)
+                             and bool(app.screen.query("#postmortem-text")),
                              what="the post-mortem dialog")
             text = shown(app, "#postmortem-text")
             assert f"verdict: {postmortem.verdict}" in text
@@ -240,7 +242,8 @@ def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
     async def third_start() -> None:
         app, _ = make_app(tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_until(pilot, lambda: isinstance(app.screen, PostMortemScreen),
+            await wait_until(pilot, lambda: isinstance(app.screen, PostMortemScreen)
+                             and bool(app.screen.query("#postmortem-text")),
                              what="the newer post-mortem")
             assert "killed or crashed" in shown(app, "#postmortem-text")
             await pilot.pause(0.1)  # laid out: at 80x24 the whole report fits unscrolled
