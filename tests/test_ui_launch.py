@@ -90,8 +90,8 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
             assert "tiny-a" in card and "address  http://127.0.0.1:" in card
             assert running(docker_client, scope) == ["tiny-a"]
             log = app.query_one(LogPane)
-            await wait_until(pilot, lambda: any("llama" in str(line.text).lower()
-                                                or "server" in str(line.text).lower()
+            await wait_until(pilot, lambda: any("llama" in line.lower()
+                                                or "server" in line.lower()
                                                 for line in log.lines),
                              timeout=30.0, what="llama-server's log in the pane")
             await wait_until(pilot, lambda: "uptime" in engine_text(app), what="the uptime")

@@ -370,21 +370,19 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
 
 class EndpointListener:
     """The endpoint's own uvicorn server on its TCP socket, served beside the service's API
-    in the same loop. It takes no signals (the API's server does, and stops this one): two
-    servers restoring each other's handlers could end the process before its clean-up."""
+    in the same loop. It takes no signals: the API's server does, and stops this one."""
 
     def __init__(self, settings: EndpointSettings, follower: GuardFollower,
-                 server_for: Callable[[Any], Any], owner: EngineOwner | None = None) -> None:
-        import contextlib
-
+                 owner: EngineOwner | None = None) -> None:
         import uvicorn
+
+        from sparkdeck.service.quiet_server import QuietServer
 
         self.sock = open_listener(settings)
         self.address = self.sock.getsockname()[:2]
         app, self._close = build_endpoint(follower, settings, owner=owner)
-        self._server = server_for(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                                 access_log=False))
-        self._server.capture_signals = contextlib.nullcontext
+        self._server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off",
+                                                  access_log=False), takes_signals=False)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -392,7 +390,7 @@ class EndpointListener:
                                          name="openai endpoint")
 
     async def stop(self) -> None:
-        self._server.should_exit = True
+        self._server.request_exit()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self._close()

@@ -36,8 +36,12 @@ class EngineMetricsLoop:
         reader = MetricsReader()
         sampled: str | None = None
         sampler: MetricsSampler | None = None
+        # the follower publishes an `engine` event whenever its engine or its readiness
+        # changes: with no ready engine the loop sleeps until one, instead of waking to look
+        changed = self.hub.wakes("engine")
         try:
             while True:
+                changed.clear()
                 engine = self.follower.engine if self.follower.ready else None
                 key = engine.container_id if engine is not None else None
                 if key != sampled:
@@ -50,7 +54,10 @@ class EngineMetricsLoop:
                         self.latest = metrics
                         self.hub.publish("metrics", engine=engine.name,
                                          **_fields(metrics))
-                await asyncio.sleep(PERIOD_S)
+                if sampler is not None:
+                    await asyncio.sleep(PERIOD_S)
+                else:
+                    await changed.wait()
         finally:
             await reader.aclose()
 

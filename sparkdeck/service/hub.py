@@ -35,6 +35,7 @@ class EventHub:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._subscribers: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event]]] = []
+        self._wakers: list[tuple[str, asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.latest: dict[str, Event] = {}
 
     def publish(self, kind: str, **data: Any) -> Event:
@@ -42,12 +43,26 @@ class EventHub:
             event = Event(next(self._ids), kind, time.time(), data)
             self.latest[kind] = event
             subscribers = list(self._subscribers)
+            wakers = [(loop, flag) for wanted, loop, flag in self._wakers if wanted == kind]
         for loop, queue in subscribers:
             try:
                 loop.call_soon_threadsafe(_put, queue, event)
             except RuntimeError:  # that client's loop is closed: it is going away
                 pass
+        for loop, flag in wakers:
+            try:
+                loop.call_soon_threadsafe(flag.set)
+            except RuntimeError:
+                pass
         return event
+
+    def wakes(self, kind: str) -> asyncio.Event:
+        """An event of the running loop, set whenever a `kind` event is published (the
+        caller clears it): a task can sleep until something changes instead of polling."""
+        flag = asyncio.Event()
+        with self._lock:
+            self._wakers.append((kind, asyncio.get_running_loop(), flag))
+        return flag
 
     async def subscribe(self) -> AsyncIterator[Event]:
         """Every event published from now on, in order, until the caller stops iterating."""

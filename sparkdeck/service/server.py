@@ -12,14 +12,12 @@ running and the next service adopts it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import socket
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,38 +85,6 @@ class TelemetryLoop:
             self._thread.join(timeout=5)
 
 
-def _quiet_server(config):  # noqa: ANN001, ANN202 - uvicorn.Config -> uvicorn.Server
-    """uvicorn's Server, but its housekeeping loop wakes once a second instead of ten times
-    (it only checks for a signal to exit and refreshes the Date header): an idle service's
-    CPU is mostly wake-ups. Shutdown on SIGTERM then takes up to a second."""
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        async def main_loop(self) -> None:
-            counter = 0
-            while not await self.on_tick(counter):
-                counter += 10  # on_tick counts tenths of a second
-                await asyncio.sleep(1.0)
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # uvicorn's own raises SIGTERM again once it has shut down, which ends the process
-            # before serve()'s clean-up: the recorder's clean-stop mark was never written and
-            # every `sparkdeck service stop` read as a crash at the next start.
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            handled = (signal.SIGINT, signal.SIGTERM)
-            before = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in before.items():
-                    signal.signal(sig, handler)
-
-    return QuietServer(config)
-
-
 async def _serve(server, sock: socket.socket,  # noqa: ANN001 - uvicorn.Server
                  metrics: EngineMetricsLoop, endpoint: Callable[[], Any] | None = None) -> None:
     task = asyncio.create_task(metrics.run(), name="engine metrics")
@@ -153,8 +119,8 @@ def serve() -> int:
 
     from sparkdeck.runtime import connect
     from sparkdeck.service.api import build_app
-
     from sparkdeck.service.endpoint import EndpointListener, EndpointRefused, check_exposure
+    from sparkdeck.service.quiet_server import QuietServer
 
     settings = load_settings()
     try:
@@ -182,10 +148,11 @@ def serve() -> int:
         telemetry.start()
         config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
                                 access_log=False)
+        server = QuietServer(config)
         print(f"sparkdeck service {os.getpid()} listening on {path}", flush=True)
         try:
-            asyncio.run(_serve(_quiet_server(config), sock, metrics, lambda: EndpointListener(
-                    settings.endpoint, owner.follower, _quiet_server, owner)))
+            asyncio.run(_serve(server, sock, metrics, lambda: EndpointListener(
+                    settings.endpoint, owner.follower, owner)))
         finally:
             telemetry.close()
             if recording is not None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 from textual.message import Message
-from textual.widgets import RichLog
+from textual.widgets import Log
 from textual.worker import Worker
 
 from sparkdeck.text_safety import clean
@@ -21,8 +21,11 @@ if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with t
 MAX_LINES = 2000  # a long vLLM start writes a few hundred lines; keep several starts' worth
 
 
-class LogPane(RichLog):
-    """Shows one container's log at a time; a new container clears it."""
+class LogPane(Log):
+    """Shows one container's log at a time; a new container clears it.
+
+    Textual's plain-text Log, not RichLog: the lines are an engine's text, shown as it is,
+    and RichLog would load rich.pretty (and attrs) before the first frame (~25 ms)."""
 
     @dataclass
     class LinesRead(Message, bubble=False):
@@ -33,8 +36,7 @@ class LogPane(RichLog):
 
     def __init__(self, runtime: Callable[[], DockerRuntime] | None = None,
                  **kwargs: str) -> None:
-        super().__init__(max_lines=MAX_LINES, wrap=False, markup=False, highlight=False,
-                         auto_scroll=True, **kwargs)
+        super().__init__(max_lines=MAX_LINES, highlight=False, auto_scroll=True, **kwargs)
         self._runtime = runtime  # None: lines come only through add_lines (tests, tools)
         self._follower: LogFollower | None = None
         self.container_id: str | None = ""  # "" = nothing chosen yet; None = no engine
@@ -51,7 +53,7 @@ class LogPane(RichLog):
         self.clear()
         self.border_title = f"log · {name}" if container_id else "log"
         if container_id is None:
-            self.write("no engine running")
+            self.write_line("no engine running")
         self._close()
         if container_id is not None and self._runtime is not None:
             from sparkdeck.runtime.logs import LogFollower
@@ -71,8 +73,8 @@ class LogPane(RichLog):
 
     def add_lines(self, container_id: str, lines: list[str]) -> None:
         if container_id == self.container_id:
-            for line in lines:
-                self.write(clean(line))  # the engine's output: shown, never obeyed
+            # the engine's output: shown, never obeyed
+            self.write_lines([clean(line) for line in lines])
 
     def _close(self) -> None:
         if self._follower is not None:
