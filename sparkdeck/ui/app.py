@@ -29,6 +29,7 @@ from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.dashboard.side_tabs import SideTabs
 from sparkdeck.ui.endpoint import open_connect
+from sparkdeck.ui.engine_watch import EngineWatch
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
 from sparkdeck.ui.history import HistoryKeeper, PostMortemFound
@@ -37,7 +38,6 @@ from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS
 from sparkdeck.ui.messages import (
     CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
-    engine_poll,
 )
 from sparkdeck.ui.models import open_models
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
@@ -96,7 +96,8 @@ class SparkdeckApp(App[int]):
         self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush,
                                 guard=self.settings.guard)
         self._sampler, self._history = sampler or TelemetrySampler(), history or History()
-        self._engine_poll_seconds = engine_poll_seconds
+        self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
+                                         engine_poll_seconds)
         self._sample_periods = (sample_seconds, starting_sample_seconds)
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
@@ -139,10 +140,10 @@ class SparkdeckApp(App[int]):
         if self._tune_gc:  # after the first data: the collection takes tens of ms
             self.set_timer(FREEZE_AFTER_S, gc_tuning.freeze_startup_objects)
         self.side_tabs.machine_tab.start()
-        self.action_refresh()
+        self.load_presets()
+        self.watch_engine()  # reads at once, then whenever something changes
         self.launch_area.show_last_failure()  # a launch that failed before this window
         self.flight_history.check_postmortem()  # the recorder's post-mortem of an unclean end
-        self.set_interval(self._engine_poll_seconds, self._poll_engine, name="engine poll")
 
     def action_launch(self) -> None:
         self.launch_area.launch_selected()
@@ -162,7 +163,7 @@ class SparkdeckApp(App[int]):
     def action_refresh(self) -> None:
         """Run the preset and engine readers again (each group keeps only its newest run)."""
         self.load_presets()
-        self.read_engine()
+        self._engine_watch.poll_now()
 
     def action_help(self) -> None:
         open_help(self, self.BINDINGS, self.settings.keys)
@@ -196,10 +197,6 @@ class SparkdeckApp(App[int]):
         """Every key action, each theme by name and the chat pane's actions."""
         return key_and_theme_commands(self, self.BINDINGS) + chat_commands(self)
 
-    def _poll_engine(self) -> None:  # never queued behind a read waiting on a slow daemon
-        if not any(w.group == "engine" and not w.is_finished for w in self.workers):
-            self.read_engine()
-
     @work(thread=True, exclusive=True, group="catalog", name="load presets",
           description="read and check the preset files", exit_on_error=False)
     def load_presets(self) -> None:
@@ -207,13 +204,13 @@ class SparkdeckApp(App[int]):
         if not get_current_worker().is_cancelled:
             self.post_message(loaded)
 
-    @work(thread=True, exclusive=True, group="engine", name="read engine",
+    @work(thread=True, exclusive=True, group="engine", name="watch engine",
           description="ask Docker for the current sparkdeck engine", exit_on_error=False)
-    def read_engine(self) -> None:
-        for message in engine_poll(self._engine_reader):
-            if get_current_worker().is_cancelled:
-                return
-            self.post_message(message)
+    def watch_engine(self) -> None:
+        self._engine_watch.run(get_current_worker().cancelled_event, lambda: self.is_running)
+
+    def on_unmount(self) -> None:
+        self._engine_watch.close()  # its thread ends now, not at its next poll
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up (widgets forward theirs here too)."""
@@ -241,6 +238,8 @@ class SparkdeckApp(App[int]):
         busy = self.launching = self.launch_area.busy()
         if not busy:
             self.launch_area.launch_guards = None  # no launch runs now: none covers one
+        if message is not None:
+            self._engine_watch.poll_now()  # a launch or stop began or ended: read Docker now
         self.fast_sampling, self.guarded_engine = follow_engine(
             self.docker, busy, self.launch_area.launch_guards)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.settings import settings_or_defaults
-from sparkdeck.ui import gc_tuning
+from sparkdeck.ui import gc_tuning, quiet_driver
 from sparkdeck.ui.app import CatalogLoader, RuntimeFactory, SparkdeckApp
 
 
@@ -20,6 +20,7 @@ def run_app(catalog_loader: CatalogLoader = load_catalog,
     settings, problem = settings_or_defaults()
     gc_tuning.tune_for_ui()
     app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True)
+    quiet_driver.install(app)  # no input-thread wake-ups while nobody types
     if problem:
         app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
                        markup=False)
