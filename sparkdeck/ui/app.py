@@ -22,7 +22,7 @@ from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
-from sparkdeck.ui import gc_tuning
+from sparkdeck.ui import gc_tuning, layout_classes
 from sparkdeck.ui.bench import open_benchmarks
 from sparkdeck.ui.chat.tab import chat_commands
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
@@ -103,6 +103,11 @@ class SparkdeckApp(App[int]):
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
         self.flight_history = HistoryKeeper(self)  # the history view, the post-mortem check
         self._problems += [("theme not loaded", problem) for problem in theme_problems]
+
+    def get_default_screen(self) -> Screen:
+        # the layout classes for the terminal's size, given before the first styling: set by
+        # the first resize instead, they restyled every widget before the first frame
+        return layout_classes.presized(super().get_default_screen(), self)
 
     def compose(self) -> ComposeResult:
         # Held by reference: workers' messages reach them while a dialog is the screen.

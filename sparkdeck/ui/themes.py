@@ -61,17 +61,33 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
 def install_themes(app: App[object], wanted: str) -> tuple[list[str], list[str]]:
     """Register the theme files with `app` and choose `wanted` (settings.toml ui.theme);
     return the names `t` cycles through and the problems to tell. Called before the
-    stylesheet is first parsed: choosing a theme on mount would parse it all again and hold
-    the first frame back (benchmarks/tui_idle.py)."""
+    stylesheet is first parsed (see _preselect)."""
     themes, problems = load_themes()
     for theme in themes:
         app.register_theme(theme)
     names = [theme.name for theme in themes] or [app.theme]
     if wanted in app.available_themes:
-        app.theme = wanted
+        _preselect(app, wanted)
     else:
         problems.append(f"settings.toml: ui.theme: no theme named {wanted!r}")
     return names, problems
+
+
+def _preselect(app: App[object], name: str) -> None:
+    """Choose the theme before the first styling without Textual's theme watcher, which
+    re-parses the whole stylesheet and restyles every widget on the next tick (the first
+    frame waited ~30 ms for it). Before the first styling, the value and what the watcher
+    derives from it (the app's theme classes, the ANSI colour filter, the stylesheet's
+    variables, which it reads when it is first parsed) are all there is."""
+    if name == app.theme:
+        return
+    app.set_reactive(type(app).theme, name)
+    dark = app.current_theme.dark
+    classes = {c: False for c in app.classes if c.startswith("-theme-")}
+    app.update_classes({**classes, f"-theme-{name}": True, "-dark-mode": dark,
+                        "-light-mode": not dark}, update=False)
+    app._refresh_truecolor_filter(app.ansi_theme)  # noqa: SLF001 - what the watcher does
+    app.stylesheet.set_variables(app.get_css_variables())  # read when it is first parsed
 
 
 def next_theme(names: list[str], current: str) -> str:
