@@ -12,6 +12,12 @@
    MemAvailable)); the crossing is timed by polling /proc/meminfo every 5 ms, the stop by
    asking Docker every 20 ms until the container is gone. Target <= 2 s.
 Everything runs in private dirs and a scope of its own; nothing of the user's is touched.
+
+Before 1., a baseline is measured the same way: a bare Python process that reads
+/proc/meminfo once a second and does nothing else (the least a 1 Hz recorder can cost). On a
+virtual machine that pages idle processes' memory out (e.g. DAMON's proactive reclaim), every
+wake-up after a second of sleep costs far more than its work, and this floor moves from hour
+to hour: read the service's figures against the baseline of the same run.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from tests.support.memory_hog import MemoryHog  # noqa: E402
 from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
 
 GIB, MIB = 2**30, 2**20
+BARE_LOOP = ("import time, pathlib\nwhile True:\n"
+             "    pathlib.Path('/proc/meminfo').read_text()\n    time.sleep(1.0)\n")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -125,6 +133,15 @@ def main() -> int:
     image = ensure_llama_image(client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), model)
     write_preset(root / "config", image, free_port())
     try:
+        floor = subprocess.Popen([sys.executable, "-c", BARE_LOOP])
+        try:
+            time.sleep(3)
+            bare = cpu_share(floor.pid, args.seconds)
+        finally:
+            floor.kill()
+            floor.wait()
+        print(f"baseline, a bare Python loop reading /proc/meminfo at 1 Hz: {bare:.2f} % of a "
+              f"core over {args.seconds:g} s")
         assert cli(env, "service", "start").returncode == 0
         pid = service_pid(env)
         time.sleep(5)
