@@ -8,7 +8,6 @@ screen is read back with capture-pane, the way a person would see it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -17,19 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.support.tmux import require_tmux, tmux
 
 ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(autouse=True)
 def _tmux_installed() -> None:
-    if shutil.which("tmux") is None:  # .ci/run installs it: a missing tmux fails there
-        unavailable("tmux is not installed (apt-get install tmux)")
-
-
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+    require_tmux()
 
 
 @pytest.mark.parametrize("content", [b'[ui]\ntheme = "\xff\xfe"\n',
@@ -46,12 +40,12 @@ def test_the_tui_starts_on_defaults_and_names_the_settings_file(tmp_path, conten
            "PYTHONPATH": str(ROOT)}
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     # `; sleep` keeps the pane (and a traceback in it) readable when sparkdeck dies
-    _tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30",
+    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30",
           f"env {exports} {sys.executable} -m sparkdeck; sleep 30")
     try:
         deadline, screen = time.monotonic() + 60, ""
         while time.monotonic() < deadline:
-            screen = _tmux("capture-pane", "-p", "-J", "-t", session)
+            screen = tmux("capture-pane", "-p", "-J", "-t", session)
             if "settings.toml ignored" in screen or "Traceback" in screen:
                 break
             time.sleep(0.5)

@@ -10,7 +10,6 @@ the engine poll used to run a new worker every 2 s: both are counted from /proc,
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,32 +18,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.support.tmux import require_tmux, tmux
 
 ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture(autouse=True)
 def _tmux_installed() -> None:
-    if shutil.which("tmux") is None:  # .ci/run installs it: a missing tmux fails there
-        unavailable("tmux is not installed (apt-get install tmux)")
-
-
-def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+    require_tmux()
 
 
 def _switches(pid: int) -> dict[int, int]:
-    """Each thread's context switches (voluntary + involuntary), by thread id (Python does
-    not name its threads for the kernel: they are told apart by how often they wake)."""
+    """Each thread's wake-ups (voluntary context switches: sleeps that ended), by thread id
+    (Python does not name its threads for the kernel: they are told apart by how often
+    they wake). Preemption by a busy machine is not counted."""
     counts: dict[int, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text().splitlines()
         except FileNotFoundError:  # a worker thread that just ended
             continue
-        counts[int(task.name)] = sum(int(line.split()[1]) for line in status if line.startswith(
-            ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+        counts[int(task.name)] = sum(int(line.split()[1]) for line in status
+                                     if line.startswith("voluntary_ctxt_switches"))
     return counts
 
 
@@ -52,7 +47,7 @@ def _wait_for(session: str, present: str | None = None, absent: str | None = Non
               timeout: float = 10.0) -> tuple[float, str]:
     began = time.monotonic()
     while True:
-        screen = _tmux("capture-pane", "-p", "-J", "-t", session)
+        screen = tmux("capture-pane", "-p", "-J", "-t", session)
         if (present is None or present in screen) and (absent is None or absent not in screen):
             return time.monotonic() - began, screen
         if time.monotonic() - began > timeout:
@@ -70,10 +65,10 @@ def test_the_idle_tui_sleeps_and_still_answers_keys_at_once(tmp_path):
            "TERM": "xterm-256color", "PYTHONPATH": str(ROOT),
            "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///nonexistent.sock")}
     exports = " ".join(f"{k}={v}" for k, v in env.items())
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
           f"env {exports} {sys.executable} -m sparkdeck; echo SPARKDECK-EXITED; sleep 30")
     try:
-        shell = int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+        shell = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
         _wait_for(session, present="? Help", timeout=60.0)
         pid = int(subprocess.run(["pgrep", "-P", str(shell)], capture_output=True, text=True,
                                  check=True).stdout.split()[0])  # `env` became python
@@ -102,5 +97,5 @@ def test_the_idle_tui_sleeps_and_still_answers_keys_at_once(tmp_path):
 
 
 def _send(session: str, key: str) -> str:
-    _tmux("send-keys", "-t", session, key)
+    tmux("send-keys", "-t", session, key)
     return session
