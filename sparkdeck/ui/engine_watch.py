@@ -47,8 +47,12 @@ class EngineWatch:
         self._wake.set()
 
     def close(self) -> None:
+        """End the watch for good (the window is closing): its wait ends now."""
         self._closed.set()
         self._wake.set()
+        self._stop_events()
+
+    def _stop_events(self) -> None:
         events, self._events = self._events, None
         if events is not None:
             events.close()
@@ -72,7 +76,7 @@ class EngineWatch:
                 settled = _settled(messages) and self._follow_events()
                 self._wake.wait(self.period * (QUIET_FACTOR if settled else 1))
         finally:
-            self.close()
+            self._stop_events()  # a cancelled run leaves no stream behind
 
     def _follow_events(self) -> bool:
         """Is Docker's event stream followed (opened now if it is not)?"""
