@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkdeck.metrics.reader import MetricsReader
@@ -41,10 +42,13 @@ async def _one_stream(client: httpx.AsyncClient, base_url: str, body: dict[str, 
             result.errors.append(f"HTTP {resp.status_code}")
             return
         try:
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
+            # httpx-sse splits lines as SSE does (CR, LF): httpx's aiter_lines() also splits
+            # at U+2028, U+0085 and the like, which a random model's tokens can hold, and
+            # cut a JSON string in two (seen in CI)
+            async for event in EventSource(resp).aiter_sse():
+                if event.data == "[DONE]":
                     continue
-                chunk = json.loads(line[6:])
+                chunk = json.loads(event.data)
                 if "error" in chunk:
                     result.errors.append(str(chunk["error"]))
                 if chunk.get("usage"):
