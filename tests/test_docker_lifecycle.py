@@ -19,6 +19,7 @@ from sparkdeck.runtime.pull import PullProgress
 from sparkdeck.launch.sequence import ContainerStarted, EngineReady, Launcher, PreviousStopped
 from sparkdeck.presets import load_file
 from tests.conftest import base_fields, free_port, host_memlock, llama_preset_fields, scope_containers, unavailable, write_preset
+from tests.support.sse_lines import sse_lines
 
 pytestmark = [pytest.mark.docker]
 
@@ -62,7 +63,7 @@ def test_launch_ready_chat_metrics_stop(runtime, docker_client, scope, tmp_path,
     with httpx.stream("POST", engine.base_url + "/v1/chat/completions", json=body,
                       timeout=30) as response:
         assert response.status_code == 200
-        for line in response.iter_lines():
+        for line in sse_lines(response):
             if line.startswith("data: ") and line != "data: [DONE]":
                 delta = json.loads(line[6:])["choices"][0]["delta"] if json.loads(
                     line[6:]).get("choices") else {}

@@ -23,6 +23,7 @@ from sparkdeck.runtime.state import PRESET
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_endpoint import RUNNING_MODEL, llama_metric
 from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.sse_lines import sse_lines
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 FIXED = {"ignore_eos": True}  # llama.cpp's: the random tiny model may end a reply anywhere
@@ -180,7 +181,7 @@ def test_during_a_switch_one_request_queues_and_the_next_gets_503_with_retry_aft
         with httpx.stream("POST", ep["base"] + "/chat/completions", timeout=120, json={
                 "model": "sw-b", "messages": HI, "max_tokens": 8, "stream": True, **FIXED}) as r:
             lines = []
-            for line in r.iter_lines():
+            for line in sse_lines(r):
                 lines.append(line)
                 opened.set()
             results["first"] = (r.status_code, lines)
@@ -224,7 +225,7 @@ def test_a_stream_waiting_for_the_switch_gets_keepalive_comments_before_its_firs
             "model": "sw-b", "messages": HI, "max_tokens": 8, "stream": True, **FIXED}) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
-        for line in r.iter_lines():
+        for line in sse_lines(r):
             if line:
                 arrived.append((time.monotonic() - started, line))
     comments = [(t, line) for t, line in arrived if line.startswith(":")]
@@ -301,7 +302,7 @@ def test_a_waiter_that_gives_up_frees_its_place_in_the_queue(switching):
     def first() -> None:
         with httpx.stream("POST", ep["base"] + "/chat/completions", timeout=120, json={
                 "model": "sw-b", "messages": HI, "max_tokens": 4, "stream": True, **FIXED}) as r:
-            for _ in r.iter_lines():
+            for _ in sse_lines(r):
                 opened.set()
             done["first"] = r.status_code
 
