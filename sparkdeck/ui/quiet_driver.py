@@ -53,13 +53,15 @@ class QuietLinuxDriver(LinuxDriver):
                     if key.data == "wake":
                         os.read(wake_r, 64)
                         continue
-                    data = decode(os.read(self.fileno, 4096))
-                    if not data:  # stdin closed (piped input at its end): read no more
+                    raw = os.read(self.fileno, 4096)
+                    if not raw:  # stdin closed (piped input at its end): read no more
                         selector.unregister(self.fileno)
                         continue
                     last_input = time.monotonic()
-                    for event in parser.feed(data):
-                        self.process_message(event)
+                    text = decode(raw)  # a character cut between two reads: "" till whole
+                    if text:  # (the parser takes "" as the end of the input)
+                        for event in parser.feed(text):
+                            self.process_message(event)
                 for event in parser.tick():
                     self.process_message(event)
         finally:
