@@ -43,6 +43,18 @@ def _switches(pid: int) -> dict[int, int]:
     return counts
 
 
+def _child(parent: int) -> int:
+    """The process `parent` (the pane's shell) started, read from /proc."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == parent:
+            return int(stat.parent.name)
+    raise AssertionError(f"process {parent} has no child")
+
+
 def _wait_for(session: str, present: str | None = None, absent: str | None = None,
               timeout: float = 10.0) -> tuple[float, str]:
     began = time.monotonic()
@@ -70,8 +82,7 @@ def test_the_idle_tui_sleeps_and_still_answers_keys_at_once(tmp_path):
     try:
         shell = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
         _wait_for(session, present="? Help", timeout=60.0)
-        pid = int(subprocess.run(["pgrep", "-P", str(shell)], capture_output=True, text=True,
-                                 check=True).stdout.split()[0])  # `env` became python
+        pid = _child(shell)  # `env` became python
         time.sleep(3.0)  # start-up done; the second after the last input has passed
         before = _switches(pid)
         time.sleep(3.0)
