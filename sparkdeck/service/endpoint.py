@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -40,6 +39,8 @@ from sparkdeck.service.request_log import RequestLog, RequestRecord
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.service.owner import EngineOwner
     from sparkdeck.service.switching import SwitchGate
 
@@ -178,6 +179,8 @@ class UpstreamFinder:
         return upstream, why
 
     async def _ask_models(self, url: str) -> tuple[dict[str, Any], ...]:
+        import httpx
+
         try:
             answer = await self._http().get(url + "/v1/models", timeout=5.0)
             data = answer.json().get("data", [])
@@ -240,6 +243,8 @@ class Forwarder:
                    if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")]
         target = upstream.url + scope["path"] + (
             "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
+        import httpx  # loaded by self._http() with the first request
+
         http = self._http()
         try:
             answer = await http.send(http.build_request(scope["method"], target,
@@ -343,6 +348,10 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
     clients: list[httpx.AsyncClient] = []
 
     def http() -> httpx.AsyncClient:
+        # httpx is imported with the first request, not at start: an idle service never
+        # holds it (about 4.7 MiB of its 45 MiB budget, docs/service.md)
+        import httpx
+
         if not clients:
             # no read timeout: a long prefill sends nothing for minutes; no pool cap below
             # what 32+ concurrent streams need

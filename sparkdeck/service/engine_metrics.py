@@ -31,9 +31,9 @@ class EngineMetricsLoop:
         self.latest: EngineMetrics | None = None
 
     async def run(self) -> None:
-        from sparkdeck.metrics.reader import MetricsReader
-
-        reader = MetricsReader()
+        # the reader (and httpx under it) is made with the first ready engine: a service
+        # with no engine never loads the HTTP client (docs/service.md, its RSS)
+        reader: Any = None
         sampled: str | None = None
         sampler: MetricsSampler | None = None
         # the follower publishes an `engine` event whenever its engine or its readiness
@@ -46,6 +46,10 @@ class EngineMetricsLoop:
                 key = engine.container_id if engine is not None else None
                 if key != sampled:
                     sampled, self.latest = key, None
+                    if engine is not None and reader is None:
+                        from sparkdeck.metrics.reader import MetricsReader
+
+                        reader = MetricsReader()
                     sampler = self._sampler(engine, reader) if engine is not None else None
                 if sampler is not None and engine is not None:
                     metrics = await sampler.sample(timeout=0.85 * PERIOD_S,
@@ -59,7 +63,8 @@ class EngineMetricsLoop:
                 else:
                     await changed.wait()
         finally:
-            await reader.aclose()
+            if reader is not None:
+                await reader.aclose()
 
     @staticmethod
     def _sampler(engine: Any, reader: Any) -> MetricsSampler:  # noqa: ANN401

@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
@@ -40,6 +39,8 @@ from sparkdeck.service.endpoint import openai_error
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
+    import httpx
+
     from sparkdeck.service.endpoint import Upstream, UpstreamFinder
     from sparkdeck.service.owner import EngineOwner
 
