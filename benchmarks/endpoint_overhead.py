@@ -13,6 +13,17 @@ status 200; the service's CPU (utime+stime from /proc) over that burst is report
 Note: the tiny model decodes at thousands of tokens a second, one SSE event per token, so
 the per-event cost of forwarding weighs far more here than behind a real model on a Spark
 (tens of tokens a second).
+
+CPU placement (default; --no-pin measures without it): on a Spark the engine decodes on the
+GPU, and the service's CPU work never takes the engine's compute. A CPU-only llama-server on
+a small test machine computes on the same cores as the service, so without placement the
+figure measures the two competing for cores, not what forwarding adds. So the engine runs one
+thread (`-t 1 -tb 1`) on the first CPU (its container's cpuset), and the service and this
+client on the others (their affinity), for the direct and the through requests alike.
+
+A third arm, alternating with the other two, goes through a bare TCP relay (asyncio
+streams copying bytes both ways, no HTTP: the least any process in the path can add), run
+on the service's CPUs: the floor that what the endpoint adds is read against.
 """
 
 from __future__ import annotations
@@ -68,22 +79,79 @@ async def one_stream(http: httpx.AsyncClient, base: str, tokens: int) -> tuple[f
     return first - sent, (events - 1) / (last - first)
 
 
-async def compare(direct: str, through: str, runs: int, tokens: int) -> None:
-    results: dict[str, list[tuple[float, float]]] = {"direct": [], "through": []}
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` onto `cpus` (threads made later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
+def place(client: docker.DockerClient, scope: str, service: int) -> str:
+    """The engine on CPU 0, the service and this process on the rest (see the docstring)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return "not placed: one CPU only"
+    engine, rest = cpus[0], set(cpus[1:])
+    for container in client.containers.list(filters={"label": f"io.sparkdeck.scope={scope}"}):
+        container.update(cpuset_cpus=str(engine))
+    pin(service, rest)
+    pin(os.getpid(), rest)
+    return f"engine on CPU {engine} (one thread), service and client on CPUs " \
+           f"{','.join(map(str, sorted(rest)))}"
+
+
+def start_relay(engine_port: int, cpus: set[int]) -> tuple[int, int]:
+    """A bare TCP relay to the engine in a process of its own: (its port, its pid)."""
+    port = free_port()
+    pid = os.fork()
+    if pid:
+        return port, pid
+    try:
+        os.sched_setaffinity(0, cpus)
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+            finally:
+                writer.close()
+
+        async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", engine_port)
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer),
+                                 return_exceptions=True)
+
+        async def serve() -> None:
+            server = await asyncio.start_server(relay, "127.0.0.1", port)
+            await server.serve_forever()
+
+        asyncio.run(serve())
+    finally:
+        os._exit(0)
+
+
+async def compare(arms: dict[str, str], runs: int, tokens: int) -> None:
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
     async with httpx.AsyncClient(timeout=60) as http:
-        for base in (direct, through):  # warm both paths (connections, slot, caches)
+        for base in arms.values():  # warm every path (connections, slot, caches)
             await one_stream(http, base, tokens)
         for _ in range(runs):
-            for name, base in (("direct", direct), ("through", through)):
+            for name, base in arms.items():
                 results[name].append(await one_stream(http, base, tokens))
     ttft = {k: statistics.median(t for t, _ in v) for k, v in results.items()}
     tps = {k: statistics.median(r for _, r in v) for k, v in results.items()}
     print(f"single stream, {runs} runs each, {tokens} tokens, alternating:")
     for name in results:
-        print(f"  {name:8} TTFT median {ttft[name] * 1000:7.2f} ms   decode median "
-              f"{tps[name]:8.0f} tok/s")
+        print(f"  {name:10} TTFT median {ttft[name] * 1000:7.2f} ms "
+              f"({(ttft[name] - ttft['direct']) * 1000:+.2f})   decode median "
+              f"{tps[name]:8.0f} tok/s ({100 * tps[name] / tps['direct']:.1f} %)")
     print(f"  added TTFT {(ttft['through'] - ttft['direct']) * 1000:+.2f} ms at the median; "
           f"decode through/direct {100 * tps['through'] / tps['direct']:.1f} %")
+    if "bare relay" in ttft:
+        print(f"  of which above the bare relay's floor: "
+              f"{(ttft['through'] - ttft['bare relay']) * 1000:+.2f} ms")
 
 
 async def burst(through: str, streams: int, tokens: int, pid: int) -> None:
@@ -108,6 +176,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--streams", type=int, default=32)
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the engine, the service and the client where the "
+                        "scheduler puts them (see the docstring)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="sdbench-"))
     scope = "bench" + uuid.uuid4().hex[:8]
@@ -123,7 +194,8 @@ def main() -> int:
     (root / "config" / "presets" / "bench-ep.toml").write_text(tomli_w.dumps(
         {"id": "bench-ep", **llama_preset_fields(
             image, engine_port, llamacpp={"context": 32768, "gpu_layers": 0, "parallel": 8,
-                                          "no_mmap_flag": ["--load-mode", "none"]})}))
+                                          "no_mmap_flag": ["--load-mode", "none"]},
+            **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}))}))
     try:
         launched = cli(env, "launch", "bench-ep", "--no-flush", "--timeout", "60")
         assert launched.returncode == 0, launched.stderr
@@ -137,7 +209,20 @@ def main() -> int:
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
-        asyncio.run(compare(direct, through, args.runs, args.tokens))
+        service_cpus = set(os.sched_getaffinity(0))
+        if not args.no_pin:
+            print(place(client, scope, service_pid(env)))
+            service_cpus = set(os.sched_getaffinity(0))  # this process is on them now
+        else:
+            print("not placed (--no-pin): engine, service and client share every CPU")
+        relay_port, relay_pid = start_relay(engine_port, service_cpus)
+        try:
+            time.sleep(0.5)
+            asyncio.run(compare({"direct": direct, "bare relay": f"http://127.0.0.1:{relay_port}",
+                                 "through": through}, args.runs, args.tokens))
+        finally:
+            os.kill(relay_pid, 9)
+            os.waitpid(relay_pid, 0)
         asyncio.run(burst(through, args.streams, args.tokens // 2, service_pid(env)))
     finally:
         clean_up(env, client, scope)

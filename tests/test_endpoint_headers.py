@@ -1,0 +1,117 @@
+"""The endpoint passes each caller's request on as the caller sent it, on a real service.
+
+Behind it, attached by URL, a real OpenAI-compatible HTTP server on loopback that records
+the headers of every request it gets and sets a cookie on its answers. A forwarder built on
+an HTTP client (not its transport) gets both wrong: the client adds its own default headers
+(`User-Agent: python-httpx`, `Accept: */*`) to a request that had none, and its cookie jar
+keeps one caller's cookie and hands it to the engine with the next caller's request.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from tests.conftest import free_port
+from tests.support.metrics_loopback import serving_handler
+from tests.test_service import wait_for
+
+pytestmark = pytest.mark.docker  # the service follows Docker (no engine of its own here)
+MODEL = "atlas-7b"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """/v1/models for the attach and the endpoint; a chat answer that sets a cookie."""
+
+    seen: list[dict[str, str]] = []
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._answer({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with self.lock:
+            self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        self._answer({"id": "x", "object": "chat.completion", "model": MODEL,
+                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                          "role": "assistant", "content": "hi"}}],
+                      "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
+                     cookie="session=from-the-engine; Path=/")
+
+    def _answer(self, data: dict, cookie: str | None = None) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if cookie:
+            self.send_header("Set-Cookie", cookie)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
+                          text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
+    port = free_port()
+    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
+           "SPARKDECK_ENDPOINT_PORT": str(port)}
+    Recorder.seen = []
+    with serving_handler(Recorder) as url:
+        attached = cli("attach", url, "--name", "recorder", env=env)
+        assert attached.returncode == 0, attached.stderr
+        started = cli("service", "start", env=env)
+        assert started.returncode == 0, started.stderr
+        try:
+            yield port
+        finally:
+            cli("service", "stop", env=env)
+
+
+def post(port: int, headers: dict[str, str]) -> int:
+    """A chat request with exactly these headers (http.client adds only Host,
+    Accept-Encoding: identity and Content-Length)."""
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("POST", "/v1/chat/completions", body=body,
+                           headers={"Content-Type": "application/json", **headers})
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        connection.close()
+
+
+def test_the_engine_gets_the_callers_headers_and_no_cookie_from_another_caller(endpoint):
+    def answered() -> bool:
+        try:
+            return post(endpoint, {"X-Caller": "first"}) == 200
+        except OSError:
+            return False
+
+    wait_for(answered, timeout=30, what="the endpoint answering through the attached server",
+             every=0.3)
+    assert post(endpoint, {"X-Caller": "second"}) == 200
+    first, second = Recorder.seen[-2], Recorder.seen[-1]
+    assert first["x-caller"] == "first" and second["x-caller"] == "second"
+    # what the caller sent, and nothing a client library would add
+    assert "user-agent" not in second and "accept" not in second, second
+    assert second.get("accept-encoding") == "identity"
+    # the first answer's Set-Cookie was the first caller's: the engine never sees it again
+    assert "cookie" not in second, second
