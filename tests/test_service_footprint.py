@@ -1,11 +1,11 @@
 """What the long-running service holds while idle, in a real service process on real Docker.
 
 The service runs for days; its idle size is a promise (issue 16: <= 45 MiB; the figure is
-measured by benchmarks/service_cost.py). Most of it is libraries, so the two it can do
+measured by benchmarks/service_cost.py). Most of it is libraries, so those it can do
 without until they are needed are checked here, in the process the detached start and the
-systemd unit run (`python -m sparkdeck.service`): httpx (the endpoint's and the metrics
-reader's HTTP client, made with the first request or the first ready engine) and requests'
-character-set detector (not loaded at all). With no detector, the docker SDK still reads
+systemd unit run (`python -m sparkdeck.service`): aiohttp (the endpoint's client, made with
+its first request), httpx (the metrics reader's, made with the first ready engine) and
+requests' character-set detector (not loaded at all). With no detector, the docker SDK still reads
 Docker's answers and its error messages.
 """
 
@@ -36,7 +36,8 @@ PROBE = textwrap.dedent("""
             time.sleep(0.1)
         time.sleep(3)
         loaded = {name: name in sys.modules and sys.modules[name] is not None
-                  for name in ("httpx", "httpcore", "charset_normalizer", "docker")}
+                  for name in ("httpx", "httpcore", "aiohttp", "charset_normalizer",
+                               "docker")}
         from sparkdeck.runtime import connect
         runtime = connect()
         try:  # the SDK's own call: its error text is read from Docker's answer
@@ -65,7 +66,7 @@ def test_the_idle_service_holds_no_http_client_and_no_charset_detector(isolated_
     assert lines, (done.stdout, done.stderr)
     probe = json.loads(lines[0][len("PROBE "):])
     assert "OpenAI endpoint on http://127.0.0.1:" in done.stdout  # the endpoint listens
-    assert probe["loaded"] == {"httpx": False, "httpcore": False,
+    assert probe["loaded"] == {"httpx": False, "httpcore": False, "aiohttp": False,
                                "charset_normalizer": False, "docker": True}
     # the SDK still reads Docker's JSON and its error message without a detector
     assert probe["listed"] is True

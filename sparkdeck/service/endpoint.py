@@ -35,12 +35,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sparkdeck.endpoints import answers, managed_endpoint, resolve
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.stream_meter import Meter
+from sparkdeck.service.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
 from sparkdeck.service.request_log import RequestLog, RequestRecord
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
-    import httpx
-
     from sparkdeck.service.owner import EngineOwner
     from sparkdeck.service.switching import SwitchGate
 
@@ -48,8 +47,6 @@ PORT_ENV = "SPARKDECK_ENDPOINT_PORT"  # overrides [endpoint] port (tests use a f
 FORWARDED = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 MAX_REQUEST = 64 * 2**20  # a request body is read whole (its model decides): capped
 FIND_EVERY_S = 1.0  # how long a resolved engine is trusted before looking again
-# no read timeout: a long prefill sends nothing for minutes
-UPSTREAM_TIMEOUT = {"connect": 5.0, "read": None, "write": None, "pool": None}
 CATALOG_EVERY_S = 5.0
 # hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, never forwarded; host and
 # content-length are the new connection's to set
@@ -126,10 +123,10 @@ class UpstreamFinder:
     """Which engine runs, asked at most once a FIND_EVERY_S (a request never waits on
     Docker: the guard follower already knows sparkdeck's engine and whether it is ready)."""
 
-    def __init__(self, follower: GuardFollower, http: Callable[[], httpx.AsyncClient],
+    def __init__(self, follower: GuardFollower, pool: UpstreamPool,
                  catalog: Callable[[], Any]) -> None:
         self._follower = follower
-        self._http = http
+        self._pool = pool
         self._catalog = catalog
         self._found: tuple[float, Upstream | None, str] = (0.0, None, "")
         self._models: dict[str, tuple[tuple[dict[str, Any], ...], tuple[str, ...]]] = {}
@@ -181,29 +178,22 @@ class UpstreamFinder:
         return upstream, why
 
     async def _ask_models(self, url: str) -> tuple[dict[str, Any], ...]:
-        import httpx
-
         try:
-            answer = await self._http().get(url + "/v1/models", timeout=5.0)
-            data = answer.json().get("data", [])
+            data = (await self._pool.get_json(url + "/v1/models")).get("data", [])
             return tuple(m for m in data if isinstance(m, dict) and "id" in m)
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (UpstreamError, ValueError, AttributeError):
             return ()
 
 
 class Forwarder:
     """The ASGI app behind each forwarded path: check the model, forward, stream back.
 
-    Requests go to the engine through httpx's transport itself, not through a client: a
-    proxy wants none of what a client adds (its default headers, such as an Accept-Encoding
-    the caller never sent; a cookie jar that one caller's answer would fill for the next;
-    redirects), nor its steps on every request's way to the first token."""
+    The request goes on as the caller sent it (upstream_http.py: nothing a client library
+    would add, no cookie jar shared between callers)."""
 
-    def __init__(self, finder: UpstreamFinder,
-                 transport: Callable[[], httpx.AsyncHTTPTransport],
-                 log: RequestLog, key: str | None, gate: SwitchGate) -> None:
-        self.finder, self._transport, self.log, self._key, self.gate = (
-            finder, transport, log, key, gate)
+    def __init__(self, finder: UpstreamFinder, pool: UpstreamPool, log: RequestLog,
+                 key: str | None, gate: SwitchGate) -> None:
+        self.finder, self._pool, self.log, self._key, self.gate = finder, pool, log, key, gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived, wall = time.monotonic(), time.time()
@@ -252,27 +242,21 @@ class Forwarder:
                    if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")]
         target = upstream.url + scope["path"] + (
             "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
-        transport = self._transport()  # httpx is loaded with the first request
-        import httpx
-
-        request = httpx.Request(scope["method"], target, headers=headers, content=body,
-                                extensions={"timeout": UPSTREAM_TIMEOUT})
         try:
-            answer = await transport.handle_async_request(request)
-            answer.request = request
-        except httpx.HTTPError as exc:
+            answer = await self._pool.send(scope["method"], target, headers, body)
+        except UpstreamError as exc:
             await self._refuse(scope, receive, send, record, openai_error(
-                502, f"the engine {upstream.name} did not answer ({type(exc).__name__}): "
+                502, f"the engine {upstream.name} did not answer ({exc.kind}): "
                 "see `sparkdeck status`", "upstream_error", "engine_unreachable"), opened)
             return
         meter = Meter(arrived, record["stream"],
-                      answer.headers.get("content-encoding") in (None, "identity"))
+                      answer.content_encoding in (None, "identity"))
         await self._relay(answer, meter, receive, send, opened)
         self._write(RequestRecord(**record, status=answer.status_code, **meter.figures()))
 
-    async def _relay(self, answer: httpx.Response, meter: Meter, receive: Receive,
+    async def _relay(self, answer: UpstreamAnswer, meter: Meter, receive: Receive,
                      send: Send, opened: bool = False) -> None:
-        headers = [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP
+        headers = [(k, v) for k, v in answer.raw_headers if k.lower() not in _HOP
                    or k.lower() == b"content-length"]
 
         async def pump() -> None:
@@ -296,9 +280,11 @@ class Forwarder:
                 task.cancel()
             await asyncio.gather(pumping, watching, return_exceptions=True)
             meter.disconnected = watching.done() and not watching.cancelled()
-            if not pumping.cancelled() and pumping.exception() is not None:
-                meter.failed = f"the answer broke off: {type(pumping.exception()).__name__}"
-            await answer.aclose()  # mid-body: the connection closes and the engine aborts
+            broke = None if pumping.cancelled() else pumping.exception()
+            if broke is not None:
+                meter.failed = "the answer broke off: " + (
+                    broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__)
+            answer.close()  # mid-body: the connection closes and the engine aborts
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send,
                       record: dict[str, Any], response: Response, opened: bool = False) -> None:
@@ -350,29 +336,14 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
                    log: RequestLog | None = None, catalog: Callable[[], Any] | None = None,
                    owner: EngineOwner | None = None
                    ) -> tuple[ASGIApp, Callable[[], Awaitable[None]]]:
-    """The endpoint's ASGI app, and what closes its httpx client (made lazily, in the loop
+    """The endpoint's ASGI app, and what closes its upstream pool (made lazily, in the loop
     that serves it). `owner` switches engines on request ([endpoint] switch_on_request)."""
     from sparkdeck.presets import load_catalog
     from sparkdeck.service.switching import SwitchGate, listed_models
 
-    made: list[tuple[httpx.AsyncHTTPTransport, httpx.AsyncClient]] = []
-
-    def pool() -> tuple[httpx.AsyncHTTPTransport, httpx.AsyncClient]:
-        # httpx is imported with the first request, not at start: an idle service never
-        # holds it (about 4.7 MiB of its 45 MiB budget, docs/service.md)
-        import httpx
-
-        if not made:
-            # one connection pool: the forwarder sends through its transport, the model
-            # lists are asked through a client on it; no cap below what 32+ streams need
-            transport = httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
-            made.append((transport, httpx.AsyncClient(
-                transport=transport, timeout=httpx.Timeout(None, connect=5.0))))
-        return made[0]
-
-    finder = UpstreamFinder(follower, lambda: pool()[1], catalog or load_catalog)
-    forward = Forwarder(finder, lambda: pool()[0], log or RequestLog(), api_key(settings),
+    pool = UpstreamPool()  # its session is made with the first request, in the serving loop
+    finder = UpstreamFinder(follower, pool, catalog or load_catalog)
+    forward = Forwarder(finder, pool, log or RequestLog(), api_key(settings),
                         SwitchGate(owner, settings, finder))
 
     async def models(request: Request) -> Response:
@@ -380,8 +351,7 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
         return JSONResponse(listed_models(upstream, await finder.presets()))
 
     async def closed() -> None:
-        for _, client in made:
-            await client.aclose()  # and its transport
+        await pool.close()
 
     routes = [Route("/v1/models", models), *(Route(p, forward, methods=["POST"])
                                              for p in FORWARDED)]

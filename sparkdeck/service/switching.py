@@ -39,10 +39,9 @@ from sparkdeck.service.endpoint import openai_error
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
-    import httpx
-
     from sparkdeck.service.endpoint import Upstream, UpstreamFinder
     from sparkdeck.service.owner import EngineOwner
+    from sparkdeck.service.upstream_http import UpstreamAnswer
 
 FIND_AFTER_S = 20.0  # longest wait for the endpoint to see the engine a launch made ready
 NO_RETRY = {"x-should-retry": "false"}
@@ -277,7 +276,7 @@ class SwitchGate:
         await send(_body(b"data: " + body + b"\n\n"))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def begin_answer(self, send: Send, answer: httpx.Response,
+    async def begin_answer(self, send: Send, answer: UpstreamAnswer,
                            headers: list[tuple[bytes, bytes]], opened: bool) -> bool:
         """Start relaying the engine's answer: its status and headers, or nothing when a
         switch wait already opened the stream; an engine's error in such a stream becomes
