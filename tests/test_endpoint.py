@@ -92,10 +92,12 @@ def test_openai_client_through_the_endpoint_streaming_and_not_with_usage(
     assert whole.usage.prompt_tokens > 3
 
     chunks = list(client.chat.completions.create(
-        model=RUNNING_MODEL, messages=messages, max_tokens=40, stream=True,
+        # long enough to arrive in many reads: a burst read at once has no decode speed to
+        # measure, and the request log then says none (decode_tps null), not a made-up one
+        model=RUNNING_MODEL, messages=messages, max_tokens=400, stream=True,
         stream_options={"include_usage": True}, extra_body=fixed))
     assert sum(bool(c.choices) for c in chunks) >= 5  # streamed, not one answer
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 40
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 400
     # the preset's id names the running model too (the endpoint rewrites it to the engine's)
     plain = list(client.completions.create(model="ep-tiny", prompt=PROMPT, max_tokens=16,
                                            stream=True, extra_body=fixed))
@@ -110,7 +112,7 @@ def test_openai_client_through_the_endpoint_streaming_and_not_with_usage(
     assert (first["status"], first["stream"], first["output_tokens"],
             first["tokens_from"]) == (200, False, 24, "usage")
     assert (streamed["stream"], streamed["output_tokens"], streamed["tokens_from"]) == \
-        (True, 40, "usage")
+        (True, 400, "usage")
     assert 0 < streamed["ttft_s"] < 5 and streamed["decode_tps"] > 10
     assert streamed["client"].startswith("127.0.0.1:")
     # no include_usage asked: llama-server b11434 still ends /v1/completions with usage
@@ -120,7 +122,7 @@ def test_openai_client_through_the_endpoint_streaming_and_not_with_usage(
 
     shown = run_cli("requests", "--json", "--since", "10m", env=running["env"], timeout=30)
     assert shown.returncode == 0, shown.stderr
-    assert [r["output_tokens"] for r in json.loads(shown.stdout)][:3] == [24, 40, 16]
+    assert [r["output_tokens"] for r in json.loads(shown.stdout)][:3] == [24, 400, 16]
 
 
 def test_another_presets_model_is_refused_naming_the_running_one_and_the_switch(running):

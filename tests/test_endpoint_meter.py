@@ -74,3 +74,26 @@ def test_the_request_log_rotates_at_its_bound_and_reads_both_files(tmp_path):
     counts = [r["output_tokens"] for r in rows]
     assert counts == sorted(counts) and counts[-1] == 39 and len(rows) < 40  # oldest dropped
     assert [r["output_tokens"] for r in log.read(since=1037.0)] == [37, 38, 39]
+
+
+def test_decode_speed_counts_only_the_tokens_after_the_first_read(monkeypatch):
+    """Ten events read at once, then one more 0.1 s later: one token in 0.1 s is 10 tok/s.
+    Counting the first read's tokens as if they had taken time would say 100 tok/s."""
+    clock = iter([1.0, 1.1, 1.2])  # the two reads, then the end
+    monkeypatch.setattr("sparkdeck.service.stream_meter.time.monotonic", lambda: next(clock))
+    event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+    meter = Meter(0.0, stream=True, readable=True)  # arrived at 0.0
+    meter.feed(event * 10)  # at 1.0
+    meter.feed(event + b'data: {"choices":[],"usage":{"prompt_tokens":3,'
+               b'"completion_tokens":11}}\n\ndata: [DONE]\n\n')  # at 1.1
+    figures = meter.figures()  # ended at 1.2
+    assert figures["output_tokens"] == 11 and figures["ttft_s"] == 1.0
+    assert figures["decode_tps"] == 10.0
+
+
+def test_a_stream_read_in_one_go_has_no_decode_speed():
+    meter = Meter(0.0, stream=True, readable=True)
+    meter.feed(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n' * 5 + b'data: {"choices":'
+               b'[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\ndata: [DONE]\n\n')
+    figures = meter.figures()
+    assert figures["output_tokens"] == 5 and figures["decode_tps"] is None

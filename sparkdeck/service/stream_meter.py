@@ -27,6 +27,7 @@ class Meter:
         self.first: float | None = None  # first event (stream) / first byte (whole answer)
         self.last: float | None = None
         self.events = 0
+        self.first_events = 0  # events in the first read that had any: they came at `first`
         self._kept = bytearray()
         self._whole = True
         self._edge = b""
@@ -41,8 +42,9 @@ class Meter:
             found = (self._edge + chunk).count(b"data:")
             self._edge = (self._edge + chunk)[-4:]
             if found:
+                if self.first is None:
+                    self.first, self.first_events = now, found
                 self.events += found
-                self.first = self.first or now
                 self.last = now
             self._kept += chunk
             if len(self._kept) > TAIL_BYTES:
@@ -61,9 +63,13 @@ class Meter:
         prompt, output, source = self._tokens() if self.readable else (None, None, None)
         ttft = (self.first - self.arrived) if self.stream and self.first else None
         tps = None
-        if (self.stream and output and output > 1 and self.first and self.last
+        # the tokens that came after the first read, over the time they took: the first
+        # read's own tokens (one per event, as llama.cpp and vLLM send them) took none, so a
+        # burst read at once gives no speed rather than an absurd one
+        after = (output or 0) - max(self.first_events, 1)
+        if (self.stream and after > 0 and self.first and self.last
                 and self.last > self.first):
-            tps = (output - 1) / (self.last - self.first)
+            tps = after / (self.last - self.first)
         return {"prompt_tokens": prompt, "output_tokens": output, "tokens_from": source,
                 "ttft_s": round(ttft, 6) if ttft is not None else None,
                 "decode_tps": round(tps, 2) if tps is not None else None,
