@@ -33,6 +33,7 @@ class Recorder(BaseHTTPRequestHandler):
 
     seen: list[dict[str, str]] = []
     lock = threading.Lock()
+    hang_up = False  # read a POST, then close the connection without an answer
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._answer({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
@@ -41,6 +42,9 @@ class Recorder(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         with self.lock:
             self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        if self.hang_up:
+            self.close_connection = True
+            return
         self._answer({"id": "x", "object": "chat.completion", "model": MODEL,
                       "choices": [{"index": 0, "finish_reason": "stop", "message": {
                           "role": "assistant", "content": "hi"}}],
@@ -71,7 +75,7 @@ def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
     port = free_port()
     env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
            "SPARKDECK_ENDPOINT_PORT": str(port)}
-    Recorder.seen = []
+    Recorder.seen, Recorder.hang_up = [], False
     with serving_handler(Recorder) as url:
         attached = cli("attach", url, "--name", "recorder", env=env)
         assert attached.returncode == 0, attached.stderr
@@ -83,17 +87,19 @@ def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
             cli("service", "stop", env=env)
 
 
-def post(port: int, headers: dict[str, str]) -> int:
+def post(port: int, headers: dict[str, str], answer: list[bytes] | None = None) -> int:
     """A chat request with exactly these headers (http.client adds only Host,
-    Accept-Encoding: identity and Content-Length)."""
+    Accept-Encoding: identity and Content-Length); its body goes into `answer`."""
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.request("POST", "/v1/chat/completions", body=body,
                            headers={"Content-Type": "application/json", **headers})
-        answer = connection.getresponse()
-        answer.read()
-        return answer.status
+        response = connection.getresponse()
+        body = response.read()
+        if answer is not None:
+            answer.append(body)
+        return response.status
     finally:
         connection.close()
 
@@ -115,3 +121,20 @@ def test_the_engine_gets_the_callers_headers_and_no_cookie_from_another_caller(e
     assert second.get("accept-encoding") == "identity"
     # the first answer's Set-Cookie was the first caller's: the engine never sees it again
     assert "cookie" not in second, second
+
+
+def test_an_engine_that_hangs_up_gets_the_caller_a_502_that_says_so(endpoint, isolated_dirs):
+    wait_for(lambda: post(endpoint, {}) == 200, timeout=30, every=0.3,
+             what="the endpoint answering through the attached server")
+    Recorder.hang_up = True
+    body: list[bytes] = []
+    assert post(endpoint, {"X-Caller": "hung-up-on"}, body) == 502
+    error = json.loads(body[0])["error"]
+    assert error["code"] == "engine_unreachable" and "recorder" in error["message"]
+    assert Recorder.seen[-1]["x-caller"] == "hung-up-on"  # it did reach the engine
+    log = isolated_dirs["data"] / "requests.jsonl"
+    # the log is appended off the event loop: the 502's line may come a moment later
+    (row,) = wait_for(lambda: [r for r in map(json.loads, log.read_text().splitlines())
+                               if r["status"] == 502] if log.exists() else None,
+                      timeout=5, what="the 502 in the request log")
+    assert "did not answer" in row["error"] and row["engine"] == "recorder"
