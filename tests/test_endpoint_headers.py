@@ -12,8 +12,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -22,7 +20,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.support.metrics_loopback import serving_handler
-from tests.test_service import wait_for
+from tests.test_service import run_cli, wait_for
 
 pytestmark = pytest.mark.docker  # the service follows Docker (no engine of its own here)
 MODEL = "atlas-7b"
@@ -65,11 +63,6 @@ class Recorder(BaseHTTPRequestHandler):
         pass
 
 
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture
 def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
     port = free_port()
@@ -77,14 +70,14 @@ def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
            "SPARKDECK_ENDPOINT_PORT": str(port)}
     Recorder.seen, Recorder.hang_up = [], False
     with serving_handler(Recorder) as url:
-        attached = cli("attach", url, "--name", "recorder", env=env)
+        attached = run_cli("attach", url, "--name", "recorder", env=env)
         assert attached.returncode == 0, attached.stderr
-        started = cli("service", "start", env=env)
+        started = run_cli("service", "start", env=env)
         assert started.returncode == 0, started.stderr
         try:
             yield port
         finally:
-            cli("service", "stop", env=env)
+            run_cli("service", "stop", env=env)
 
 
 def post(port: int, headers: dict[str, str], answer: list[bytes] | None = None) -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sparkdeck.service.hub import EventHub
 
 if TYPE_CHECKING:
+    from sparkdeck.metrics.reader import MetricsReader
     from sparkdeck.metrics.sampler import MetricsSampler
     from sparkdeck.metrics.snapshot import EngineMetrics
     from sparkdeck.service.guarding import GuardFollower
@@ -33,7 +34,7 @@ class EngineMetricsLoop:
     async def run(self) -> None:
         # the reader (and httpx under it) is made with the first ready engine: a service
         # with no engine never loads the HTTP client (docs/service.md, its RSS)
-        reader: Any = None
+        reader: MetricsReader | None = None
         sampled: str | None = None
         sampler: MetricsSampler | None = None
         # the follower publishes an `engine` event whenever its engine or its readiness
