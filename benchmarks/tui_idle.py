@@ -30,8 +30,11 @@ the engine is stopped (s, y) afterwards. Needs DOCKER_HOST and the preset's imag
 
 With --service each run measures sparkdeck twice: standalone (no service on its socket) and
 then with a sparkdeck service running (`python -m sparkdeck.service`, the way a front end
-starts it, on the run's own socket), which the window finds and follows. The issue's target:
-connected no slower to its first frame than standalone. Needs DOCKER_HOST.
+starts it, on the run's own socket), which the window finds and follows; the order of the
+two alternates from run to run (this machine's first frames drift by ~0.1 s within a minute,
+so a fixed order measures the drift), and the median of the paired differences is printed
+at the end. The issue's target: connected no slower to its first frame than standalone.
+Needs DOCKER_HOST.
 
 Usage: .venv/bin/python benchmarks/tui_idle.py [--seconds 30] [--runs 1] [--baseline]
                                                [--btop] [--launch PRESET.toml] [--service]
@@ -43,6 +46,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -248,6 +252,7 @@ def main() -> int:
         print(f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
               f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
               f"{os.cpu_count()} CPUs, load average {' '.join(load)}")
+        gaps: list[float] = []
         for run in range(1, args.runs + 1):
             if args.baseline:
                 bare = Path(tmp, "bare.py")
@@ -256,23 +261,39 @@ def main() -> int:
                                                           args.seconds, config, data))
             name = f"run {run} sparkdeck" + (f", {args.launch.stem} ready" if row is not None
                                              else "")
+            connected_first = args.service and run % 2 == 0  # the order alternates
+            if connected_first:
+                connected = connected_run(sparkdeck, args.seconds, config, data, row, private,
+                                          runtime)
+                report(name + ", connected to the service", connected)
             ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
             report(name + (", standalone" if args.service else ""), ours)
             if args.service:
-                with RunningService({**private, "SPARKDECK_CONFIG_DIR": str(config),
-                                     "SPARKDECK_DATA_DIR": str(data)}, runtime):
-                    connected = one_run(sparkdeck, args.seconds, config, data, row,
-                                        extra_env=private)
-                report(name + ", connected to the service", connected)
-                print(f"run {run} first frame, connected - standalone: "
-                      f"{connected['first_frame_s'] - ours['first_frame_s']:+.2f} s",
+                if not connected_first:
+                    connected = connected_run(sparkdeck, args.seconds, config, data, row,
+                                              private, runtime)
+                    report(name + ", connected to the service", connected)
+                gaps.append(connected['first_frame_s'] - ours['first_frame_s'])
+                print(f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s",
                       flush=True)
             if args.btop:
                 theirs = btop_run(args.seconds, Path(tmp))
                 report(f"run {run} btop (update 1000 ms)", theirs)
                 print(f"run {run} sparkdeck / btop idle CPU: "
                       f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x", flush=True)
+        if gaps:
+            print(f"first frame, connected - standalone over {len(gaps)} runs: median "
+                  f"{statistics.median(gaps):+.2f} s (from {min(gaps):+.2f} to "
+                  f"{max(gaps):+.2f} s)")
     return 0
+
+
+def connected_run(sparkdeck: str, seconds: float, config: Path, data: Path,
+                  row: int | None, private: dict[str, str], runtime: Path) -> dict[str, float]:
+    """One run of the window with a sparkdeck service on the run's own socket."""
+    with RunningService({**private, "SPARKDECK_CONFIG_DIR": str(config),
+                         "SPARKDECK_DATA_DIR": str(data)}, runtime):
+        return one_run(sparkdeck, seconds, config, data, row, extra_env=private)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
+        from sparkdeck.ui import gc_tuning
+
+        gc_tuning.pause_for_startup()  # until the first frame: the app resumes it
         from sparkdeck.ui.run import run_app
 
         return run_app()

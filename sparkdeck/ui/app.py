@@ -142,7 +142,8 @@ class SparkdeckApp(App[int]):
         self.call_after_refresh(self._start_readers)
 
     def _start_readers(self) -> None:
-        if self._tune_gc:  # after the first data: the collection takes tens of ms
+        if self._tune_gc:  # the frame is on screen: collect again (ui.gc_tuning); freeze
+            gc_tuning.tune_for_ui()  # after the first data, the collection takes tens of ms
             self.set_timer(FREEZE_AFTER_S, gc_tuning.freeze_startup_objects)
         self.side_tabs.machine_tab.start()
         self.load_presets()
