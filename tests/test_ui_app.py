@@ -157,12 +157,18 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
     run(scenario)
 
 
-def test_environment_panel_says_what_is_missing(tmp_path: Path) -> None:
-    app, _ = make_app(tmp_path)
+@pytest.mark.parametrize("lazy", [False, True], ids=["tests-mount", "run_app-mount"])
+def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> None:
+    """Also as `sparkdeck` runs it (run_app), with the side tabs mounted after the first
+    frame: what the app binds into them and their sampling still arrive."""
+    app, _ = make_app(tmp_path, lazy_side_tabs=lazy)
     posted: list[Message] = []
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
+            if lazy:
+                await wait_until(pilot, lambda: bool(app.query("#environment-panel")),
+                                 what="the side tabs to be mounted")
             await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
                              what="the Docker error in the environment panel")
             await wait_until(pilot, lambda: "checking" not in environment_text(app),

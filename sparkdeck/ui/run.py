@@ -19,7 +19,8 @@ def run_app(catalog_loader: CatalogLoader = load_catalog,
     """Run the control panel in this terminal until the user quits; return the exit status."""
     settings, problem = settings_or_defaults()
     gc_tuning.pause_for_startup()  # the app tunes and resumes it after its first frame
-    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True)
+    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True,
+                       lazy_side_tabs=True)
     quiet_driver.install(app)  # no input-thread wake-ups while nobody types
     if problem:
         app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",

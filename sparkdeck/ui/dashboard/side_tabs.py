@@ -69,10 +69,18 @@ class SideTabs(Vertical):
                 yield self.timeline_chart
                 yield Static(GUARD_NOTE, id="guard-note", markup=False)
 
+    def on_mount(self) -> None:
+        # Sampling starts once these tabs are on screen and laid out (`sparkdeck` mounts them
+        # after its first frame): the sampler's thread never competes with that frame, and
+        # the first sample's bars are drawn at the width they have.
+        self.call_after_refresh(self.machine_tab.start)
+
     async def show(self, tab: str) -> None:
         """Open `tab`; the chat pane, mounted now if it waited for its tab, takes the keys.
         Focus left inside the tab being closed goes to the tab bar first: a focused widget
         in a hidden pane makes TabbedContent open that pane again (the key seemed dead)."""
+        if not self.is_mounted:
+            return  # a key in the moment before the app has mounted these tabs
         tabbed = self.query_one(TabbedContent)
         focused = self.screen.focused
         if focused is not None and tab != tabbed.active and tabbed in focused.ancestors:
