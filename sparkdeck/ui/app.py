@@ -91,9 +91,8 @@ class SparkdeckApp(App[int]):
                  tune_gc: bool = False, lazy_side_tabs: bool = False) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
-        # run_app's choice too: the side tabs (39 of the 63 widgets) are mounted after the
-        # first frame, which then comes ~0.04 s sooner (textual.lazy.Lazy); tests mount them
-        # with the rest, so that they can be queried from the start.
+        # run_app's too: the side tabs (39 of 63 widgets) mount after the first frame, which
+        # comes ~0.04 s sooner; tests mount them with the rest, to query them at once
         self._lazy_side_tabs = lazy_side_tabs
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
