@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
-from textual.lazy import Lazy
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Header
@@ -24,6 +23,7 @@ from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui import gc_tuning, layout_classes
+from sparkdeck.ui.after_first_frame import AfterFirstFrame
 from sparkdeck.ui.bench import open_benchmarks
 from sparkdeck.ui.chat.tab import chat_commands
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
@@ -91,8 +91,8 @@ class SparkdeckApp(App[int]):
                  tune_gc: bool = False, lazy_side_tabs: bool = False) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
-        # run_app's too: the side tabs (39 of 63 widgets) mount after the first frame, which
-        # comes ~0.04 s sooner; tests mount them with the rest, to query them at once
+        # run_app's too: the side tabs mount after the first frame (ui.after_first_frame);
+        # tests mount them with the rest, to query them from the start
         self._lazy_side_tabs = lazy_side_tabs
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
@@ -131,8 +131,8 @@ class SparkdeckApp(App[int]):
         yield self.side_tabs.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
         with Horizontal(id="main-area"):
             yield self.launch_area
-            # run_app's choice: mounted right after the first frame (see __init__)
-            yield Lazy(self.side_tabs) if self._lazy_side_tabs else self.side_tabs
+            yield (AfterFirstFrame(self.side_tabs, id="side-area-pending")
+                   if self._lazy_side_tabs else self.side_tabs)
         yield self.launch_area.log_pane  # the whole width, shown while an engine runs
         yield self.watchdog_line.data_bind(engine=SparkdeckApp.guarded_engine,
                                            launching=SparkdeckApp.launching)
