@@ -126,9 +126,15 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
     if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     exports = " ".join(f"{k}={v}" for k, v in env.items())
+    new_session = ("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
+                   f"exec env {exports} {sparkdeck}")
     started = time.monotonic()
-    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
-         f"exec env {exports} {sparkdeck}")
+    try:
+        tmux(*new_session)
+    except subprocess.CalledProcessError:  # the last run's tmux server was still exiting
+        time.sleep(0.5)
+        started = time.monotonic()
+        tmux(*new_session)
     try:
         pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
         first_frame = wait_for(frame, started)
