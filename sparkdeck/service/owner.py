@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
-    ContainerStarted, LaunchEvent, LaunchListener, SwitchWaited,
+    ContainerStarted, LaunchEvent, LaunchListener, ModelDownloading, ModelPullStarted,
+    PullStarted, SwitchWaited,
 )
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.hub import EventHub
 from sparkdeck.settings import GuardSettings
@@ -229,15 +231,45 @@ class EngineOwner:
 
 class _LaunchRelay(LaunchListener):
     """The service's sink for one launch's events: each becomes the line the CLI would print
-    and, for a step with a phase word, a `launch-phase` event (the TUI's engine card)."""
+    and, for a step with a phase word, a `launch-phase` event (the TUI's engine card); a pull
+    or a model download also sends its share done as `launch-pull` events (the card's bar),
+    one per whole percent, and one with `fraction` null when a pull begins."""
 
     def __init__(self, owner: EngineOwner, launch_id: int) -> None:
         self.owner, self.launch_id = owner, launch_id
         self.printer = LaunchPrinter(_LineSink(
             lambda line: owner.hub.publish("launch", launch=launch_id, text=line)))
+        self.tracker, self.percent = PullTracker(), -1  # the pull's layers added up
 
     def __call__(self, event: LaunchEvent) -> None:
         event.deliver(self)
+
+    def pull_started(self, event: PullStarted) -> None:
+        self._pull_begins()
+        self.other(event)
+
+    def model_pull_started(self, event: ModelPullStarted) -> None:
+        self._pull_begins()
+        self.other(event)
+
+    def pull_progress(self, event: PullProgress) -> None:
+        self.tracker.update(event)
+        self._pulled(self.tracker.fraction)
+        self.other(event)
+
+    def model_downloading(self, event: ModelDownloading) -> None:
+        self._pulled(event.fraction)
+        self.other(event)
+
+    def _pull_begins(self) -> None:
+        self.tracker.reset()
+        self.percent = -1
+        self.owner.hub.publish("launch-pull", launch=self.launch_id, fraction=None)
+
+    def _pulled(self, fraction: float | None) -> None:
+        if fraction is not None and int(fraction * 100) != self.percent:
+            self.percent = int(fraction * 100)
+            self.owner.hub.publish("launch-pull", launch=self.launch_id, fraction=fraction)
 
     def container_started(self, event: ContainerStarted) -> None:
         # the launch's own start-up watchdog guards it until ready; the follower after that

@@ -86,6 +86,15 @@ class LaunchArea(Vertical):
         text: str = ""
 
     @dataclass
+    class ServicePulled(Message, bubble=False):
+        """A pull or model download the service runs moved on (None: one begins)."""
+
+        fraction: float | None
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, LaunchArea.ServicePulled)
+
+    @dataclass
     class Finished(Message, bubble=False):
         """The launch or stop ended, done or failed (a failure is the worker's error)."""
 
@@ -248,6 +257,8 @@ class LaunchArea(Vertical):
             self.post_message(self.ServiceStepped(text=data["text"]))  # indented details
         elif kind == "launch-phase":
             self.post_message(self.ServiceStepped(phase=data["phase"]))
+        elif kind == "launch-pull":
+            self.post_message(self.ServicePulled(data["fraction"]))
         elif kind == "launch-switch":
             self.post_message(self.SwitchProgressed(
                 SwitchProgress.from_dict(data["progress"]), data["engine"]))
@@ -324,6 +335,9 @@ class LaunchArea(Vertical):
     def on_launch_area_service_stepped(self, message: ServiceStepped) -> None:
         self.report = replace(self.report, phase=message.phase or self.report.phase,
                               detail=message.text or self.report.detail)
+
+    def on_launch_area_service_pulled(self, message: ServicePulled) -> None:
+        self.report = replace(self.report, phase="pulling", pull_fraction=message.fraction)
 
     async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
         progress, screen = message.progress, self._switch_screen
