@@ -92,9 +92,13 @@ def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
                     await press_and_check(pilot, "b",
                                           lambda: isinstance(app.screen, BenchCompareScreen),
                                           f"b from {tab}", close="escape")
-                    notes = len(app._notifications)
+                    # a new notification, by identity: counting them failed when an older
+                    # one (the last tab's) expired in the same moment
+                    seen = {note.identity for note in app._notifications}
                     await press_and_check(pilot, "l",  # no Docker here: the launch says so
-                                          lambda notes=notes: len(app._notifications) > notes,
+                                          lambda seen=seen: any(
+                                              note.identity not in seen
+                                              for note in app._notifications),
                                           f"l from {tab}")
                     assert active_tab(app) == tab
                 await pilot.press("q")
