@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
-    ContainerStarted, LaunchEvent, LaunchListener, ModelDownloading, ModelPullStarted,
-    PullStarted, SwitchWaited,
+    ContainerStarted, LaunchEvent, LaunchListener, ModelDownloadStarted, ModelDownloading,
+    ModelPullStarted, PullStarted, SwitchWaited,
 )
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.printer import LaunchPrinter
@@ -249,6 +249,10 @@ class _LaunchRelay(LaunchListener):
         self.other(event)
 
     def model_pull_started(self, event: ModelPullStarted) -> None:
+        self._pull_begins()
+        self.other(event)
+
+    def model_download_started(self, event: ModelDownloadStarted) -> None:
         self._pull_begins()
         self.other(event)
 
