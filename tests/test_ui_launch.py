@@ -125,6 +125,10 @@ def test_switch_stops_the_running_engine_first(tmp_path, runtime, docker_client,
             await wait_until(pilot, lambda: "state    ready" in engine_text(app)
                              and "tiny-a" in engine_text(app), timeout=READY_S,
                              what="tiny-a ready")
+            # the launch's worker ends a moment after the card says ready; a switch asked
+            # for before that is refused ("already running")
+            await wait_until(pilot, lambda: not app.launch_area.busy(),
+                             what="tiny-a's launch to finish")
 
             await pilot.press("down")
             assert table.selected_id() == "tiny-b"

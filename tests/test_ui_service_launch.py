@@ -87,6 +87,9 @@ def test_a_window_launches_switches_and_stops_through_the_service(
             await pilot.press("y")
             await wait_until(pilot, lambda: "state    ready" in card() and "svc-a" in card(),
                              timeout=READY_S, what="svc-a ready")
+            # the window's launch thread follows the service's result a moment after the
+            # card says ready; a switch asked for before that is refused ("already running")
+            await wait_until(pilot, lambda: not area.busy(), what="svc-a's launch to finish")
             await select("svc-b")
             text = await press_and_confirm(pilot, app, "enter")
             assert text.startswith("Switch to svc-b?")

@@ -51,6 +51,11 @@ async def launch(pilot, app: SparkdeckApp, preset_id: str) -> None:
     await wait_until(pilot, lambda: "state    ready" in engine_text(app)
                      and preset_id in engine_text(app), timeout=READY_S,
                      what=f"{preset_id} ready")
+    # The card says ready at the engine's first healthy answer; the launch then saves its
+    # start-up timeline and hands the engine to the running watchdog. A launch asked for in
+    # that moment is refused ("already running"), which made a following press flaky (CI).
+    await wait_until(pilot, lambda: not app.launch_area.busy(), what=f"{preset_id}'s launch "
+                     "to finish")
 
 
 def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
