@@ -107,7 +107,10 @@ def test_streaming_reply_with_model_usage_and_server_timings(llama_url):
     figures = builder.figures()
     assert figures.tokens_from == "usage" and figures.completion_tokens == 48
     assert figures.ttft_s is not None and 0 < figures.ttft_s < 10
-    assert figures.decode_tps is not None and figures.decode_tps > 0
+    if builder.first_batch < builder.pieces:
+        assert figures.decode_tps is not None and figures.decode_tps > 0
+    else:  # the whole reply came in one read (a loaded machine, ~10 ms of tiny-model work):
+        assert figures.decode_tps is None  # no decode time to divide by, so no rate (CI)
     assert figures.server_tps is not None and figures.server_tps > 0
     assert figures.finish_reason == "length"
     times = [e.at for e in events]

@@ -53,12 +53,18 @@ class _Output:
         self.as_json = as_json
         self.done = done
         self.closed = False
+        self._lock = threading.Lock()  # the watch and _until_gone's thread both write
 
     def _line(self, text: str) -> None:
+        with self._lock:  # whole lines: print's text and newline were two writes, and two
+            self._write(text + "\n")  # threads' lines ran together ('{...}{...}', CI)
+
+    def _write(self, text: str) -> None:
         if self.closed:
             return
         try:
-            print(text, flush=True)
+            sys.stdout.write(text)
+            sys.stdout.flush()
         except BrokenPipeError:
             self.closed = True
             self.done.set()
