@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck import paths
+from sparkdeck.catalog import PresetCatalog, PresetProblem
 from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.engines import KINDS, EngineKind, get_kind
 from sparkdeck.models.facts import KV_DTYPE_BYTES
-from sparkdeck.schema import FileProblem, Option, check_table
+from sparkdeck.schema import Option, check_table
 from sparkdeck.toml_files import TomlFileError, read_toml
 
 if TYPE_CHECKING:
@@ -74,9 +75,6 @@ COMMON: dict[str, Option] = {
     "kv_cache_dtype": Option("str", None, "KV cache dtype (default: the model's)",
                              choices=tuple(KV_DTYPE_BYTES)),
 }
-
-
-PresetProblem = FileProblem  # one problem in one preset file
 
 
 class PresetError(ValueError):
@@ -310,19 +308,6 @@ def load_file(path: Path, bundled: bool = False) -> Preset:
     except TomlFileError as exc:  # unreadable, not UTF-8, not TOML, nested too deep
         raise PresetError([PresetProblem(path, None, exc.reason)]) from None
     return parse_preset(path, data, bundled=bundled)
-
-
-@dataclass
-class PresetCatalog:
-    presets: dict[str, Preset] = field(default_factory=dict)
-    problems: list[PresetProblem] = field(default_factory=list)
-
-    def get(self, preset_id: str) -> Preset:
-        try:
-            return self.presets[preset_id]
-        except KeyError:
-            known = ", ".join(sorted(self.presets)) or "none"
-            raise KeyError(f"no preset with id {preset_id!r} (known: {known})") from None
 
 
 def load_catalog(dirs: Iterable[tuple[Path, bool]] | None = None) -> PresetCatalog:

@@ -95,7 +95,8 @@ def test_the_engine_card_shows_a_launch_s_model_download() -> None:
     from sparkdeck.launch.events import ModelDownloading, ModelDownloadStarted
     from sparkdeck.models.pull import PullProgress
     from sparkdeck.runtime.pull import PullTracker
-    from sparkdeck.ui.dashboard.engine_card import EngineReport, report_after
+    from sparkdeck.ui.dashboard.card_steps import report_after
+    from sparkdeck.ui.dashboard.engine_card import EngineReport
 
     report = report_after(EngineReport(), ModelDownloadStarted("o/r", "c" * 40, 2, 100, 100),
                           PullTracker())

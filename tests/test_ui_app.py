@@ -481,7 +481,7 @@ def test_telemetry_messages_coalesce() -> None:
 def test_the_card_follows_a_pull_then_the_start() -> None:
     from sparkdeck.launch.sequence import ContainerStarted, FlushSkipped, PullStarted
     from sparkdeck.runtime.pull import PullProgress, PullTracker
-    from sparkdeck.ui.dashboard.engine_card import report_after
+    from sparkdeck.ui.dashboard.card_steps import report_after
 
     tracker, report = PullTracker(), EngineReport(reading=EngineReading(None))
     image = "vllm/vllm-openai:latest"

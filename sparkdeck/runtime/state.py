@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparkdeck.runtime.spec import ContainerSpec
+if TYPE_CHECKING:
+    from sparkdeck.runtime.spec import ContainerSpec
 
 LABEL = "io.sparkdeck."
 MANAGED, SCOPE, PRESET, SPEC_HASH = (LABEL + n for n in ("managed", "scope", "preset",

@@ -17,8 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, get_current_worker
 
-from sparkdeck.launch.plan import LaunchFlow
-from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.catalog import PresetCatalog
 from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
@@ -39,6 +38,7 @@ from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS
 from sparkdeck.ui.messages import (
     CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
+    read_presets,
 )
 from sparkdeck.ui.models import open_models
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
@@ -80,7 +80,7 @@ class SparkdeckApp(App[int]):
     launching: var[bool] = var(False)  # a launch or stop runs
     fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
 
-    def __init__(self, catalog_loader: CatalogLoader = load_catalog,
+    def __init__(self, catalog_loader: CatalogLoader = read_presets,
                  runtime_factory: RuntimeFactory = connect, *,
                  settings: Settings | None = None, sampler: TelemetrySampler | None = None,
                  history: History | None = None, flush: bool | None = None,
@@ -97,8 +97,7 @@ class SparkdeckApp(App[int]):
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
-        self._flow = LaunchFlow(self._engine_reader.runtime, flush=flush,
-                                guard=self.settings.guard)
+        self._flush = flush
         self._sampler, self._history = sampler or TelemetrySampler(), history or History()
         self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
                                          engine_poll_seconds)
@@ -115,8 +114,9 @@ class SparkdeckApp(App[int]):
 
     def compose(self) -> ComposeResult:
         # Held by reference: workers' messages reach them while a dialog is the screen.
-        self.launch_area = LaunchArea(self._flow, self._engine_reader.runtime,
-                                      self._hand_over, id="left-area").data_bind(
+        self.launch_area = LaunchArea(self._engine_reader.runtime, self._flush,
+                                      self.settings.guard, self._hand_over,
+                                      id="left-area").data_bind(
             docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows)
         self.side_tabs = SideTabs(self._sampler, self._history, self.settings.guard,
                                   self._sample_periods,

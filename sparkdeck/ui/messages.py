@@ -62,6 +62,14 @@ class ChatTargetRead(Message):
         return isinstance(message, ChatTargetRead)
 
 
+def read_presets() -> PresetCatalog:
+    """The bundled and the user's preset files: the files' reader (it loads every engine
+    kind) is imported here, in the "load presets" worker, after the first frame."""
+    from sparkdeck.presets import load_catalog
+
+    return load_catalog()
+
+
 def catalog_loaded(loader: Callable[[], PresetCatalog], guard: GuardSettings) -> CatalogLoaded:
     """Read the preset files and size each preset's claim (the "load presets" worker)."""
     catalog = loader()

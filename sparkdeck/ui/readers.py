@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkdeck.runtime.errors import DockerUnavailable
-from sparkdeck.presets import Preset, PresetCatalog
 from sparkdeck.settings import GuardSettings
 
 
-if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
+if TYPE_CHECKING:  # the docker SDK and the preset files' reader load after the first frame
+    from sparkdeck.catalog import PresetCatalog
     from sparkdeck.endpoints import Endpoint
+    from sparkdeck.presets import Preset
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
 

@@ -7,14 +7,14 @@ build the app with their own readers and never go through here.
 
 from __future__ import annotations
 
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.settings import settings_or_defaults
 from sparkdeck.ui import gc_tuning, quiet_driver
 from sparkdeck.ui.app import CatalogLoader, RuntimeFactory, SparkdeckApp
+from sparkdeck.ui.messages import read_presets
 
 
-def run_app(catalog_loader: CatalogLoader = load_catalog,
+def run_app(catalog_loader: CatalogLoader = read_presets,
             runtime_factory: RuntimeFactory = connect) -> int:
     """Run the control panel in this terminal until the user quits; return the exit status."""
     settings, problem = settings_or_defaults()

@@ -28,29 +28,27 @@ from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker
 
-from sparkdeck.guard.switch import TIMED_OUT, SwitchProgress
-from sparkdeck.guard.timeline import StartupTimeline
-from sparkdeck.launch.events import (
-    ContainerStarted, EngineReady, GuardDecided, LaunchEvent, LaunchListener, SwitchWaited,
-    TimelineSaved,
-)
+from sparkdeck.catalog import PresetCatalog
 from sparkdeck.launch.failure import clear_failure, failure_text, last_failure
-from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, StopPlan
-from sparkdeck.presets import PresetCatalog
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.errors import ServiceError
+from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.dashboard.engine_card import (
-    DockerFailure, EngineCard, EngineReport, failed_report, launch_report, report_after,
-    stop_report,
+    DockerFailure, EngineCard, EngineReport, failed_report, launch_report, stop_report,
 )
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.readers import EngineReading, PresetRow
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.worker_failures import report_worker_failure
 
+# The launch machinery (plan, events, the preset files' reader under them) loads with the
+# first plan, in its worker: the dashboard's first frame does not wait for it.
 if TYPE_CHECKING:
+    from sparkdeck.guard.switch import SwitchProgress
+    from sparkdeck.guard.timeline import StartupTimeline
+    from sparkdeck.launch.events import LaunchEvent
+    from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, StopPlan
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.client import ServiceClient
@@ -133,10 +131,12 @@ class LaunchArea(Vertical):
     report: var[EngineReport] = var(EngineReport())
     failure: var[str | None] = var(None)  # last failed launch, until dismissed
 
-    def __init__(self, flow: LaunchFlow, runtime: Callable[[], DockerRuntime],
-                 hand_over: Callable[[EngineState], None], **kwargs: str) -> None:
+    def __init__(self, runtime: Callable[[], DockerRuntime], flush: bool | None,
+                 guard: GuardSettings, hand_over: Callable[[EngineState], None],
+                 **kwargs: str) -> None:
         super().__init__(**kwargs)
-        self._flow = flow
+        self._flow_made: LaunchFlow | None = None
+        self._flow_args = (flush, guard)
         self._runtime = runtime
         self._hand_over = hand_over
         self._pull = PullTracker()
@@ -214,6 +214,17 @@ class LaunchArea(Vertical):
         """A launch or stop is being planned or run."""
         return any(w.group == "launch" and not w.is_finished for w in self.workers)
 
+    @property
+    def _flow(self) -> LaunchFlow:
+        """The launch sequence, made by the first plan's worker (see the imports). Workers of
+        the "launch" group never overlap (busy()), so it is made once."""
+        if self._flow_made is None:
+            from sparkdeck.launch.plan import LaunchFlow
+
+            flush, guard = self._flow_args
+            self._flow_made = LaunchFlow(self._runtime, flush=flush, guard=guard)
+        return self._flow_made
+
     # ----- workers --------------------------------------------------------------------------
 
     @work(thread=True, group="launch", name="plan launch", exit_on_error=False,
@@ -260,6 +271,8 @@ class LaunchArea(Vertical):
         elif kind == "launch-pull":
             self.post_message(self.ServicePulled(data["fraction"]))
         elif kind == "launch-switch":
+            from sparkdeck.guard.switch import SwitchProgress
+
             self.post_message(self.SwitchProgressed(
                 SwitchProgress.from_dict(data["progress"]), data["engine"]))
 
@@ -279,7 +292,9 @@ class LaunchArea(Vertical):
     def _on_event(self, event: LaunchEvent) -> None:
         """Each launch event, called in the launch thread: its own hook (_LaunchHooks), then
         the card's step."""
-        event.deliver(_LaunchHooks(self))
+        from sparkdeck.ui.dashboard.launch_hooks import LaunchHooks  # with the first event
+
+        event.deliver(LaunchHooks(self))
         self.post_message(self.Progressed(event))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -288,6 +303,8 @@ class LaunchArea(Vertical):
     # ----- plan, confirm, run ---------------------------------------------------------------
 
     def on_launch_area_planned(self, message: Planned) -> None:
+        from sparkdeck.launch.plan import StopPlan  # loaded by the plan's worker already
+
         plan = message.plan
         if isinstance(plan, StopPlan):
             if not plan.stopping:
@@ -327,6 +344,8 @@ class LaunchArea(Vertical):
         self.post_message(self.RunChanged(True))
 
     def on_launch_area_progressed(self, message: Progressed) -> None:
+        from sparkdeck.ui.dashboard.card_steps import report_after  # with the first event
+
         self.report = report_after(self.report, message.event, self._pull)
         engine = self.report.reading.engine if self.report.reading else None
         if engine is not None:
@@ -340,6 +359,8 @@ class LaunchArea(Vertical):
         self.report = replace(self.report, phase="pulling", pull_fraction=message.fraction)
 
     async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
+        from sparkdeck.guard.switch import TIMED_OUT  # loaded with the event that brought it
+
         progress, screen = message.progress, self._switch_screen
         if progress.state == TIMED_OUT:  # the CLI warns too: the launch goes on at a risk
             self.notify(progress.describe(), title=f"{message.engine_name}: switch wait timed "
@@ -364,31 +385,6 @@ class LaunchArea(Vertical):
         self.report = replace(self.report, phase=None, detail="", pull_fraction=None,
                               previous=None, launching="")
         self.post_message(self.RunChanged(False))
-
-
-class _LaunchHooks(LaunchListener):
-    """What the launch area does with an event beyond the card (in the launch thread)."""
-
-    def __init__(self, area: LaunchArea) -> None:
-        self.area = area
-
-    def container_started(self, event: ContainerStarted) -> None:
-        self.area.launch_guards = event.engine.container_id  # its start-up watchdog guards it
-
-    def engine_ready(self, event: EngineReady) -> None:
-        try:  # in the launch thread, so the hand-over is done before the launch ends
-            self.area.app.call_from_thread(self.area._hand_over, event.engine)
-        except RuntimeError:  # the app is shutting down
-            pass
-
-    def switch_waited(self, event: SwitchWaited) -> None:
-        self.area.post_message(self.area.SwitchProgressed(event.progress, event.engine))
-
-    def guard_decided(self, event: GuardDecided) -> None:
-        self.area.post_message(GuardDecisionMade(event.decision))  # up to the watchdog line
-
-    def timeline_saved(self, event: TimelineSaved) -> None:
-        self.area.post_message(self.area.TimelineRecorded(event.timeline))
 
 
 def _running_service() -> ServiceClient | None:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.message import Message
 from textual.widgets import DataTable
 from textual.worker import Worker
 
-from sparkdeck.presets import Preset
 from sparkdeck.ui.readers import PresetRow, model_cells
 from sparkdeck.ui.tables import fill_table
 from sparkdeck.ui.worker_failures import report_worker_failure
+
+if TYPE_CHECKING:
+    from sparkdeck.presets import Preset
 
 ON_DISK = "on disk"  # the model's size on this machine, filled in by a worker
 

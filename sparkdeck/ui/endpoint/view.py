@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker
 
-from sparkdeck.presets import PresetCatalog
+from sparkdeck.catalog import PresetCatalog
 from sparkdeck.service.connect_info import (
     ConnectInfo, key_line, model_lines, models_note, read_connect_info, service_line,
 )
