@@ -290,7 +290,7 @@ class LaunchArea(Vertical):
             self.post_message(self.Finished("stop"))
 
     def _on_event(self, event: LaunchEvent) -> None:
-        """Each launch event, called in the launch thread: its own hook (_LaunchHooks), then
+        """Each launch event, called in the launch thread: its own hook (launch_hooks), then
         the card's step."""
         from sparkdeck.ui.dashboard.launch_hooks import LaunchHooks  # with the first event
 
