@@ -26,9 +26,28 @@ def run_app(catalog_loader: CatalogLoader = read_presets,
         app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
                        markup=False)
     app.run()
+    _release_captured_streams()
     from sparkdeck.service.relay import hand_over  # an engine is never left unguarded
 
     handed = hand_over()
     if handed:
         print(handed)
     return app.return_code or 0
+
+
+def _release_captured_streams() -> None:
+    """Point log handlers made while the app ran back at the real stderr.
+
+    A library may make a StreamHandler when it is first imported (charset_normalizer does,
+    under the docker SDK's requests), and its stream is then sys.stderr as it was: Textual's
+    capture, while a worker imports it. That capture is dead once the app has ended, and
+    `logging.shutdown` at exit would flush into it and print a traceback."""
+    import logging
+    import sys
+
+    for handler in list(logging._handlerList):  # noqa: SLF001 - every handler, named or not
+        handler = handler()
+        if (isinstance(handler, logging.StreamHandler)
+                and type(handler.stream).__module__.startswith("textual")):
+            with handler.lock:  # not setStream: it flushes the dead capture first
+                handler.stream = sys.stderr
