@@ -65,11 +65,10 @@ def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
 
 def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
         tmp_path: Path) -> None:
-    app, _ = make_app(tmp_path, sampler=replay_sampler(CLOCK_EVENTS, 12),
-                      history=replay_history(CLOCK_EVENTS), sample_seconds=0.2,
-                      starting_sample_seconds=0.2)
+    sampler = replay_sampler(CLOCK_EVENTS, 12)
+    app, _ = make_app(tmp_path, sampler=sampler, history=replay_history(CLOCK_EVENTS),
+                      sample_seconds=0.2, starting_sample_seconds=0.2)
     calls = {"n": 0}
-    sampler = app._sampler
     real_sample = sampler.sample
 
     def counted():  # the real sampler, counted: the strip must not add readings

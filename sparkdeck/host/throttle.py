@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from sparkdeck.host.nvml import GpuReading, GpuSnapshot
+if TYPE_CHECKING:  # types only: the TUI's glance strip loads this before NVML's reader
+    from sparkdeck.host.nvml import GpuReading, GpuSnapshot
 
 THERMAL = "thermal"
 POWER_CAP = "power cap"

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkdeck.host.meminfo import MemorySnapshot, gib
-from sparkdeck.host.nvml import GpuSnapshot
 from sparkdeck.host.throttle import throttle_verdict
 from sparkdeck.settings import GuardSettings
-from sparkdeck.telemetry.sampler import TelemetrySnapshot
+
+if TYPE_CHECKING:  # types only: the TUI's glance strip uses this module before its first
+    # frame, and the sampler with every host reader loads after it (ui.after_first_frame)
+    from sparkdeck.host.nvml import GpuSnapshot
+    from sparkdeck.telemetry.sampler import TelemetrySnapshot
 
 NA = "n/a"
 

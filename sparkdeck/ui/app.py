@@ -20,14 +20,11 @@ from textual.worker import Worker, get_current_worker
 from sparkdeck.catalog import PresetCatalog
 from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
-from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui import gc_tuning, layout_classes
-from sparkdeck.ui.after_first_frame import AfterFirstFrame
+from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
 from sparkdeck.ui.bench import open_benchmarks
-from sparkdeck.ui.chat.tab import chat_commands
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
-from sparkdeck.ui.dashboard.side_tabs import SideTabs
 from sparkdeck.ui.endpoint import open_connect
 from sparkdeck.ui.engine_watch import EngineWatch
 from sparkdeck.ui.guard.messages import GuardDecisionMade
@@ -35,7 +32,6 @@ from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
 from sparkdeck.ui.history import HistoryKeeper, PostMortemFound
 from sparkdeck.ui.keymap import BINDINGS, apply_keymap
 from sparkdeck.ui.machine.environment import EnvironmentReport
-from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS
 from sparkdeck.ui.messages import (
     CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
     read_presets,
@@ -46,12 +42,16 @@ from sparkdeck.ui.screens.help import open_help
 from sparkdeck.ui.screens.palette import (
     PaletteCommand, SparkdeckCommands, key_and_theme_commands, without_duplicates,
 )
+from sparkdeck.ui.strip.glance import GlanceStrip
 from sparkdeck.ui.themes import install_themes, keep_theme_saved, next_theme
 from sparkdeck.ui.worker_failures import report_worker_failure
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the side tabs' modules load after the first frame (_side_tabs)
+    from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
+    from sparkdeck.telemetry.sampler import History, TelemetrySampler
+    from sparkdeck.ui.dashboard.side_tabs import SideTabs
 
 ENGINE_POLL_SECONDS = 2.0
 FREEZE_AFTER_S = 3.0  # start-up objects are frozen this long after the first frame
@@ -79,6 +79,7 @@ class SparkdeckApp(App[int]):
     guarded_engine: var[EngineState | None] = var(None, always_update=True)
     launching: var[bool] = var(False)  # a launch or stop runs
     fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
+    timeline: var[StartupTimeline | None] = var(None)  # the last launch's, for the guard tab
 
     def __init__(self, catalog_loader: CatalogLoader = read_presets,
                  runtime_factory: RuntimeFactory = connect, *,
@@ -86,22 +87,24 @@ class SparkdeckApp(App[int]):
                  history: History | None = None, flush: bool | None = None,
                  health_check: Callable[[str], bool] = answers,
                  engine_poll_seconds: float = ENGINE_POLL_SECONDS,
-                 sample_seconds: float = SAMPLE_SECONDS,
-                 starting_sample_seconds: float = STARTING_SAMPLE_SECONDS,
+                 sample_seconds: float | None = None,
+                 starting_sample_seconds: float | None = None,
                  tune_gc: bool = False, lazy_side_tabs: bool = False) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
-        # run_app's too: the side tabs mount after the first frame (ui.after_first_frame);
-        # tests mount them with the rest, to query them from the start
+        # run_app's too: the side tabs load and mount after the first frame
+        # (ui.after_first_frame); tests mount them with the rest, to query them from the start
         self._lazy_side_tabs = lazy_side_tabs
+        self.side_tabs: SideTabs | None = None
+        self.chat_tab = self.metrics_tab = None  # the side tabs' (chat and its palette commands)
         self._catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
         self._flush = flush
-        self._sampler, self._history = sampler or TelemetrySampler(), history or History()
+        # the side tabs' (sparkdeck.ui.dashboard.side_tabs.Sampling): None, the real one
+        self._sampling = (sampler, history, (sample_seconds, starting_sample_seconds))
         self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
                                          engine_poll_seconds)
-        self._sample_periods = (sample_seconds, starting_sample_seconds)
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
         self.flight_history = HistoryKeeper(self)  # the history view, the post-mortem check
@@ -118,32 +121,44 @@ class SparkdeckApp(App[int]):
                                       self.settings.guard, self._hand_over,
                                       id="left-area").data_bind(
             docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows)
-        self.side_tabs = SideTabs(self._sampler, self._history, self.settings.guard,
-                                  self._sample_periods,
-                                  lambda preset_id: self.catalog.presets.get(preset_id),
-                                  id="side-area").data_bind(
-            environment=SparkdeckApp.environment, fast_sampling=SparkdeckApp.fast_sampling,
-            chat_target=SparkdeckApp.chat_target)
-        self.chat_tab, self.metrics_tab = self.side_tabs.chat_tab, self.side_tabs.metrics_tab
+        self.strip = GlanceStrip(self.settings.guard, id="glance-strip")  # the side tabs feed it
         self.watchdog_line = WatchdogLine(lambda: self.settings.guard,
                                           self._engine_reader.runtime, id="watchdog-line")
         yield Header()
-        yield self.side_tabs.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
+        yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
         with Horizontal(id="main-area"):
             yield self.launch_area
-            yield (AfterFirstFrame(self.side_tabs, id="side-area-pending")
-                   if self._lazy_side_tabs else self.side_tabs)
+            if self._lazy_side_tabs:
+                self._side_stand_in = AfterFirstFrame(id="side-area-pending")
+                yield self._side_stand_in
+            else:
+                yield self._side_tabs()
         yield self.launch_area.log_pane  # the whole width, shown while an engine runs
         yield self.watchdog_line.data_bind(engine=SparkdeckApp.guarded_engine,
                                            launching=SparkdeckApp.launching)
         yield Footer()
 
+    def _side_tabs(self) -> SideTabs:
+        """The machine, metrics, chat and guard tabs, their modules loaded now."""
+        from sparkdeck.ui.dashboard.side_tabs import SideTabs
+
+        tabs = self.side_tabs = SideTabs(
+            self._sampling, self.settings.guard,
+            lambda preset_id: self.catalog.presets.get(preset_id),  # the catalog of now
+            self.strip, id="side-area").data_bind(
+            environment=SparkdeckApp.environment, fast_sampling=SparkdeckApp.fast_sampling,
+            chat_target=SparkdeckApp.chat_target, timeline=SparkdeckApp.timeline)
+        self.chat_tab, self.metrics_tab = tabs.chat_tab, tabs.metrics_tab
+        return tabs
+
     def on_mount(self) -> None:
         for title, problem in self._problems:
             self.notify(problem, title=title, severity="warning", markup=False)
         keep_theme_saved(self, self.settings.ui.theme)
-        # The first frame is painted before any reader starts: their threads would otherwise
-        # compete with it for the interpreter (see benchmarks/tui_idle.py).
+        # The first frame is painted before the side tabs load and any reader starts: they
+        # would otherwise compete with it for the interpreter (see benchmarks/tui_idle.py).
+        if self._lazy_side_tabs:
+            self.call_after_refresh(put_in_place, self._side_stand_in, self._side_tabs)
         self.call_after_refresh(self._start_readers)
 
     def _start_readers(self) -> None:
@@ -197,7 +212,8 @@ class SparkdeckApp(App[int]):
         open_connect(self, self.settings.endpoint, self._catalog_loader)
 
     async def action_show_tab(self, tab: str) -> None:
-        await self.side_tabs.show(tab)
+        if self.side_tabs is not None:  # None in the moment before the first frame
+            await self.side_tabs.show(tab)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from without_duplicates(super().get_system_commands(screen),
@@ -205,6 +221,8 @@ class SparkdeckApp(App[int]):
 
     def palette_commands(self) -> list[PaletteCommand]:
         """Every key action, each theme by name and the chat pane's actions."""
+        from sparkdeck.ui.chat.tab import chat_commands  # loaded when the palette opens
+
         return key_and_theme_commands(self, self.BINDINGS) + chat_commands(self)
 
     @work(thread=True, exclusive=True, group="catalog", name="load presets",
@@ -265,5 +283,5 @@ class SparkdeckApp(App[int]):
         self.launch_area.guard_stopped(message.reasons)
 
     def on_launch_area_timeline_recorded(self, message: LaunchArea.TimelineRecorded) -> None:
-        self.side_tabs.timeline_chart.timeline = message.timeline
+        self.timeline = message.timeline
 

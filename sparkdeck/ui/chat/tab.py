@@ -79,7 +79,8 @@ def chat_commands(app: App) -> list[PaletteCommand]:
     from sparkdeck.ui.chat.pane import ChatPane  # loaded when the palette opens
 
     async def run(action: str) -> None:
-        pane = app.chat_tab.pane  # type: ignore[attr-defined]  # the palette is the screen
+        tab = app.chat_tab  # type: ignore[attr-defined]  # the palette is the screen
+        pane = tab.pane if tab is not None else None  # the tabs mount after the first frame
         if pane is None:
             app.notify("open the chat tab (c) with an engine ready first", severity="warning")
         else:

@@ -1,7 +1,10 @@
 """The dashboard's right side: the machine, metrics, chat and guard tabs.
 
 The app binds what they need (the environment report, whether an engine starts, what chat
-and metrics talk to) into this widget, which binds it on into each tab. Opening a tab tells
+and metrics talk to) into this widget, which binds it on into each tab. `sparkdeck` imports
+this module and mounts these tabs right after its first frame (SparkdeckApp.side_tabs_later),
+so nothing here may be needed to draw that frame: the glance strip, which these tabs feed, is
+made by the app and handed in. Opening a tab tells
 the panes that draw only while shown (the metrics panel, the chat pane) that they are on
 screen.
 """
@@ -21,13 +24,18 @@ from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.machine.environment import EnvironmentReport
-from sparkdeck.ui.machine.tab import MachineTab
+from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS, MachineTab
 from sparkdeck.ui.metrics.tab import MetricsTab
 from sparkdeck.ui.readers import ChatTarget
-from sparkdeck.ui.strip.glance import GlanceStrip
 
 if TYPE_CHECKING:
+    from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.presets import Preset
+    from sparkdeck.ui.strip.glance import GlanceStrip
+
+# The machine tab's sampler, its history and its two periods (steady, while an engine
+# starts), as the app was handed them: tests replay recordings faster.
+Sampling = tuple["TelemetrySampler | None", "History | None", tuple[float | None, float | None]]
 
 GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
               "log). The line at the bottom is the watchdog of the running engine: it stops "
@@ -40,19 +48,22 @@ class SideTabs(Vertical):
     environment: var[EnvironmentReport] = var(EnvironmentReport())
     fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
     chat_target: var[ChatTarget] = var(ChatTarget(None))  # chat and metrics
+    timeline: var[StartupTimeline | None] = var(None)  # the last launch's start-up
 
-    def __init__(self, sampler: TelemetrySampler, history: History, guard: GuardSettings,
-                 periods: tuple[float, float], preset: Callable[[str], Preset | None],
+    def __init__(self, sampling: Sampling, guard: GuardSettings,
+                 preset: Callable[[str], Preset | None], strip: GlanceStrip,
                  **kwargs: str) -> None:
         super().__init__(**kwargs)
+        sampler, history, (steady, starting) = sampling  # None: the real one, the usual pace
         # Held by reference: workers' messages reach them while a dialog is the screen.
-        self.machine_tab = MachineTab(sampler, history, guard, periods, id="machine-body")
+        self.machine_tab = MachineTab(
+            sampler or TelemetrySampler(), history or History(), guard,
+            (steady or SAMPLE_SECONDS, starting or STARTING_SAMPLE_SECONDS), id="machine-body")
         self.metrics_tab = MetricsTab(preset, id="metrics-body")
         self.chat_tab = ChatTab(id="chat-tab-body")
         self.timeline_chart = TimelineChart(id="timeline-chart")
-        # The strip is placed by the app above both columns; it draws what these tabs
-        # sample, so it lives with them.
-        self.strip = GlanceStrip(guard, id="glance-strip")
+        # The strip is placed by the app above both columns and draws what these tabs sample.
+        self.strip = strip
         self.machine_tab.also_show = self.strip.telemetry
         self.metrics_tab.also_show = self.strip.metrics
 
@@ -66,7 +77,7 @@ class SideTabs(Vertical):
             with TabPane("chat", id="chat-tab"):
                 yield self.chat_tab.data_bind(target=SideTabs.chat_target)
             with TabPane("guard", id="guard-tab"):
-                yield self.timeline_chart
+                yield self.timeline_chart.data_bind(timeline=SideTabs.timeline)
                 yield Static(GUARD_NOTE, id="guard-note", markup=False)
 
     def on_mount(self) -> None:

@@ -4,10 +4,12 @@ start-up one (through the launch's events)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from sparkdeck.guard.policy import Decision
+if TYPE_CHECKING:  # loaded with the first watchdog, after the TUI's first frame
+    from sparkdeck.guard.policy import Decision
 
 
 @dataclass

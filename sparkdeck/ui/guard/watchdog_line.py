@@ -21,13 +21,13 @@ from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker
 
-from sparkdeck.guard.policy import Decision
 from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
+    from sparkdeck.guard.policy import Decision
     from sparkdeck.guard.stopper import StopAttempt
     from sparkdeck.service.relay import RemoteDecision
     from sparkdeck.guard.watchdog import Watchdog
