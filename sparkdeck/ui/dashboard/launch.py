@@ -154,10 +154,13 @@ class LaunchArea(Vertical):
             report=LaunchArea.report, failure=LaunchArea.failure)
 
     def watch_rows(self, rows: list[PresetRow]) -> None:
-        if self.is_mounted:
-            table = self.query_one(PresetTable)
-            table.show_rows(rows)
-            table.read_model_sizes(list(self.catalog.presets.values()))
+        if not self.is_mounted:
+            return
+        table = self.query_one(PresetTable)
+        if not rows and not table.row_count:
+            return  # the binding's first value, before any catalog: no refill, no worker
+        table.show_rows(rows)
+        table.read_model_sizes(list(self.catalog.presets.values()))
 
     def watch_docker(self, docker: EngineReading | DockerFailure | None) -> None:
         if isinstance(docker, DockerFailure):

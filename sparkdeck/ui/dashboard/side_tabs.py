@@ -2,7 +2,7 @@
 
 The app binds what they need (the environment report, whether an engine starts, what chat
 and metrics talk to) into this widget, which binds it on into each tab. `sparkdeck` imports
-this module and mounts these tabs right after its first frame (SparkdeckApp.side_tabs_later),
+this module and mounts these tabs right after its first frame (SparkdeckApp._side_tabs),
 so nothing here may be needed to draw that frame: the glance strip, which these tabs feed, is
 made by the app and handed in. Opening a tab tells
 the panes that draw only while shown (the metrics panel, the chat pane) that they are on
