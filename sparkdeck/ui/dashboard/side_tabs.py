@@ -1,12 +1,13 @@
 """The dashboard's right side: the machine, metrics, chat and guard tabs.
 
 The app binds what they need (the environment report, whether an engine starts, what chat
-and metrics talk to) into this widget, which binds it on into each tab. `sparkdeck` imports
-this module and mounts these tabs right after its first frame (SparkdeckApp._side_tabs),
-so nothing here may be needed to draw that frame: the glance strip, which these tabs feed, is
-made by the app and handed in. Opening a tab tells
-the panes that draw only while shown (the metrics panel, the chat pane) that they are on
-screen.
+and metrics talk to, the last launch's timeline) into this widget, which binds it on into each
+tab. Opening a tab tells the panes that draw only while shown (the metrics panel, the chat
+pane) that they are on screen.
+
+`sparkdeck` imports this module and mounts these tabs right after its first frame
+(SparkdeckApp._side_tabs), so nothing here may be needed to draw that frame: the glance strip,
+which these tabs feed, is made by the app and handed in.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 # The machine tab's sampler, its history and its two periods (steady, while an engine
 # starts), as the app was handed them: tests replay recordings faster.
-Sampling = tuple["TelemetrySampler | None", "History | None", tuple[float | None, float | None]]
+Sampling = tuple[TelemetrySampler | None, History | None, tuple[float | None, float | None]]
 
 GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
               "log). The line at the bottom is the watchdog of the running engine: it stops "
