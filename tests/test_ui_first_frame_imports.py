@@ -26,13 +26,18 @@ DEFERRED = ("sparkdeck.presets", "sparkdeck.engines", "sparkdeck.launch.plan",
             "sparkdeck.guard.policy", "textual.widgets._tabbed_content")
 
 
+def fresh_interpreter(code: str) -> str:
+    """What `code` prints, run in a new interpreter (nothing of this test process loaded)."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
 def test_the_tui_entry_module_loads_no_launch_machinery() -> None:
     code = ("import json, sys; import sparkdeck.ui.run; "
             f"print(json.dumps(sorted(m for m in {DEFERRED!r} if m in sys.modules)))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout) == []
+    assert json.loads(fresh_interpreter(code)) == []
 
 
 def test_the_deferred_modules_still_load_where_they_are_needed() -> None:
@@ -41,10 +46,7 @@ def test_the_deferred_modules_still_load_where_they_are_needed() -> None:
             "catalog = m.read_presets(); "
             "import sparkdeck.ui.dashboard.card_steps, sparkdeck.ui.dashboard.launch_hooks; "
             "print(len(catalog.presets), 'sparkdeck.presets' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr[-2000:]
-    count, loaded = result.stdout.split()
+    count, loaded = fresh_interpreter(code).split()
     assert int(count) > 0 and loaded == "True"
 
 
@@ -52,6 +54,7 @@ FIRST_FRAME = f"""
 import asyncio, json, sys
 import sparkdeck.ui.app as app_module
 from sparkdeck.catalog import PresetCatalog
+from sparkdeck.runtime.errors import DockerUnavailable
 
 DEFERRED = {DEFERRED!r}
 seen = {{}}
@@ -67,13 +70,12 @@ async def recording_put_in_place(stand_in, make):
 app_module.put_in_place = recording_put_in_place
 
 
-class NoDocker:
-    def __call__(self):
-        raise RuntimeError("no Docker in this test")
+def no_docker():  # what connect raises without a daemon (its module is loaded already)
+    raise DockerUnavailable("no Docker in this test")
 
 
 async def main():
-    app = app_module.SparkdeckApp(lambda: PresetCatalog({{}}, []), NoDocker(),
+    app = app_module.SparkdeckApp(lambda: PresetCatalog({{}}, []), no_docker,
                                   lazy_side_tabs=True, engine_poll_seconds=3600)
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(200):
@@ -91,10 +93,7 @@ print(json.dumps(seen))
 def test_the_first_frame_is_drawn_before_the_side_tabs_load_and_they_follow() -> None:
     """The running app, not just its import: compose and the first refresh load none of the
     deferred modules; the side tabs then load and take the stand-in's place."""
-    result = subprocess.run([sys.executable, "-c", FIRST_FRAME], capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = json.loads(fresh_interpreter(FIRST_FRAME).strip().splitlines()[-1])
     assert seen["at_first_frame"] == [], seen
     assert seen["placeholder_shown"] and seen["mounted"], seen
     for module in ("sparkdeck.ui.dashboard.side_tabs", "sparkdeck.telemetry.sampler",
