@@ -276,11 +276,15 @@ class Forwarder:
         try:
             await asyncio.wait((pumping, watching), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            ended = pumping.done()  # before the cancels below: the answer went out in full
             for task in (pumping, watching):
                 task.cancel()
             await asyncio.gather(pumping, watching, return_exceptions=True)
-            meter.disconnected = watching.done() and not watching.cancelled()
             broke = None if pumping.cancelled() else pumping.exception()
+            # uvicorn reports a disconnect as soon as a complete answer is sent, often in the
+            # same loop pass as the pump's end: that is no client leaving early
+            meter.disconnected = (watching.done() and not watching.cancelled()
+                                  and not (ended and broke is None))
             if broke is not None:
                 meter.failed = "the answer broke off: " + (
                     broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__)
