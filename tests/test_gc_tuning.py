@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sparkdeck.ui import gc_tuning
-from sparkdeck.ui.app import FREEZE_AFTER_S
+from sparkdeck.ui.gc_tuning import FREEZE_AFTER_S
 from tests.test_ui_app import make_app, run, text_of, wait_until
 
 

@@ -22,6 +22,7 @@ from sparkdeck.presets import load_catalog
 from sparkdeck.service.request_log import RequestLog, RequestRecord
 from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.endpoint.view import ConnectScreen
 from tests.test_ui_app import OLLAMA, TINY_LLAMA, UnreachableDocker, wait_until, write_presets
 
@@ -51,8 +52,8 @@ def fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sparkdeck
                                                    "ollama-test.toml": OLLAMA})
     yield SparkdeckApp(lambda: load_catalog([(presets, False)]), UnreachableDocker(),
                        settings=Settings(ui=UiSettings(theme="spark-dark")),
-                       engine_poll_seconds=3600.0, sample_seconds=3600.0,
-                       starting_sample_seconds=3600.0)
+                       engine_poll_seconds=3600.0,
+                       sampling=Sampling(seconds=3600.0, starting_seconds=3600.0))
     monkeypatch.undo()
     time.tzset()
     shutil.rmtree(DATA, ignore_errors=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.strip.glance import GAP, GlanceStrip, glance_content, glance_parts
+from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from tests.support.telemetry import NVML_FIXTURES, fixed_memory, replay_history, replay_sampler
 from tests.test_ui_app import isolated_dirs, make_app, text_of, wait_until  # noqa: F401
@@ -66,8 +67,8 @@ def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
 def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
         tmp_path: Path) -> None:
     sampler = replay_sampler(CLOCK_EVENTS, 12)
-    app, _ = make_app(tmp_path, sampler=sampler, history=replay_history(CLOCK_EVENTS),
-                      sample_seconds=0.2, starting_sample_seconds=0.2)
+    app, _ = make_app(tmp_path, sampling=Sampling(sampler, replay_history(CLOCK_EVENTS),
+                                                  0.2, 0.2))
     calls = {"n": 0}
     real_sample = sampler.sample
 

@@ -21,6 +21,7 @@ from sparkdeck.recorder import FlightRecorder
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.history.view import HistoryScreen
 from tests.test_ui_app import UnreachableDocker, text_of, wait_until, write_presets
 
@@ -71,8 +72,8 @@ def app_with(tmp_path: Path, db: Path) -> SparkdeckApp:
 
     app = SparkdeckApp(lambda: load_catalog([(presets, False)]), UnreachableDocker(),
                        settings=Settings(ui=UiSettings(theme="spark-dark")),
-                       engine_poll_seconds=3600.0, sample_seconds=3600.0,
-                       starting_sample_seconds=3600.0)
+                       engine_poll_seconds=3600.0,
+                       sampling=Sampling(seconds=3600.0, starting_seconds=3600.0))
     app.flight_history.recording_path = db
     return app
 

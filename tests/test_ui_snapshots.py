@@ -24,6 +24,7 @@ from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.runtime.state import EngineState
 from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.support.telemetry import (
@@ -46,9 +47,9 @@ def dashboard(tmp_path: Path, recording: Path, sample: int, theme: str,
                                                    "ollama-test.toml": OLLAMA})
     return SparkdeckApp(lambda: load_catalog([(presets, False)]), no_docker,
                         settings=Settings(ui=UiSettings(theme=theme)),
-                        sampler=replay_sampler(recording, sample, rails=rails),
-                        history=replay_history(recording), engine_poll_seconds=HOUR,
-                        sample_seconds=HOUR, starting_sample_seconds=HOUR)
+                        sampling=Sampling(replay_sampler(recording, sample, rails=rails),
+                                          replay_history(recording), HOUR, HOUR),
+                        engine_poll_seconds=HOUR)
 
 
 async def settled(pilot: Pilot) -> None:

@@ -22,10 +22,8 @@ from sparkdeck.runtime import connect
 from sparkdeck.settings import Settings
 from sparkdeck.ui import gc_tuning, layout_classes
 from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
-from sparkdeck.ui.bench import open_benchmarks
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
-from sparkdeck.ui.endpoint import open_connect
 from sparkdeck.ui.engine_watch import EngineWatch
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
@@ -36,12 +34,11 @@ from sparkdeck.ui.messages import (
     CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
     read_presets,
 )
-from sparkdeck.ui.models import open_models
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
-from sparkdeck.ui.screens.help import open_help
 from sparkdeck.ui.screens.palette import (
     PaletteCommand, SparkdeckCommands, key_and_theme_commands, without_duplicates,
 )
+from sparkdeck.ui.screens.views import open_view
 from sparkdeck.ui.strip.glance import GlanceStrip
 from sparkdeck.ui.themes import install_themes, keep_theme_saved, next_theme
 from sparkdeck.ui.worker_failures import report_worker_failure
@@ -50,11 +47,9 @@ if TYPE_CHECKING:  # the side tabs' modules load after the first frame (_side_ta
     from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
-    from sparkdeck.telemetry.sampler import History, TelemetrySampler
-    from sparkdeck.ui.dashboard.side_tabs import SideTabs
+    from sparkdeck.ui.dashboard.side_tabs import Sampling, SideTabs
 
 ENGINE_POLL_SECONDS = 2.0
-FREEZE_AFTER_S = 3.0  # start-up objects are frozen this long after the first frame
 CatalogLoader = Callable[[], PresetCatalog]
 RuntimeFactory = Callable[[], "DockerRuntime"]
 
@@ -83,12 +78,9 @@ class SparkdeckApp(App[int]):
 
     def __init__(self, catalog_loader: CatalogLoader = read_presets,
                  runtime_factory: RuntimeFactory = connect, *,
-                 settings: Settings | None = None, sampler: TelemetrySampler | None = None,
-                 history: History | None = None, flush: bool | None = None,
-                 health_check: Callable[[str], bool] = answers,
+                 settings: Settings | None = None, sampling: Sampling | None = None,
+                 flush: bool | None = None, health_check: Callable[[str], bool] = answers,
                  engine_poll_seconds: float = ENGINE_POLL_SECONDS,
-                 sample_seconds: float | None = None,
-                 starting_sample_seconds: float | None = None,
                  tune_gc: bool = False, lazy_side_tabs: bool = False) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
@@ -97,12 +89,11 @@ class SparkdeckApp(App[int]):
         self._lazy_side_tabs = lazy_side_tabs
         self.side_tabs: SideTabs | None = None
         self.chat_tab = self.metrics_tab = None  # the side tabs' (chat and its palette commands)
-        self._catalog_loader = catalog_loader
+        self.catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
         self._flush = flush
-        # the side tabs' (sparkdeck.ui.dashboard.side_tabs.Sampling): None, the real one
-        self._sampling = (sampler, history, (sample_seconds, starting_sample_seconds))
+        self._sampling = sampling  # the side tabs' (None: the real sampler, the usual pace)
         self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
                                          engine_poll_seconds)
         self._problems = apply_keymap(self, self.settings.keys)
@@ -140,10 +131,10 @@ class SparkdeckApp(App[int]):
 
     def _side_tabs(self) -> SideTabs:
         """The machine, metrics, chat and guard tabs, their modules loaded now."""
-        from sparkdeck.ui.dashboard.side_tabs import SideTabs
+        from sparkdeck.ui.dashboard.side_tabs import Sampling, SideTabs
 
         tabs = self.side_tabs = SideTabs(
-            self._sampling, self.settings.guard,
+            self._sampling or Sampling(), self.settings.guard,
             lambda preset_id: self.catalog.presets.get(preset_id),  # the catalog of now
             self.strip, id="side-area").data_bind(
             environment=SparkdeckApp.environment, fast_sampling=SparkdeckApp.fast_sampling,
@@ -162,9 +153,8 @@ class SparkdeckApp(App[int]):
         self.call_after_refresh(self._start_readers)
 
     def _start_readers(self) -> None:
-        if self._tune_gc:  # the frame is on screen: collect again (ui.gc_tuning); freeze
-            gc_tuning.tune_for_ui()  # after the first data, the collection takes tens of ms
-            self.set_timer(FREEZE_AFTER_S, gc_tuning.freeze_startup_objects)
+        if self._tune_gc:  # the frame is on screen: collect again (ui.gc_tuning)
+            gc_tuning.after_first_frame(self.set_timer)
         self.load_presets()
         self.watch_engine()  # reads at once, then whenever something changes
         self.launch_area.show_last_failure()  # a launch that failed before this window
@@ -190,26 +180,15 @@ class SparkdeckApp(App[int]):
         self.load_presets()
         self._engine_watch.poll_now()
 
-    def action_help(self) -> None:
-        open_help(self, self.BINDINGS, self.settings.keys)
-
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)
 
-    def action_benchmarks(self) -> None:
-        open_benchmarks(self)
-
-    def action_models(self) -> None:
-        open_models(self, {p.id: p.model for p in self.catalog.presets.values()})
-
-    def action_history(self) -> None:
-        self.flight_history.open()
+    def action_open(self, view: str) -> None:
+        """Help, benchmarks, models, history or connect (sparkdeck.ui.screens.views)."""
+        open_view(self, view)
 
     def on_post_mortem_found(self, message: PostMortemFound) -> None:
         self.flight_history.show(message)
-
-    def action_connect(self) -> None:
-        open_connect(self, self.settings.endpoint, self._catalog_loader)
 
     async def action_show_tab(self, tab: str) -> None:
         if self.side_tabs is not None:  # None in the moment before the first frame
@@ -228,7 +207,7 @@ class SparkdeckApp(App[int]):
     @work(thread=True, exclusive=True, group="catalog", name="load presets",
           description="read and check the preset files", exit_on_error=False)
     def load_presets(self) -> None:
-        loaded = catalog_loaded(self._catalog_loader, self.settings.guard)
+        loaded = catalog_loaded(self.catalog_loader, self.settings.guard)
         if not get_current_worker().is_cancelled:
             self.post_message(loaded)
 

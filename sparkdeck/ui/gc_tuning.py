@@ -28,9 +28,11 @@ start-up objects live as long as the process anyway).
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 YOUNG_THRESHOLD = 10_000
 MIDDLE_THRESHOLD = 50
+FREEZE_AFTER_S = 3.0  # start-up objects are frozen this long after the first frame
 
 
 def pause_for_startup() -> None:
@@ -44,6 +46,13 @@ def tune_for_ui() -> None:
     old = gc.get_threshold()[2]
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, old)
     gc.enable()
+
+
+def after_first_frame(set_timer: Callable[[float, Callable[[], object]], object]) -> None:
+    """Collect automatically again now; freeze what start-up made FREEZE_AFTER_S later, once
+    the first data is in (a collection then takes tens of ms). `set_timer`: the app's."""
+    tune_for_ui()
+    set_timer(FREEZE_AFTER_S, freeze_startup_objects)
 
 
 def freeze_startup_objects() -> int:

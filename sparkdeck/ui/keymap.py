@@ -17,7 +17,7 @@ from textual.binding import Binding
 # The footer shows them in this order and cuts what does not fit: Help comes first so that at
 # 80 columns the one key that lists every other is always on screen.
 BINDINGS = [
-    Binding("question_mark,f1", "help", "Help", key_display="?", id="help"),
+    Binding("question_mark,f1", "open('help')", "Help", key_display="?", id="help"),
     Binding("l", "launch", "Launch", tooltip="Launch the selected preset, stopping "
             "(switching from) the running engine after a confirmation", id="launch"),
     Binding("s", "stop", "Stop", tooltip="Stop the engine sparkdeck started", id="stop"),
@@ -35,14 +35,14 @@ BINDINGS = [
             "(Enter sends)", id="tab-chat"),
     Binding("g", "show_tab('guard-tab')", "Guard", tooltip="Memory guard tab: the last "
             "start-up's memory timeline", id="tab-guard"),
-    Binding("b", "benchmarks", "Bench", tooltip="Benchmark comparison of the presets on one "
+    Binding("b", "open('bench')", "Bench", tooltip="Benchmark comparison of the presets on one "
             "model; b there benchmarks the running engine", id="bench"),
-    Binding("o", "models", "Models", tooltip="Models on this machine; pull one from the "
+    Binding("o", "open('models')", "Models", tooltip="Models on this machine; pull one from the "
             "Hub with progress (Esc cancels)", id="models"),
-    Binding("h", "history", "History", tooltip="The flight recording: memory, PSI, GPU "
+    Binding("h", "open('history')", "History", tooltip="The flight recording: memory, PSI, GPU "
             "power and tok/s over 10m to 7d (keys 1-5 there)", id="history",
             show=False),  # in the help and the palette; the footer is full at 80 columns
-    Binding("a", "connect", "Connect", tooltip="The OpenAI endpoint: URL, models and "
+    Binding("a", "open('connect')", "Connect", tooltip="The OpenAI endpoint: URL, models and "
             "snippets to paste; the requests it forwarded (keys 1-2 there)", id="connect",
             show=False),  # in the help and the palette
     Binding("q", "quit", "Quit", id="quit"),

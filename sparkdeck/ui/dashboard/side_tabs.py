@@ -13,7 +13,7 @@ which these tabs feed, is made by the app and handed in.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -34,9 +34,18 @@ if TYPE_CHECKING:
     from sparkdeck.presets import Preset
     from sparkdeck.ui.strip.glance import GlanceStrip
 
-# The machine tab's sampler, its history and its two periods (steady, while an engine
-# starts), as the app was handed them: tests replay recordings faster.
-Sampling = tuple[TelemetrySampler | None, History | None, tuple[float | None, float | None]]
+
+
+class Sampling(NamedTuple):
+    """The machine tab's sampler, its history and its two periods (steady, and while an
+    engine starts), as the app was handed them; None is the real one or the usual pace.
+    Tests replay recordings, faster or never."""
+
+    sampler: TelemetrySampler | None = None
+    history: History | None = None
+    seconds: float | None = None
+    starting_seconds: float | None = None
+
 
 GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
               "log). The line at the bottom is the watchdog of the running engine: it stops "
@@ -55,11 +64,11 @@ class SideTabs(Vertical):
                  preset: Callable[[str], Preset | None], strip: GlanceStrip,
                  **kwargs: str) -> None:
         super().__init__(**kwargs)
-        sampler, history, (steady, starting) = sampling  # None: the real one, the usual pace
         # Held by reference: workers' messages reach them while a dialog is the screen.
         self.machine_tab = MachineTab(
-            sampler or TelemetrySampler(), history or History(), guard,
-            (steady or SAMPLE_SECONDS, starting or STARTING_SAMPLE_SECONDS), id="machine-body")
+            sampling.sampler or TelemetrySampler(), sampling.history or History(), guard,
+            (sampling.seconds or SAMPLE_SECONDS,
+             sampling.starting_seconds or STARTING_SAMPLE_SECONDS), id="machine-body")
         self.metrics_tab = MetricsTab(preset, id="metrics-body")
         self.chat_tab = ChatTab(id="chat-tab-body")
         self.timeline_chart = TimelineChart(id="timeline-chart")
