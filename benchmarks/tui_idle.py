@@ -152,8 +152,8 @@ def first_frame_pairs(sparkdeck: str, bare: str, pairs: int, config: Path,
     for pair in range(1, pairs + 1):
         # alternating: a drift within the pair favours neither app
         order = [("bare", bare), ("sparkdeck", sparkdeck)]
-        times = dict((name, first_frame(command, env))
-                     for name, command in (order if pair % 2 else order[::-1]))
+        times = {name: first_frame(command, env)
+                 for name, command in (order if pair % 2 else order[::-1])}
         gaps.append(times["sparkdeck"] - times["bare"])
         print(f"pair {pair}: first frame sparkdeck {times['sparkdeck']:.3f} s, bare Textual "
               f"{times['bare']:.3f} s: {gaps[-1]:+.3f} s", flush=True)

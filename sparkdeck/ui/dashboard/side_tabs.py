@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from sparkdeck.ui.strip.glance import GlanceStrip
 
 
-
 class Sampling(NamedTuple):
     """The machine tab's sampler, its history and its two periods (steady, and while an
     engine starts), as the app was handed them; None is the real one or the usual pace.
