@@ -127,12 +127,33 @@ ANY_TEXT = re.compile(r"\S")
 BTOP_DATA = re.compile(r"(?i)cpu")
 
 
+def run_env(config: Path, data: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment each measured start gets: the run's own config and data dirs."""
+    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
+           "TERM": "xterm-256color", "COLORTERM": "truecolor", **(extra or {})}
+    if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    return env
+
+
+def spawn(command: str, env: dict[str, str]) -> float:
+    """Start `command` in a detached 120x40 tmux session; returns when it was started."""
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    new_session = ("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
+                   f"exec env {exports} {command}")
+    try:
+        started = time.monotonic()
+        tmux(*new_session)
+    except subprocess.CalledProcessError:  # the last run's tmux server was still exiting
+        time.sleep(0.5)
+        started = time.monotonic()
+        tmux(*new_session)
+    return started
+
+
 def first_frame(command: str, env: dict[str, str]) -> float:
     """Seconds from spawning `command` in tmux until its header is on the screen; then closed."""
-    exports = " ".join(f"{k}={v}" for k, v in env.items())
-    started = time.monotonic()
-    tmux("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
-         f"exec env {exports} {command}")
+    started = spawn(command, env)
     try:
         return wait_for(HEADER, started)
     finally:
@@ -143,11 +164,7 @@ def first_frame(command: str, env: dict[str, str]) -> float:
 def first_frame_pairs(sparkdeck: str, bare: str, pairs: int, config: Path,
                       data: Path) -> list[float]:
     """Each pair's sparkdeck first frame less bare Textual's, the two started back to back."""
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "TERM": "xterm-256color", "COLORTERM": "truecolor",
-           "SPARKDECK_RUNTIME_DIR": str(data / "run")}  # never the user's service
-    if "DOCKER_HOST" in os.environ:
-        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    env = run_env(config, data, {"SPARKDECK_RUNTIME_DIR": str(data / "run")})  # not the user's
     gaps = []
     for pair in range(1, pairs + 1):
         # alternating: a drift within the pair favours neither app
@@ -164,20 +181,7 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
             launch_row: int | None = None, frame: re.Pattern[str] = HEADER,
             figure: re.Pattern[str] = MEMORY_FIGURE,
             extra_env: dict[str, str] | None = None) -> dict[str, float]:
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "TERM": "xterm-256color", "COLORTERM": "truecolor", **(extra_env or {})}
-    if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
-        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
-    exports = " ".join(f"{k}={v}" for k, v in env.items())
-    new_session = ("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
-                   f"exec env {exports} {sparkdeck}")
-    started = time.monotonic()
-    try:
-        tmux(*new_session)
-    except subprocess.CalledProcessError:  # the last run's tmux server was still exiting
-        time.sleep(0.5)
-        started = time.monotonic()
-        tmux(*new_session)
+    started = spawn(sparkdeck, run_env(config, data, extra_env))
     try:
         pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
         first_frame = wait_for(frame, started)
