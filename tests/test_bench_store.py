@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,31 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
         BenchStore(path).runs()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_readers_meeting_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """A benchmark starting while the history is read: each found no schema and created it,
+    and all but the first failed with "table runs already exists" (a CI failure)."""
+    failures: list[BaseException] = []
+    for round_ in range(15):
+        path = tmp_path / f"bench-{round_}.sqlite3"
+        start = threading.Barrier(6)
+
+        def read(path: Path = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                assert BenchStore(path).runs() == []
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                failures.append(exc)
+
+        threads = [threading.Thread(target=read) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert failures == []
 
 
 def test_a_broken_file_is_named_in_the_error(tmp_path: Path) -> None:

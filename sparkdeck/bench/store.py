@@ -28,7 +28,8 @@ from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
 
 SCHEMA_VERSION = 1
-_SCHEMA = """
+# statements, run one by one inside the transaction that creates the file (BenchStore._migrate)
+_SCHEMA = ("""
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
     started_at TEXT NOT NULL,
@@ -44,8 +45,7 @@ CREATE TABLE runs (
     prompt_plan TEXT,
     peaks TEXT,
     warnings TEXT
-);
-CREATE INDEX runs_model ON runs (model, fingerprint_key);
+)""", "CREATE INDEX runs_model ON runs (model, fingerprint_key)", """
 CREATE TABLE points (
     run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     concurrency INTEGER NOT NULL,
@@ -59,8 +59,7 @@ CREATE TABLE points (
     summary TEXT NOT NULL,
     requests_detail TEXT NOT NULL,
     PRIMARY KEY (run_id, concurrency)
-);
-"""
+)""")
 
 
 class BenchStoreError(Exception):
@@ -143,15 +142,24 @@ class BenchStore:
             conn.close()
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
             return
-        if version > SCHEMA_VERSION:
-            raise BenchStoreError(f"{self.path}: written by a newer sparkdeck (schema "
-                                  f"{version}, this one knows {SCHEMA_VERSION}); not touched")
-        with conn:
-            conn.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};"
-                               "COMMIT;")
+        # Two processes can meet a new file at once (a benchmark starting while the history
+        # is read): the write lock first, then the version again, so only one creates it.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise BenchStoreError(f"{self.path}: written by a newer sparkdeck (schema "
+                                      f"{version}, this one knows {SCHEMA_VERSION}); not touched")
+            if version < SCHEMA_VERSION:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
 
     def _run_lock(self, run_id: int) -> FileLock:
         """Held by the process running `run_id` until it records the outcome: the kernel
