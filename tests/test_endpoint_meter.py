@@ -97,3 +97,15 @@ def test_a_stream_read_in_one_go_has_no_decode_speed():
                b'[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\ndata: [DONE]\n\n')
     figures = meter.figures()
     assert figures["output_tokens"] == 5 and figures["decode_tps"] is None
+
+
+def test_a_stream_has_ended_only_once_its_done_event_came_through():
+    """A client that hangs up after [DONE] got the whole answer: not an early disconnect."""
+    cut = Meter(0.0, stream=True, readable=True)
+    cut.feed(RECORDED[:len(RECORDED) // 2])
+    assert not cut.stream_ended()
+    whole = Meter(0.0, stream=True, readable=True)
+    for start in range(0, len(RECORDED), 5):  # [DONE] cut across reads
+        whole.feed(RECORDED[start:start + 5])
+    assert whole.stream_ended()
+    assert not Meter(0.0, stream=False, readable=True).stream_ended()

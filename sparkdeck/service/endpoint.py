@@ -259,12 +259,15 @@ class Forwarder:
         headers = [(k, v) for k, v in answer.raw_headers if k.lower() not in _HOP
                    or k.lower() == b"content-length"]
 
+        answered = asyncio.Event()  # the engine's answer was handed on to its end
+
         async def pump() -> None:
             if not await self.gate.begin_answer(send, answer, headers, opened):
                 return  # an engine's error put into the stream a switch wait opened
             async for chunk in answer.aiter_raw():
                 meter.feed(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            answered.set()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         async def gone() -> None:
@@ -276,15 +279,15 @@ class Forwarder:
         try:
             await asyncio.wait((pumping, watching), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            ended = pumping.done()  # before the cancels below: the answer went out in full
             for task in (pumping, watching):
                 task.cancel()
             await asyncio.gather(pumping, watching, return_exceptions=True)
             broke = None if pumping.cancelled() else pumping.exception()
-            # uvicorn reports a disconnect as soon as a complete answer is sent, often in the
-            # same loop pass as the pump's end: that is no client leaving early
+            # uvicorn reports a disconnect as soon as the closing send is made, even while
+            # that send still waits to drain, and a client may hang up after a stream's
+            # [DONE]: after the whole answer, no client left early
             meter.disconnected = (watching.done() and not watching.cancelled()
-                                  and not (ended and broke is None))
+                                  and not (answered.is_set() or meter.stream_ended()))
             if broke is not None:
                 meter.failed = "the answer broke off: " + (
                     broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__)

@@ -57,6 +57,11 @@ class Meter:
             else:
                 self._whole = False
 
+    def stream_ended(self) -> bool:
+        """The stream's closing `data: [DONE]` came through: a client may hang up after it
+        (OpenAI's client does) without waiting for the body's last empty chunk."""
+        return self.stream and bytes(self._kept[-32:]).rstrip().endswith(b"data: [DONE]")
+
     def figures(self) -> dict[str, Any]:
         """Fields of a RequestRecord: tokens, where they came from, TTFT, decode speed."""
         ended = time.monotonic()
