@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,8 +48,13 @@ def one_run(seconds: float, tmp: Path) -> tuple[float, float]:
     env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(tmp / "config"),
            "SPARKDECK_DATA_DIR": str(tmp / "data")}
     server = subprocess.Popen([sys.executable, "-m", "sparkdeck", "web", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                              text=True)
     try:
+        assert server.stdout is not None
+        printed = re.search(r"open (http://\S+)", server.stdout.readline())
+        if printed is None:
+            raise SystemExit("sparkdeck web printed no URL")
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -61,7 +67,7 @@ def one_run(seconds: float, tmp: Path) -> tuple[float, float]:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(printed.group(1))  # the URL with its token
             page.wait_for_selector(".textual-terminal.-connected", timeout=30_000)
             page.wait_for_timeout(8_000)  # start-up work done, every panel live
             relay = psutil.Process(server.pid)

@@ -6,36 +6,29 @@ JavaScript terminal come from its own package (static/ and templates/ in the whe
 nothing is fetched from the internet (the page names a web font it does without offline).
 
 It listens on 127.0.0.1 unless told otherwise: from a laptop, an ssh tunnel reaches it
-(`ssh -L 8000:127.0.0.1:8000 spark`, then http://127.0.0.1:8000/). On any other address
-anyone on the network could drive the dashboard, so the whole site then lives under a random
-token (`http://HOST:PORT/<token>/`, printed once at start): every other path answers 403,
-the page, its files and its websocket included.
+(`ssh -L 8000:127.0.0.1:8000 spark`, then the printed URL). On every address, loopback
+included, the site needs the token printed once at start (web_doors.py: a cookie after the
+first visit, Host and Origin checked on every request), since any local user and any page
+open in the browser can reach loopback.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import secrets
 import shlex
 import socket
 import sys
+from typing import Any, TextIO
 
+import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.server import Server
 
+from sparkdeck.ui.web_doors import (TOKEN_PARAM, WILDCARDS, Doors, guard, local_names,
+                                    loopback_only)
+
 DEFAULT_PORT = 8000
-WILDCARDS = ("0.0.0.0", "::", "")
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
 
 
 def app_command() -> str:
@@ -45,62 +38,95 @@ def app_command() -> str:
 
 
 def public_url(host: str, port: int) -> str:
-    """The address the browser uses for the page's files and websocket: the host given, or
-    this machine's name when listening on every interface."""
+    """The address to print: the host given, or this machine's name when listening on every
+    interface."""
     shown = socket.getfqdn() if host in WILDCARDS else host
     if ":" in shown:  # an IPv6 literal
         shown = f"[{shown}]"
     return f"http://{shown}:{port}"
 
 
-async def refuse(request: web.Request) -> web.Response:
-    """Any path outside the token's: no page, no files, no websocket."""
-    return web.Response(status=403, text="sparkdeck web: this address needs the URL with "
-                                         "its token, as printed when the server started\n")
+class Redacting(logging.Filter):
+    """Replaces the token wherever it would appear in a log line (a URL, an exception)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self._token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info:  # the traceback is part of the line: format it here, redacted
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+            record.exc_info, record.exc_text = None, None
+        record.msg, record.args = text.replace(self._token, "<token>"), None
+        return True
 
 
 class DashboardServer(Server):
-    """textual-serve's server, mounted under /<token>/ when a token is set."""
+    """textual-serve's server behind web_doors' checks. `url` set: the page's own URLs use
+    it (a proxy in front); else they follow the Host the browser used, so a cookie set on
+    `localhost` goes with the websocket to `localhost` too."""
 
-    def __init__(self, host: str, port: int, token: str | None,
-                 url: str | None = None, command: str | None = None) -> None:
+    def __init__(self, host: str, port: int, token: str, url: str | None = None,
+                 command: str | None = None) -> None:
         super().__init__(command or app_command(), host=host, port=port, title="sparkdeck",
                          public_url=url or public_url(host, port))
         self.token = token
+        self._fixed_url = url is not None
+        extra = local_names() if host in WILDCARDS else ()
+        self.doors = Doors.for_server(token, host, port, self.public_url, extra)
 
     def initialize_logging(self) -> None:
-        super().initialize_logging()
-        if self.token:  # the access log would write the token out with every request
-            logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+        # plain lines to stderr: no access log (its URLs), no tracebacks with local
+        # variables (rich's), and the token redacted from anything that still carries it
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(Redacting(self.token))
+        logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
     @property
     def address(self) -> str:
-        """The URL to open (with the token when there is one)."""
-        return f"{self.public_url}/{self.token}/" if self.token else f"{self.public_url}/"
+        """The URL to open, with the token."""
+        return f"{self.public_url}/?{TOKEN_PARAM}={self.token}"
 
     async def _make_app(self) -> web.Application:
         site = await super()._make_app()
-        if self.token is None:
-            return site
-        outer = web.Application()
-        outer.add_subapp(f"/{self.token}", site)  # the page builds its URLs from its router
-        outer.router.add_route("*", "/{tail:.*}", refuse)
-        return outer
+        site.middlewares.append(guard(self.doors))
+        return site
+
+    async def handle_index(self, request: web.Request) -> Any:
+        """textual-serve's page, its URLs built from the address the browser used."""
+        base = self.public_url if self._fixed_url else f"{request.scheme}://{request.host}"
+        static = base + str(request.app.router["static"].url_for(filename="/")).rstrip("/")
+        socket_url = base + str(request.app.router["websocket"].url_for())
+        scheme = "wss:" if base.startswith("https") else "ws:"
+        context = {"font_size": _int(request.query.get("fontsize"), 16),
+                   "app_websocket_url": scheme + socket_url.split(":", 1)[1],
+                   "config": {"static": {"url": static + "/"}},
+                   "application": {"name": self.title}}
+        return aiohttp_jinja2.render_template("app_index.html", request, context)
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
 
 
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, url: str | None = None,
-          out=None) -> int:
-    """Serve the dashboard until interrupted; the token (off loopback) is printed once."""
+          out: TextIO | None = None) -> int:
+    """Serve the dashboard until interrupted; the token URL is printed once, here only."""
     out = out or sys.stdout
-    token = None if is_loopback(host) else secrets.token_urlsafe(24)
-    server = DashboardServer(host, port, token, url)
-    if token:
-        print(f"sparkdeck web on {host}:{port}, reachable beyond this machine: open "
-              f"{server.address} (the token is shown only now)", file=out, flush=True)
-    else:
-        print(f"sparkdeck web: open {server.address} (from a laptop: "
-              f"ssh -L {port}:127.0.0.1:{port} THIS-HOST, then the same address)",
+    server = DashboardServer(host, port, secrets.token_urlsafe(24), url)
+    if loopback_only(host):
+        print(f"sparkdeck web: open {server.address}\n  (the token is shown only now; any "
+              f"local user can reach {host}:{port}, and the token keeps them out. From a "
+              f"laptop: ssh -L {port}:127.0.0.1:{port} THIS-HOST, then the same URL)",
               file=out, flush=True)
+    else:
+        print(f"sparkdeck web on {host}:{port}, reachable beyond this machine: open "
+              f"{server.address}\n  (the token is shown only now)", file=out, flush=True)
     server.serve()
     return 0
-

@@ -9,7 +9,7 @@ DEFAULT_PORT = 8000  # sparkdeck.ui.web.DEFAULT_PORT, without importing aiohttp 
 
 def register(sub: argparse._SubParsersAction) -> None:
     web = sub.add_parser("web", help="serve the dashboard to a browser (127.0.0.1 unless "
-                                     "--host; any other address needs the printed token)")
+                                     "--host; every address needs the token URL it prints)")
     web.add_argument("--host", default="127.0.0.1",
                      help="address to listen on (default 127.0.0.1; reach it with ssh -L)")
     web.add_argument("--port", type=int, default=DEFAULT_PORT,
