@@ -1,6 +1,7 @@
 """How to point a client at the service's OpenAI endpoint, for `sparkdeck endpoint` and the
-TUI's connect screen alike: the base URL, whether the service and its endpoint answer, the
-model names, whether a key is needed, and snippets to paste.
+TUI's connect screen alike: the base URL, the address it listens on and who can reach it,
+whether the service and its endpoint answer, the model names, whether a key is needed (and
+who can switch the engine without one), and snippets to paste.
 
 The key's *value* never leaves this process's environment: a snippet names the environment
 variable (`$SPARKDECK_API_KEY`, `os.environ["SPARKDECK_API_KEY"]`), and the value is only
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkdeck.presets import PresetCatalog, load_catalog
-from sparkdeck.service.endpoint import api_key, listen_address
+from sparkdeck.service.endpoint import api_key, is_loopback, listen_address
 from sparkdeck.settings import EndpointSettings
 
 ASK_TIMEOUT_S = 5.0
@@ -54,13 +55,31 @@ class ConnectInfo:
     service_pid: int | None = None  # None: no service answers on this user's socket
     service_problem: str | None = None  # a service of another version, say
     snippets: tuple[Snippet, ...] = field(default=())
+    switch_on_request: bool = False
 
     @property
     def running_model(self) -> str | None:
         return next((m.id for m in self.models if m.running), None)
 
+    @property
+    def listens(self) -> str:
+        """The address the endpoint is bound to (0.0.0.0:8400), not the URL shown to reach it."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def lan(self) -> bool:
+        return not is_loopback(self.host)
+
+    @property
+    def anyone_local_can_switch(self) -> bool:
+        """switch_on_request with no key: every local process may switch the engine."""
+        return self.switch_on_request and not self.key_required
+
     def to_json(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "host": self.host, "port": self.port,
+                "listens": self.listens, "lan": self.lan, "reachable_by": reach_line(self),
+                "switch_on_request": self.switch_on_request,
+                "anyone_local_can_switch": self.anyone_local_can_switch,
                 "key_required": self.key_required, "key_env": self.key_env,
                 "running": self.running_model, "models": [m.id for m in self.models],
                 "models_from": self.models_from, "problem": self.endpoint_problem,
@@ -132,7 +151,8 @@ def read_connect_info(settings: EndpointSettings,
     if problem is not None:
         models, models_from = preset_models(catalog_loader()), "presets"
     info = ConnectInfo(base, host, port, settings.api_key_env, key is not None, models,
-                       models_from, problem, pid, service_problem)
+                       models_from, problem, pid, service_problem,
+                       switch_on_request=settings.switch_on_request)
     return ConnectInfo(**{**info.__dict__, "snippets": build_snippets(info)})
 
 
@@ -172,6 +192,38 @@ def key_line(info: ConnectInfo) -> str:
     return f"none (set ${info.key_env} where the service starts to require one)"
 
 
+def listens_line(info: ConnectInfo) -> str:
+    """The bound address, and what a wildcard means."""
+    wildcard = {"0.0.0.0": "every IPv4 address of this machine",
+                "::": "every address of this machine"}.get(info.host)
+    return info.listens + (f" ({wildcard})" if wildcard else "")
+
+
+def reach_line(info: ConnectInfo) -> str:
+    """Who can send the endpoint requests. Loopback is not private: every user of the
+    machine can connect to it, so without a key it is theirs too."""
+    if info.lan:
+        return (f"the network: any machine that can reach {info.listens}, and every user of "
+                f"this machine, each with the key (${info.key_env})")
+    if info.key_required:
+        return f"processes on this machine that send the key (${info.key_env})"
+    return (f"every user of this machine, with no key (loopback); to close it to the others, "
+            f"set ${info.key_env} where the service starts and [endpoint] "
+            "require_key_on_loopback = true")
+
+
+def switch_line(info: ConnectInfo) -> str | None:
+    """Who can switch the engine through the endpoint (None: switch_on_request is off)."""
+    if not info.switch_on_request:
+        return None
+    if info.key_required:
+        return "on: a request naming another preset's model switches the engine (with the key)"
+    return (f"on, with no key: any local process (any user of this machine) can switch the "
+            f"engine by naming another preset's model; to close it set ${info.key_env} where "
+            "the service starts (and require_key_on_loopback = true), or switch_on_request "
+            "= false")
+
+
 def service_line(info: ConnectInfo) -> str:
     """The service and its endpoint in words."""
     if info.service_problem:
@@ -198,8 +250,11 @@ def models_note(info: ConnectInfo) -> str | None:
 
 def as_text(info: ConnectInfo) -> str:
     """What `sparkdeck endpoint` prints."""
-    lines = [f"base URL      {info.base_url}", f"API key       {key_line(info)}",
-             f"status        {service_line(info)}"]
+    lines = [f"base URL      {info.base_url}", f"listens on    {listens_line(info)}",
+             f"reachable by  {reach_line(info)}", f"API key       {key_line(info)}"]
+    if (switching := switch_line(info)) is not None:
+        lines.append(f"switching     {switching}")
+    lines.append(f"status        {service_line(info)}")
     if info.endpoint_problem:
         lines.append(f"              {info.endpoint_problem}")
     lines += [f"model         {line}" for line in model_lines(info)]

@@ -6,18 +6,17 @@ go to the running engine: sparkdeck's once its guard follower has seen it answer
 check, else the one attached engine (sparkdeck.endpoints.resolve, the one resolver). The
 answer streams back as the engine sends it (status, headers less the hop-by-hop ones, error
 bodies untouched); a client that goes away closes the upstream connection, which is how an
-engine learns to abort the request. The request body is read whole first (capped): its
-`model` decides whether it may go through, or makes the service switch engines first
-(switching.py). `/v1/models` lists every preset's model and the running engine's own. Each
-request becomes a line of the request log (request_log.py).
+engine learns to abort the request. The request body is read whole first, within a bound
+on all the bodies held at once (request_body.py): its `model` decides whether it may go
+through, or makes the service switch engines first (switching.py). `/v1/models` lists every
+preset's model and the running engine's own. Each request, and each refusal, becomes one
+line of the request log (request_log.py, endpoint_refusals.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
-import json
 import os
 import socket
 import time
@@ -33,9 +32,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkdeck.endpoints import answers, managed_endpoint, resolve
+from sparkdeck.service.endpoint_refusals import (
+    KeyRequired, arrival, log_refusal, openai_error, routing_refusals, write_record,
+)
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.stream_meter import Meter
 from sparkdeck.service.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
+from sparkdeck.service.request_body import (
+    Asked, BodyBudget, HeldBody, asked_of, read_body, with_model,
+)
 from sparkdeck.service.request_log import RequestLog, RequestRecord
 from sparkdeck.settings import EndpointSettings
 
@@ -45,7 +50,6 @@ if TYPE_CHECKING:
 
 PORT_ENV = "SPARKDECK_ENDPOINT_PORT"  # overrides [endpoint] port (tests use a free port)
 FORWARDED = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
-MAX_REQUEST = 64 * 2**20  # a request body is read whole (its model decides): capped
 FIND_EVERY_S = 1.0  # how long a resolved engine is trusted before looking again
 CATALOG_EVERY_S = 5.0
 # hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, never forwarded; host and
@@ -56,8 +60,8 @@ _HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-a
 
 
 class EndpointRefused(Exception):
-    """The endpoint's settings are unsafe (the LAN without a key): the service refuses to
-    start and says how to fix it."""
+    """The endpoint's settings are unsafe (the LAN without a key, or no key where the owner
+    asked for one on loopback too): the service refuses to start and says how to fix it."""
 
 
 def listen_address(settings: EndpointSettings) -> tuple[str, int]:
@@ -77,14 +81,24 @@ def is_loopback(host: str) -> bool:
 
 
 def check_exposure(settings: EndpointSettings) -> None:
-    """Raise EndpointRefused for a LAN address without an API key."""
+    """Raise EndpointRefused for a LAN address without an API key, and for loopback without
+    one when [endpoint] require_key_on_loopback asks for it (loopback is every local user's:
+    without a key any of them may use the engine, and switch it with switch_on_request)."""
     host, _ = listen_address(settings)
-    if not is_loopback(host) and api_key(settings) is None:
+    if api_key(settings) is not None:
+        return
+    if not is_loopback(host):
         raise EndpointRefused(
             f"[endpoint] host = {host!r} would open the OpenAI endpoint to the network "
             f"without an API key: set one in the environment variable "
             f"{settings.api_key_env} where the service starts, or use host = \"127.0.0.1\" "
             "(and `ssh -L` to reach it from another machine)")
+    if settings.require_key_on_loopback:
+        raise EndpointRefused(
+            "[endpoint] require_key_on_loopback = true, but the environment variable "
+            f"{settings.api_key_env} holds no API key: set one where the service starts "
+            "(the unit's Environment= or the shell), or set require_key_on_loopback = false "
+            "(every user of this machine can then use the endpoint)")
 
 
 def open_listener(settings: EndpointSettings) -> socket.socket:
@@ -95,13 +109,6 @@ def open_listener(settings: EndpointSettings) -> socket.socket:
     sock = socket.create_server((host, port), family=family, backlog=256)
     sock.set_inheritable(False)
     return sock
-
-
-def openai_error(status: int, message: str, kind: str, code: str,
-                 headers: dict[str, str] | None = None) -> JSONResponse:
-    """An error body shaped like OpenAI's, which its clients show as the message."""
-    return JSONResponse({"error": {"message": message, "type": kind, "code": code}},
-                        status_code=status, headers=headers)
 
 
 @dataclass(frozen=True)
@@ -192,28 +199,25 @@ class Forwarder:
     would add, no cookie jar shared between callers)."""
 
     def __init__(self, finder: UpstreamFinder, pool: UpstreamPool, log: RequestLog,
-                 key: str | None, gate: SwitchGate) -> None:
+                 key: str | None, gate: SwitchGate, budget: BodyBudget | None = None) -> None:
         self.finder, self._pool, self.log, self._key, self.gate = finder, pool, log, key, gate
+        self.budget = budget or BodyBudget()  # the bodies held at once, across requests
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        arrived, wall = time.monotonic(), time.time()
-        client = scope.get("client") or ("?", 0)
-        record = {"time": wall, "client": f"{client[0]}:{client[1]}", "path": scope["path"],
-                  "model": None, "stream": False}
-        body, too_big = await _read_body(receive)
-        if too_big:
-            await self._refuse(scope, receive, send, record, openai_error(
-                413, f"the request body is over {MAX_REQUEST // 2**20} MiB",
-                "invalid_request_error", "request_too_large"))
-            return
+        arrived, record = time.monotonic(), arrival(scope)
+        held = await read_body(scope, receive, self.budget)
         try:
-            payload = json.loads(body) if body else None
-        except ValueError:
-            payload = None  # not JSON: the engine says what is wrong with it
-        if isinstance(payload, dict):
-            record["model"] = payload.get("model") if isinstance(payload.get("model"),
-                                                                 str) else None
-            record["stream"] = payload.get("stream") is True
+            await self._forward(scope, receive, send, arrived, record, held)
+        finally:
+            held.release()
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, arrived: float,
+                       record: dict[str, Any], held: HeldBody) -> None:
+        asked = held.refusal or asked_of(held.body or b"")
+        if not isinstance(asked, Asked):
+            await self._refuse(scope, receive, send, record, asked)
+            return
+        record["model"], record["stream"] = asked.model, asked.stream
         upstream, why = await self.finder.find()
         # a switch that runs, or that this model asks for, is waited for first (switching.py)
         admitted = await self.gate.admit(record, upstream, receive, send)
@@ -232,8 +236,7 @@ class Forwarder:
             if model in upstream.aliases:
                 # the preset's name for the model the engine serves under another id
                 # (llama-server: the file path): the request means the running model
-                payload["model"] = upstream.model_ids[0]
-                body = json.dumps(payload).encode()
+                held.body = with_model(held.body or b"", upstream.model_ids[0])
             else:
                 await self._refuse(scope, receive, send, record,
                                    await self.gate.wrong_model(model, upstream), opened)
@@ -243,16 +246,18 @@ class Forwarder:
         target = upstream.url + scope["path"] + (
             "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
         try:
-            answer = await self._pool.send(scope["method"], target, headers, body)
+            answer = await self._pool.send(scope["method"], target, headers, held.body or b"")
         except UpstreamError as exc:
             await self._refuse(scope, receive, send, record, openai_error(
                 502, f"the engine {upstream.name} did not answer ({exc.kind}): "
                 "see `sparkdeck status`", "upstream_error", "engine_unreachable"), opened)
             return
+        held.release()  # sent: the answer may stream for minutes without it
         meter = Meter(arrived, record["stream"],
                       answer.content_encoding in (None, "identity"))
         await self._relay(answer, meter, receive, send, opened)
-        self._write(RequestRecord(**record, status=answer.status_code, **meter.figures()))
+        write_record(self.log, RequestRecord(**record, status=answer.status_code,
+                                             **meter.figures()))
 
     async def _relay(self, answer: UpstreamAnswer, meter: Meter, receive: Receive,
                      send: Send, opened: bool = False) -> None:
@@ -295,48 +300,9 @@ class Forwarder:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send,
                       record: dict[str, Any], response: Response, opened: bool = False) -> None:
-        message = json.loads(response.body)["error"]["message"]
         await (self.gate.error_in_stream(send, response) if opened
                else response(scope, receive, send))
-        self._write(RequestRecord(**record, status=response.status_code, error=message))
-
-    def _write(self, record: RequestRecord) -> None:
-        # the file append happens off the event loop; its order is not a promise
-        asyncio.get_running_loop().run_in_executor(None, self.log.append, record)
-
-
-async def _read_body(receive: Receive) -> tuple[bytes, bool]:
-    chunks, size, more = [], 0, True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_REQUEST:
-            return b"", True
-        chunks.append(chunk)
-        more = message.get("more_body", False)
-    return b"".join(chunks), False
-
-
-class KeyRequired:
-    """ASGI middleware: with an API key set, every request shows `Authorization: Bearer`."""
-
-    def __init__(self, app: ASGIApp, key: str | None) -> None:
-        self.app, self._key = app, (f"Bearer {key}".encode() if key else None)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._key is not None and scope["type"] == "http":
-            shown = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(shown, self._key):
-                await openai_error(401, "this endpoint needs its API key: send "
-                                   "`Authorization: Bearer <key>` (the key is in the "
-                                   "service's environment; `sparkdeck endpoint` names the "
-                                   "variable)", "invalid_request_error", "invalid_api_key"
-                                   )(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        log_refusal(self.log, record, response)
 
 
 def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
@@ -350,8 +316,8 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
 
     pool = UpstreamPool()  # its session is made with the first request, in the serving loop
     finder = UpstreamFinder(follower, pool, catalog or load_catalog)
-    forward = Forwarder(finder, pool, log or RequestLog(), api_key(settings),
-                        SwitchGate(owner, settings, finder))
+    log = log or RequestLog()
+    forward = Forwarder(finder, pool, log, api_key(settings), SwitchGate(owner, settings, finder))
 
     async def models(request: Request) -> Response:
         upstream, _ = await finder.find()
@@ -362,7 +328,7 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
 
     routes = [Route("/v1/models", models), *(Route(p, forward, methods=["POST"])
                                              for p in FORWARDED)]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers=routing_refusals(log))
 
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
         # a forwarded POST goes straight to the forwarder, not through Starlette's router
@@ -373,7 +339,7 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
         else:
             await app(scope, receive, send)
 
-    return KeyRequired(dispatch, api_key(settings)), closed
+    return KeyRequired(dispatch, api_key(settings), log), closed
 
 
 class EndpointListener:
