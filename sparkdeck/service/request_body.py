@@ -102,8 +102,9 @@ async def read_body(scope: Scope, receive: Receive, budget: BodyBudget) -> HeldB
     while more:
         message = await receive()
         if message["type"] == "http.disconnect":
-            held.refusal = openai_error(499, "the client disconnected while sending its body",
-                                        "client_closed", "client_disconnected")
+            # the client left, or uvicorn dropped a malformed body (it answered that 400)
+            held.refusal = openai_error(499, "the connection ended before the whole body "
+                                        "came", "client_closed", "client_disconnected")
             return held
         chunk = message.get("body", b"")
         need = len(body) + len(chunk) - held.taken  # > 0 only for a body without a length
