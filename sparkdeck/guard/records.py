@@ -8,12 +8,15 @@ for memory (`sparkdeck stop`, the TUI's stop): it keeps what the engine itself h
 before the stop (and where that figure came from), its host PIDs, and MemAvailable and the
 host's AnonPages + Shmem at that moment, so the next launch can tell how much of it has come
 back (sparkdeck.guard.switch). An action record keeps the decision and the last 60 s of
-readings, so a stop can be understood afterwards. All writes are atomic.
+readings, so a stop can be understood afterwards. All writes are atomic; an action record
+the disk cannot take is held in memory until it can (see `write_action`).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -155,20 +158,117 @@ def settle_launch_records(engines: Sequence[Any], launch_in_progress: bool) -> S
     return Settled(tuple(dropped), tuple(adopted))
 
 
+# Action records the data dir could not take (a full disk): kept in this process, in order,
+# until a later write, `write_held()` or a `service status` finds room for them. The guard's
+# decision is what a person asks about after a stop, so losing it to ENOSPC is not an option;
+# process-wide because the watchdog that decided may be gone (it ends with its engine) by the
+# time space comes back. Bounded: a disk that stays full for days keeps the newest.
+MAX_HELD = 200
+_held: list[tuple[Path, dict[str, Any], str]] = []  # (path, record, why it is not written)
+_held_lock = threading.Lock()
+STOP_ACTIONS = ("stopping", "stop failed", "killed directly", "stopped")
+_NAME = re.compile(r"^\d{8}-\d{6}-\d{9}-(?P<action>.+?)(?:-(?P<cid>[0-9a-f]{12}))?\.json$")
+
+
+class RecordHeld(OSError):
+    """An action record was not written (it is held in memory and written later)."""
+
+
 def write_action(action: str, engine: str, decision: Decision,
-                 window: Sequence[Reading], note: str | None = None) -> Path:
+                 window: Sequence[Reading], note: str | None = None,
+                 container_id: str | None = None) -> Path:
     """Record one watchdog action ("stopping", "stop failed", "killed directly", "stopped",
-    "warned", "would stop") with its window; `note` says what the stop attempt found."""
+    "warned", "would stop") with its window; `note` says what the stop attempt found. The
+    container's short id ends the file name, so a later watchdog of the same container can
+    find a stop that was not carried through (`pending_stop`) without reading every file.
+
+    Raises RecordHeld when the data dir cannot take it: the record is then kept in memory
+    (`held_actions`) and written, in order, by the next write or `write_held()`."""
     now = time.time_ns()  # the file names sort in the order the actions were taken
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now / 1e9))
-    path = actions_dir() / f"{stamp}-{now % 10**9:09d}-{action.replace(' ', '-')}.json"
+    short = f"-{container_id[:12]}" if container_id else ""
+    path = actions_dir() / f"{stamp}-{now % 10**9:09d}-{action.replace(' ', '-')}{short}.json"
     data: dict[str, Any] = {"action": action, "engine": engine, "at": _stamp(),
                             "decision": decision.to_dict()}
     if note is not None:
         data["note"] = note
-    paths.atomic_write_text(path, json.dumps({**data, "window": [r.to_dict() for r in window]},
-                                             indent=1))
+    if container_id:
+        data["container_id"] = container_id
+    data["window"] = [r.to_dict() for r in window]
+    with _held_lock:
+        _held.append((path, data, ""))
+        left = _write_held_locked()
+    if left:
+        why = _held[0][2]
+        raise RecordHeld(f"the guard's record of {action!r} was not written ({why}); "
+                         f"kept in memory with {left - 1} other{'s' * (left != 2)} until the "
+                         "data dir has room")
     return path
+
+
+def _write_held_locked() -> int:
+    """Write the held records oldest first, stopping at the first failure (order matters:
+    "stopped" must not land before its "stopping"); the number still held."""
+    while _held:
+        path, data, _ = _held[0]
+        try:
+            paths.atomic_write_text(path, json.dumps(data, indent=1))
+        except OSError as exc:
+            _held[0] = (path, data, exc.strerror or str(exc))
+            while len(_held) > MAX_HELD:  # warnings go first: a stop's records stay
+                drop = next((i for i, (_, d, _) in enumerate(_held)
+                             if d["action"] not in STOP_ACTIONS), 0)
+                del _held[drop]
+            return len(_held)
+        _held.pop(0)
+    return 0
+
+
+def write_held() -> int:
+    """Try the held records again (space may be back); the number still held."""
+    with _held_lock:
+        return _write_held_locked() if _held else 0
+
+
+def held_actions() -> list[dict[str, Any]]:
+    """The records not written yet, oldest first, without their windows (for status)."""
+    with _held_lock:
+        return [{**{k: v for k, v in data.items() if k != "window"}, "file": str(path),
+                 "not_written": why or "not written yet"} for path, data, why in _held]
+
+
+def pending_stop(container_id: str) -> dict[str, Any] | None:
+    """The stop decision ("stopping" record) of `container_id` that no "stopped" record has
+    followed, written or held; None when there is none. A watchdog host that ends (a launch's
+    start-up guard at ready, a TUI's line, a CLI, a service that died) leaves such a stop to
+    whichever watchdog guards the container next: that one must carry it through, whatever
+    its own readings say by then."""
+    if not container_id:
+        return None
+    short = container_id[:12]
+    found: list[tuple[str, str, dict[str, Any] | Path]] = []  # (name, action, data or path)
+    with _held_lock:
+        for path, data, _ in _held:
+            if data.get("container_id") == container_id:
+                found.append((path.name, str(data["action"]), data))
+    for path in actions_dir().glob(f"*-{short}.json"):
+        match = _NAME.match(path.name)
+        if match and match["cid"] == short:
+            found.append((path.name, match["action"].replace("-", " "), path))
+    stops = sorted((f for f in found if f[1] in STOP_ACTIONS), key=lambda f: f[0])
+    if not stops or stops[-1][1] == "stopped":
+        return None
+    for name, action, where in reversed(stops):
+        if action != "stopping":
+            continue
+        if isinstance(where, dict):
+            return {**where, "file": name}
+        try:
+            return {**json.loads(where.read_text()), "file": str(where)}
+        except (OSError, ValueError):
+            break
+    return {"action": "stopping", "container_id": container_id,
+            "decision": {"reasons": ["an earlier stop of this container"]}}
 
 
 def recent_actions(limit: int = 20) -> list[dict[str, Any]]:

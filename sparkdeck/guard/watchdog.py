@@ -14,8 +14,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.guard import records
 from sparkdeck.guard.policy import OK, STOP, WARN, Decision, WatchdogPolicy
@@ -44,6 +45,12 @@ class Watchdog:
     the stop action is called on every step until it reports the container gone. The stop
     action may return None (done) or a StopAttempt (sparkdeck.guard.stopper); one that
     raises is a failed attempt, retried on the next step. The loop keeps deciding meanwhile.
+
+    `resume` is a stop of the same container that an earlier watchdog decided and did not
+    see confirmed (sparkdeck.guard.records.pending_stop): its host ended first (a launch's
+    start-up guard at ready, a window, a CLI, a service that died). The first step carries
+    it through whatever the reading says by then: memory that came back for a moment does
+    not make a stop decision void.
     """
 
     def __init__(self, policy: WatchdogPolicy, read: Callable[[], Reading],
@@ -52,8 +59,11 @@ class Watchdog:
                  on_attempt: Callable[[StopAttempt], None] | None = None,
                  on_error: Callable[[Exception], None] | None = None,
                  record: Callable[..., Path | None] = records.write_action,
-                 clock: Callable[[], float] = time.monotonic, window_s: float = WINDOW_S):
+                 clock: Callable[[], float] = time.monotonic, window_s: float = WINDOW_S,
+                 container_id: str = "", resume: dict[str, Any] | None = None):
         self.policy = policy
+        self.container_id = container_id  # in every record: a later watchdog finds its stop
+        self.resume = resume
         self.read = read
         self.stop = stop
         self.engine = engine
@@ -90,6 +100,9 @@ class Watchdog:
             self.stopping = decision
             # first: the record survives a hung stop
             self.stop_record = self._write("stopping", decision)
+        elif self.resume is not None and self.stopping is None and \
+                self.policy.guard.mode == "stop":  # warn-only since: the user's word now
+            self.stopping, self.stop_record = self._resumed(decision, self.resume)
         elif decision.stop_conditions_met and not (before and before.stop_conditions_met):
             self._write("would stop", decision)  # warn-only mode
         elif decision.level == WARN and (before is None or before.level == OK) and (
@@ -102,6 +115,18 @@ class Watchdog:
         if attempt is not None:
             self.on_attempt(attempt)
         return decision
+
+    @staticmethod
+    def _resumed(decision: Decision, earlier: dict[str, Any]) -> tuple[Decision, Path | None]:
+        """The earlier stop as this watchdog's own decision (its record is already written,
+        or held in memory by sparkdeck.guard.records)."""
+        said = earlier.get("decision")
+        reasons = said.get("reasons") if isinstance(said, dict) else None
+        why = "; ".join(str(r) for r in reasons or ()) or "an earlier decision"
+        record = Path(str(earlier.get("file", "")))
+        return (replace(decision, level=STOP, reasons=(
+            f"carrying through a stop decided earlier and not confirmed ({why})",)),
+                record if record.is_file() else None)
 
     def _attempt_stop(self) -> StopAttempt:
         stopping = self.stopping
@@ -125,9 +150,12 @@ class Watchdog:
 
     def _write(self, action: str, decision: Decision, note: str | None = None) -> Path | None:
         try:
-            path = self.record(action, self.engine, decision, tuple(self.window),
-                               **({"note": note} if note is not None else {}))
+            extra: dict[str, Any] = {"note": note} if note is not None else {}
+            if self.container_id:
+                extra["container_id"] = self.container_id
+            path = self.record(action, self.engine, decision, tuple(self.window), **extra)
         except Exception as exc:  # a full disk must not keep the engine from being stopped
+            # (sparkdeck.guard.records holds the record in memory and writes it later)
             if self.on_error is not None:
                 self.on_error(exc)
             return None
@@ -176,7 +204,8 @@ def engine_watchdog(guard: GuardSettings, runtime: DockerRuntime | None,
                     on_attempt: Callable[[StopAttempt], None] | None = None,
                     on_error: Callable[[Exception], None] | None = None) -> Watchdog:
     """The one way sparkdeck builds a watchdog (the launch, the TUI, `sparkdeck guard`, the
-    benchmark): the policy from settings.toml [guard], the host's readings (or `read`), and
+    benchmark): the policy from settings.toml [guard], the host's readings (or `read`), a
+    stop of this container that an earlier watchdog left unconfirmed, and
     for an engine sparkdeck started the guard's one stop action, a ContainerStopper (Docker
     first, the container's own processes killed directly when Docker does not answer). With
     no engine of sparkdeck's (`engine` or `runtime` None: an attached server) it still
@@ -186,8 +215,12 @@ def engine_watchdog(guard: GuardSettings, runtime: DockerRuntime | None,
     from sparkdeck.guard.stopper import ContainerStopper
 
     stop: Callable[[], StopAttempt | None] = lambda: None  # noqa: E731 (nothing of ours)
+    container_id, resume = "", None
     if runtime is not None and engine is not None:
         stop = ContainerStopper.for_engine(runtime, engine.container_id)
+        # a stop an earlier watchdog of this container decided and never saw confirmed
+        container_id, resume = engine.container_id, records.pending_stop(engine.container_id)
     return Watchdog(WatchdogPolicy(guard), read or HostReadings(), stop,
                     engine=engine.name if engine is not None else label,
-                    on_decision=on_decision, on_attempt=on_attempt, on_error=on_error)
+                    on_decision=on_decision, on_attempt=on_attempt, on_error=on_error,
+                    container_id=container_id, resume=resume)
