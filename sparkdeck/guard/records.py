@@ -171,7 +171,12 @@ _NAME = re.compile(r"^\d{8}-\d{6}-\d{9}-(?P<action>.+?)(?:-(?P<cid>[0-9a-f]{12})
 
 
 class RecordHeld(OSError):
-    """An action record was not written (it is held in memory and written later)."""
+    """An action record was not written: it is held in memory and written later, to
+    `path` (where a later look, `guard --history`, finds it once there is room)."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def write_action(action: str, engine: str, decision: Decision,
@@ -202,7 +207,7 @@ def write_action(action: str, engine: str, decision: Decision,
         why = _held[0][2]
         raise RecordHeld(f"the guard's record of {action!r} was not written ({why}); "
                          f"kept in memory with {left - 1} other{'s' * (left != 2)} until the "
-                         "data dir has room")
+                         "data dir has room", path)
     return path
 
 

@@ -158,7 +158,7 @@ class Watchdog:
             # (sparkdeck.guard.records holds the record in memory and writes it later)
             if self.on_error is not None:
                 self.on_error(exc)
-            return None
+            return getattr(exc, "path", None)  # a held record: where it will be written
         if path is not None:
             self.records.append(path)
         return path

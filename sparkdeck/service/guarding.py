@@ -15,8 +15,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkdeck.guard import records
 from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
 from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
@@ -56,6 +58,9 @@ class GuardFollower:
         self._docker_silent = False
         self._events = None  # Docker's event stream while it is open (runtime.watch)
         self._wake = threading.Event()  # look at Docker now (an event, a launch's end)
+        # The guard's last stop, kept in memory for `service status`: with the engine gone
+        # and a full disk, it is the only place that still says what the guard did and why.
+        self.last_stop: dict[str, object] | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._follow, name="guard-follower",
@@ -79,12 +84,15 @@ class GuardFollower:
     def describe(self) -> dict[str, object]:
         dog, engine = self.dog, self.engine
         last = self.hub.latest.get("guard")
+        records.write_held()  # a status asked for is a good moment to see if space is back
         return {"guarding": engine.name if engine is not None and dog is not None else None,
                 "preset_id": engine.preset_id if engine is not None else None,
                 "hz": self._hz() if dog is not None else None,
                 "mode": self.guard.mode,
                 "stop_pending": bool(dog and dog.stop_pending),
-                "last_decision": last.data if last is not None else None}
+                "last_decision": last.data if last is not None else None,
+                "last_stop": self._last_stop(),
+                "unwritten": records.held_actions()}
 
     def _hz(self) -> float:
         return self.guard.running_hz if self.ready else self.guard.startup_hz
@@ -125,7 +133,9 @@ class GuardFollower:
                     self._guard(runtime, alive)
             if self.engine is not None and not self.ready:
                 self._check_ready()
-            quiet = (self._events is not None and not elsewhere
+            # records a full disk held back: written as soon as there is room again
+            held = records.write_held() > 0
+            quiet = (self._events is not None and not elsewhere and not held
                      and (self.engine is None or self.ready))
             wake.wait(SAFETY_POLL_S if quiet else FOLLOW_S)
 
@@ -168,6 +178,8 @@ class GuardFollower:
 
     def _watch(self, dog: Watchdog, until: threading.Event, engine: EngineState) -> None:
         dog.run(until, self._hz)
+        if dog.stopping is not None:
+            self._note_stop(dog, engine)
         if dog.stopped_by is not None:
             self.hub.publish("engine", state="stopped by the guard", name=engine.name,
                              preset_id=engine.preset_id,
@@ -192,7 +204,31 @@ class GuardFollower:
         self.hub.publish("guard", engine=engine.name if engine else "", **decision.to_dict())
 
     def _attempted(self, attempt: StopAttempt) -> None:
+        dog, engine = self.dog, self.engine
+        if dog is not None and engine is not None and dog.stopping is not None:
+            self._note_stop(dog, engine)
         self.hub.publish("stop-attempt", **attempt.to_dict())
+
+    def _note_stop(self, dog: Watchdog, engine: EngineState) -> None:
+        stopping = dog.stopping
+        assert stopping is not None
+        last = dog.attempts[-1] if dog.attempts else None
+        earlier = self.last_stop
+        same = earlier is not None and earlier.get("key") == id(stopping)
+        self.last_stop = {
+            "key": id(stopping), "engine": engine.name, "preset_id": engine.preset_id,
+            "at": earlier["at"] if same and earlier else time.strftime("%Y-%m-%d %H:%M:%S"),
+            "reasons": list(stopping.reasons),
+            "done": dog.stopped_by is not None, "result": last.text if last else "not tried",
+            "record": str(dog.stop_record) if dog.stop_record else None}
+
+    def _last_stop(self) -> dict[str, object] | None:
+        """The last stop, with whether its record is on disk yet (a full disk holds it)."""
+        stop = self.last_stop
+        if stop is None:
+            return None
+        record = stop["record"]
+        return {**stop, "record_written": bool(record) and Path(str(record)).is_file()}
 
     def _failed(self, exc: Exception) -> None:
         self.hub.publish("note", text=f"watchdog: {_first_line(exc)}; trying again")

@@ -1,0 +1,128 @@
+"""A full data disk loses nothing that matters (issue 31, item 6).
+
+The data dir is a real 1 MiB tmpfs, filled with a file until the kernel says ENOSPC (root
+only: elsewhere the tests skip through tests.conftest.unavailable). The guard's decision is
+kept by the service and shown in `sparkdeck service status` until it can be written, then
+written; JSONL appends never leave a torn line that swallows the next; `chat --save` says
+the disk is full in one line and leaves no file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import unavailable
+
+
+def fill(directory: Path) -> Path:
+    """Write a file in `directory` until the filesystem has no block left; its path."""
+    filler = directory / "filler"
+    with open(filler, "wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(b"\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    return filler
+
+
+@pytest.fixture
+def small_data_dir(isolated_dirs) -> Iterator[Path]:
+    """The test's data dir on a 1 MiB tmpfs of its own, unmounted afterwards."""
+    data = isolated_dirs["data"]
+    data.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        unavailable("a tmpfs data dir needs root (mount)")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
+                              str(data)], capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        unavailable(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield data
+    finally:
+        if subprocess.run(["umount", str(data)], check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(data)], check=False)  # a process kept it busy
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
+                          text=True, env=env or os.environ.copy(), timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+# ----- the service keeps the guard's decision until the disk has room ----------------------
+
+@pytest.mark.docker
+def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when_room_returns(
+        small_data_dir, isolated_dirs, runtime, scope, docker_client, tmp_path, busybox_image):
+    from tests.support.memory_hog import MemoryHog
+    from tests.test_guard_docker import sleeper
+    from tests.test_guard_handover import guard_in_hog_reach
+    from tests.test_service import client_for, wait_for
+
+    guard, hog_size = guard_in_hog_reach()
+    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
+    (isolated_dirs["config"] / "settings.toml").write_text(
+        f"[guard]\nstop_available_pct = {guard.stop_available_pct:.2f}\n"
+        f"warn_available_pct = {guard.warn_available_pct:.2f}\n")
+    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
+    started = run_cli("service", "start", env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
+        with client_for(env) as client:
+            wait_for(lambda: client.status()["guard"]["guarding"] == engine.name, 30,
+                     "the service guarding the engine")
+            filler = fill(small_data_dir)
+            with MemoryHog(hog_size) as hog:
+                hog.allocate()
+                stop = wait_for(lambda: (client.status()["guard"].get("last_stop") or {}
+                                         ).get("done") and client.status()["guard"],
+                                30, "the guard's stop")
+        assert docker_client.containers.list(all=True, filters={
+            "label": f"sparkdeck.scope={scope}"}) == []
+        # (a "warned" record may come first: the hog crossed the warn band on its way down)
+        held = [h for h in stop["unwritten"] if h["action"] != "warned"]
+        assert [h["action"] for h in held] == ["stopping", "stopped"], stop["unwritten"]
+        assert "No space left on device" in stop["unwritten"][0]["not_written"]
+
+        status = run_cli("service", "status", env=env)
+        lines = status.stdout.splitlines()
+        said = next(line for line in lines if line.startswith("stop:"))
+        assert f"the guard stopped {engine.preset_id}: MemAvailable" in said, status.stdout
+        assert said.endswith(", not written yet)"), said
+        unwritten = [line for line in lines if line.startswith("unwritten:")
+                     and " warned " not in line]
+        assert len(unwritten) == 2 and " stopping " in unwritten[0], status.stdout
+        assert " stopped " in unwritten[1] and "kept in memory" in unwritten[1]
+        history = run_cli("guard", "--history", env=env)
+        assert "no watchdog actions recorded yet" in history.stdout
+
+        filler.unlink()  # room again: the next status (or the follower's loop) writes them
+        with client_for(env) as client:
+            wait_for(lambda: not client.status()["guard"]["unwritten"], 10,
+                     "the held records written")
+        status = run_cli("service", "status", env=env)
+        assert "unwritten:" not in status.stdout
+        said = next(line for line in status.stdout.splitlines() if line.startswith("stop:"))
+        assert "record: " + str(small_data_dir / "guard-actions") in said
+        assert not said.endswith("not written yet)"), said
+        history = run_cli("guard", "--history", "--json", env=env)
+        rows = [row for row in map(json.loads, history.stdout.splitlines())
+                if row["action"] != "warned"]
+        assert [r["action"] for r in rows] == ["stopped", "stopping"], history.stdout
+        assert {r["container_id"] for r in rows} == {engine.container_id}
+        assert rows[1]["decision"]["level"] == "stop"
+    finally:
+        run_cli("service", "stop", env=env)
+        time.sleep(0.2)
