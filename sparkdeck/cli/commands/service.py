@@ -113,6 +113,15 @@ def _status(args: argparse.Namespace) -> int:
               f"last: {last}")
     else:
         print("guard:   idle (no sparkdeck engine runs)")
+    stop = guard.get("last_stop")  # kept by the service: a full disk may hold its record
+    if stop:
+        print(f"stop:    {stop['at']} the guard {'stopped' if stop['done'] else 'is STOPPING'} "
+              f"{stop['preset_id'] or stop['engine']}: {'; '.join(stop['reasons'])} "
+              f"({stop['result']}; record: {stop['record'] or '-'}"
+              f"{'' if stop['record_written'] else ', not written yet'})")
+    for held in guard.get("unwritten") or ():
+        print(f"unwritten: {held['at']} {held['action']} {held['engine']} "
+              f"({held['not_written']}; kept in memory until the data dir has room)")
     if report.get("busy"):
         print(f"busy:    {report['busy']}")
     if report.get("docker_error"):
