@@ -10,7 +10,6 @@ against the bound; a reservation never given back, so the endpoint refuses for g
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -21,7 +20,7 @@ import pytest
 
 from sparkdeck.service.request_body import HELD_AT_ONCE, MAX_REQUEST
 from tests.conftest import free_port
-from tests.support.endpoint_service import MODEL, Answer, ask, log_rows, rows_of, sink_engine
+from tests.support.endpoint_service import MODEL, Answer, ask, rows_of, sink_engine
 from tests.test_service import run_cli, service_env, service_pid, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.docker  # the service follows Docker (the engine is attached)
@@ -162,7 +161,7 @@ def test_ten_concurrent_50_mb_bodies_keep_the_service_under_300_mib(endpoint):
 
     assert len(answers) == 10
     rows = one_line_each(endpoint["data"], answers)
-    for answer, row in zip(answers, rows):
+    for answer, row in zip(answers, rows, strict=True):
         # an answer, or a connection that closed after the endpoint refused (its line says)
         assert answer.status in (200, 503) or (answer.failed and row["status"] in (413, 503)
                                                ), (answer, row)

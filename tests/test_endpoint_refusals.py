@@ -105,7 +105,7 @@ def test_every_refusal_is_one_request_log_line_with_its_status_and_reason(keyed)
 
     wait_for(logged, timeout=5, what="a request-log line for every refusal")
     time.sleep(0.5)  # a second line would be written off the loop just as quickly
-    for what, status, code, answer in answers:
+    for what, status, _code, answer in answers:
         (row,) = rows_of(keyed["data"], answer)  # exactly one line each
         assert row["status"] == status and row["error"] == answer.error["message"], what
     # nothing else was logged: the lines are these requests' and the polls' until attached

@@ -36,12 +36,12 @@ from sparkdeck.service.endpoint_refusals import (
     KeyRequired, arrival, log_refusal, openai_error, routing_refusals, write_record,
 )
 from sparkdeck.service.guarding import GuardFollower
-from sparkdeck.service.stream_meter import Meter
-from sparkdeck.service.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
 from sparkdeck.service.request_body import (
     Asked, BodyBudget, HeldBody, asked_of, read_body, with_model,
 )
 from sparkdeck.service.request_log import RequestLog, RequestRecord
+from sparkdeck.service.stream_meter import Meter
+from sparkdeck.service.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
@@ -236,7 +236,11 @@ class Forwarder:
             if model in upstream.aliases:
                 # the preset's name for the model the engine serves under another id
                 # (llama-server: the file path): the request means the running model
-                held.body = with_model(held.body or b"", upstream.model_ids[0])
+                rewritten = with_model(held.body or b"", upstream.model_ids[0])
+                if not isinstance(rewritten, bytes):
+                    await self._refuse(scope, receive, send, record, rewritten, opened)
+                    return
+                held.body = rewritten
             else:
                 await self._refuse(scope, receive, send, record,
                                    await self.gate.wrong_model(model, upstream), opened)

@@ -25,8 +25,9 @@ from sparkdeck.service.request_log import RequestLog, RequestRecord
 KEY_MISSING = ("this endpoint needs its API key: send `Authorization: Bearer <key>` (the key "
                "is in the service's environment; `sparkdeck endpoint` names the variable)")
 # Starlette's router raises these bare (no detail): say what a client can do about them
-_ROUTING = {404: ("unknown_url", "no such path: the endpoint serves POST /v1/chat/completions, "
-                  "/v1/completions, /v1/embeddings and GET /v1/models"),
+_ROUTING = {404: ("unknown_url", ("no such path: the endpoint serves POST "
+                                  "/v1/chat/completions, /v1/completions, /v1/embeddings and "
+                                  "GET /v1/models")),
             405: ("method_not_allowed", "this path does not take {method}")}
 
 

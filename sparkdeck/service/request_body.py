@@ -155,8 +155,12 @@ def asked_of(body: bytes | bytearray) -> Asked | JSONResponse:
     return Asked(model if isinstance(model, str) else None, payload.get("stream") is True)
 
 
-def with_model(body: bytes | bytearray, model: str) -> bytes:
-    """The body with its `model` replaced (it parsed once already, so it parses again)."""
+def with_model(body: bytes | bytearray, model: str) -> bytes | JSONResponse:
+    """The body with its `model` replaced (it parsed once already, so it parses again); a
+    400 if writing it back out nests deeper than the encoder may go."""
     payload = json.loads(body)
     payload["model"] = model
-    return json.dumps(payload).encode()
+    try:
+        return json.dumps(payload).encode()
+    except RecursionError:
+        return _bad_body("the request body is JSON nested too deeply to rewrite")
