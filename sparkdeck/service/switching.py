@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
-from sparkdeck.service.endpoint import openai_error
+from sparkdeck.service.endpoint_refusals import openai_error
 from sparkdeck.settings import EndpointSettings
 
 if TYPE_CHECKING:
