@@ -8,10 +8,13 @@ source checkout they are read from the repo top level.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -170,3 +173,63 @@ def atomic_write_text(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+# ----- JSON lines, appended whole --------------------------------------------------------
+# A full disk makes `write()` short: the kernel writes what fits and says ENOSPC for the rest.
+# A JSONL file then ends in half a line, and the next line appended once space returns is
+# glued onto it: one unparsable line, and a reader loses a good record with the torn one. So
+# every append is one `write()` of whole lines on an O_APPEND descriptor, and a short or
+# failed write is cut back to where the file ended (`ftruncate`); a tail torn anyway (a
+# crash, a power cut) gets a newline before the next record, so it only costs itself.
+# Readers skip a line that does not parse. Used by the endpoint's request log and saved
+# conversations: one writer each (the cut back never cuts another's line).
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def open_for_append(path: Path, mode: int = 0o600) -> int:
+    """A descriptor that appends to `path` (created `mode`) and can read its last byte."""
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append `data` (whole lines, ending in a newline) to `fd` all or nothing.
+
+    Raises OSError when it could not; the file then ends where it did before."""
+    end = os.fstat(fd).st_size
+    if end and os.pread(fd, 1, end - 1) != b"\n":
+        data = b"\n" + data  # a torn tail: it stays one bad line, not glued to this one
+    try:
+        written = os.write(fd, data)
+        if written != len(data):  # a short write: the rest did not fit
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:  # nothing more to do: the next append starts a new line anyway
+            pass
+        raise
+
+
+def parse_json_lines(raw: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of `raw`, one a line, and how many lines were skipped (torn by a
+    crash or a full disk, or not objects)."""
+    records, skipped = [], 0
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: a line nested 1,000+ deep
+            skipped += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            skipped += 1
+    return records, skipped
+
+
+def disk_full(exc: OSError) -> bool:
+    return exc.errno in FULL

@@ -126,3 +126,82 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
     finally:
         run_cli("service", "stop", env=env)
         time.sleep(0.2)
+
+
+# ----- JSON lines: whole or not at all ------------------------------------------------------
+
+def record(n: int, pad: int = 0):
+    from sparkdeck.service.request_log import RequestRecord
+
+    return RequestRecord(time=1000.0 + n, client="127.0.0.1:" + "9" * pad, path="/v1/chat",
+                         model="m", status=200, stream=False, prompt_tokens=n)
+
+
+def test_a_request_line_the_full_disk_cut_short_is_cut_back_and_the_next_one_lands_whole(
+        small_data_dir):
+    from sparkdeck.service.request_log import RequestLog
+
+    log = RequestLog(small_data_dir / "requests.jsonl")
+    line = len(json.dumps(record(1).to_dict(), separators=(",", ":"))) + 1
+    # the first line ends 40 bytes short of a page: the second finds room for 40 bytes of
+    # itself in that page and none after it (tmpfs gives space a page at a time)
+    log.append(record(1, pad=4096 - 40 - line))
+    assert log.path.stat().st_size == 4096 - 40
+    filler = fill(small_data_dir)
+    written = log.append(record(2))
+    assert log.path.stat().st_size == 4096 - 40  # kept out whole: a short write is cut back
+    assert written is False and log.unwritten == 1
+    assert "No space left" in (log.last_error or "")
+    filler.unlink()
+    assert log.append(record(3))
+    raw = log.path.read_bytes()
+    assert raw.endswith(b"\n") and all(json.loads(x) for x in raw.splitlines())
+    assert [row["prompt_tokens"] for row in log.read()] == [1, 3]
+
+
+def test_a_torn_tail_left_by_a_crash_costs_only_itself(small_data_dir):
+    from sparkdeck.service.request_log import RequestLog
+
+    log = RequestLog(small_data_dir / "requests.jsonl")
+    log.append(record(1))
+    with open(log.path, "ab") as out:  # a writer killed mid-line (an older version, a crash)
+        out.write(b'{"time": 1002.0, "client": "torn')
+    log.append(record(3))
+    assert [row["prompt_tokens"] for row in log.read()] == [1, 3]
+
+
+def test_chat_save_on_a_full_disk_says_so_in_one_line_and_leaves_no_file(small_data_dir):
+    from tests.support.openai_loopback import LoopbackOpenAI, Scripted, sse_events
+    from tests.test_chat_cli import SSE
+
+    fill(small_data_dir)
+    with LoopbackOpenAI(models=("qwen3",)) as server:
+        server.answer(Scripted(sse_events((SSE / "vllm_new_reasoning.sse").read_text(
+            encoding="utf-8")), pause=0.005))
+        chat = run_cli("chat", "hi", "--save", "--endpoint", server.url, "--kind", "vllm")
+    assert chat.returncode == 1, chat.stderr
+    assert "Traceback" not in chat.stderr
+    (said,) = chat.stderr.strip().splitlines()
+    assert "the disk is full" in said and "nothing was saved" in said, said
+    conversations = small_data_dir / "conversations"
+    assert not conversations.exists() or list(conversations.iterdir()) == []
+
+
+def test_a_conversation_reply_the_disk_cannot_take_leaves_whole_lines_only(small_data_dir):
+    from sparkdeck.chat.store import ConversationError, ConversationWriter, load
+
+    writer = ConversationWriter.create({"model": "m"}, small_data_dir / "c")
+    writer.user("x" * (4096 - 40 - writer.path.stat().st_size - 60))
+    size = writer.path.stat().st_size
+    assert 4096 - 120 < size < 4096
+    filler = fill(small_data_dir)
+    with pytest.raises(ConversationError) as failed:
+        writer.reply_started("m", {})
+    assert writer.path.stat().st_size == size  # nothing of the line that did not fit
+    assert "the disk is full" in str(failed.value)
+    filler.unlink()
+    writer.user("after")
+    writer.close()
+    conversation = load(writer.path)
+    assert conversation.skipped_lines == 0
+    assert [t.content[:5] for t in conversation.turns] == ["xxxxx", "after"]

@@ -3,7 +3,8 @@
 A reply is written while it streams (deltas are batched and each batch is flushed and
 fsynced at most FLUSH_EVERY_S after its first piece, by a timer when the stream stalls), so a
 crash or a power cut loses at most the batch in flight and leaves at most one cut line at the
-end, which loading skips. Nothing is ever rewritten in place: reopening a
+end, which loading skips. Each batch is appended whole or not at all (sparkdeck.paths), so a
+full disk leaves no torn line, and a new file appears only with its first line in it. Nothing is ever rewritten in place: reopening a
 conversation appends to the same file.
 
 Line types: `meta` (first line: endpoint, kind, model, system prompt), `system` (the system
@@ -107,20 +108,7 @@ def _read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConversationError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    records, skipped = [], 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: a line nested 1,000+ deep
-            skipped += 1  # a line cut by a crash; everything before it is intact
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            skipped += 1
-    return records, skipped
+    return paths.parse_json_lines(raw)  # a line cut by a crash is skipped, the rest kept
 
 
 def load(path: Path) -> Conversation:
@@ -203,30 +191,32 @@ class ConversationWriter:
     @classmethod
     def create(cls, meta: Mapping[str, Any], directory: Path | None = None
                ) -> ConversationWriter:
+        """A new conversation file, made whole or not at all: its meta line goes to a
+        temporary file that is renamed into place once on disk, so a full disk leaves no
+        empty or half-written conversation behind (the temporary file is removed)."""
         directory = directory or conversations_dir()
         conversation_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        writer = cls._open(directory / f"{conversation_id}.jsonl")
-        writer._write([{"type": "meta", "v": 1, "id": conversation_id, "created": _now(),
-                        **meta}])
-        return writer
+        path = directory / f"{conversation_id}.jsonl"
+        line = json.dumps({"type": "meta", "v": 1, "id": conversation_id, "created": _now(),
+                           **meta}, ensure_ascii=False) + "\n"
+        try:
+            paths.atomic_write_text(path, line, paths.PRIVATE_FILE)
+        except OSError as exc:
+            raise ConversationError(_cannot_write(path, exc)) from exc
+        return cls._open(path)
 
     @classmethod
     def reopen(cls, path: Path) -> ConversationWriter:
-        writer = cls._open(path)
-        if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            # end the cut line so the next record starts clean; the cut bytes stay as they were
-            writer._handle.write(b"\n")
-        return writer
+        return cls._open(path)  # a cut last line gets its newline with the next append
 
     @classmethod
     def _open(cls, path: Path) -> ConversationWriter:
         try:
             paths.ensure_dir(path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.PRIVATE_FILE)
+            fd = paths.open_for_append(path, paths.PRIVATE_FILE)
         except OSError as exc:
-            raise ConversationError(f"{path}: cannot be written ({exc.strerror or exc})"
-                                    ) from exc
-        return cls(path, os.fdopen(fd, "ab"))
+            raise ConversationError(_cannot_write(path, exc)) from exc
+        return cls(path, os.fdopen(fd, "r+b", buffering=0))  # unbuffered: whole writes
 
     @property
     def conversation_id(self) -> str:
@@ -336,10 +326,14 @@ class ConversationWriter:
             if self._flush_error is not None:
                 error, self._flush_error = self._flush_error, None
                 raise error
-            try:
-                self._handle.write(data)
-                self._handle.flush()
+            try:  # whole lines or nothing: a full disk never leaves half a record
+                paths.append_whole(self._handle.fileno(), data)
                 os.fsync(self._handle.fileno())
             except OSError as exc:
-                raise ConversationError(f"{self.path}: cannot be written "
-                                        f"({exc.strerror or exc})") from exc
+                raise ConversationError(_cannot_write(self.path, exc)) from exc
+
+
+def _cannot_write(path: Path, exc: OSError) -> str:
+    if paths.disk_full(exc):
+        return f"the disk is full: {path} cannot be written ({exc.strerror})"
+    return f"{path}: cannot be written ({exc.strerror or exc})"

@@ -3,7 +3,8 @@
 What is kept: when, from where, which model, the HTTP status, prompt and output tokens,
 time to first token and decode speed. What is never kept: the prompt or the reply text (a
 record is built from counts and clocks only; tests/test_endpoint.py greps the file for the
-prompt). The file is append-only and bounded: past MAX_BYTES it is renamed to
+prompt). The file is append-only, a whole line at a time (a full disk drops a line whole),
+and bounded: past MAX_BYTES it is renamed to
 `requests.jsonl.1` (the older one dropped), so the log never holds more than twice that.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
+from sparkdeck.paths import append_whole, open_for_append
 
 LOG_NAME = "requests.jsonl"
 MAX_BYTES = 4 * 2**20  # ~15k requests a file; two files kept
@@ -54,23 +56,34 @@ class RequestLog:
         self.path = path or paths.data_dir() / LOG_NAME
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self.unwritten = 0  # lines a full disk (or another write error) kept out
+        self.last_error: str | None = None
 
-    def append(self, record: RequestRecord) -> None:
+    def append(self, record: RequestRecord) -> bool:
+        """Append one whole line; False when the data dir could not take it (a full disk:
+        the line is dropped whole, counted in `unwritten`, and the next one lands intact)."""
         line = json.dumps(record.to_dict(), separators=(",", ":")) + "\n"
         with self._lock:
-            paths.ensure_dir(self.path.parent)
             try:
-                size = self.path.stat().st_size
-            except FileNotFoundError:
-                size = 0
-            if size and size + len(line) > self.max_bytes:
-                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-            # O_APPEND: one write() per line, so a reader never sees half a record
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+                paths.ensure_dir(self.path.parent)
+                try:
+                    size = self.path.stat().st_size
+                except FileNotFoundError:
+                    size = 0
+                if size and size + len(line) > self.max_bytes:
+                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                # one write() of the whole line, cut back if short (sparkdeck.paths):
+                # a reader never sees half a record, and none swallows the next
+                fd = open_for_append(self.path)
+                try:
+                    append_whole(fd, line.encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # runs in an executor nobody awaits: counted, not raised
+                self.unwritten += 1
+                self.last_error = exc.strerror or str(exc)
+                return False
+        return True
 
     def read(self, since: float | None = None) -> Iterator[dict[str, Any]]:
         """Records oldest first (the rotated file, then the current one), newer than `since`

@@ -99,8 +99,15 @@ def run_chat(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             # the stream's context closed the connection on the way out: the engine stops
             raise CommandFailed("cancelled; the engine was told to stop") from None
+        except ConversationError as exc:  # --save on a full disk: one line, what was kept
+            kept = (f"conversation {session.conversation_id} keeps what was written before"
+                    if session.conversation_id else "nothing was saved")
+            raise CommandFailed(f"{exc}; {kept}") from None
     finally:
-        session.close()
+        try:
+            session.close()
+        except ConversationError:  # the same failure again on the way out: said above
+            pass
         client.close()
     if args.json:
         print(json.dumps({**outcome.to_dict(), "endpoint": endpoint.url, "kind": kind.name,
