@@ -430,6 +430,41 @@ def time_weighted_mean(samples: Sequence[dict], key: str) -> float | None:
     return total / weight if weight else None
 
 
+_LOG_STAMP = r"^(\d+)\.(\d+)\.(\d+)\.(\d+) "
+
+
+def _log_seconds(line: str) -> float | None:
+    m = re.match(_LOG_STAMP, line)
+    if not m:
+        return None
+    minutes, sec, ms, us = m.groups()  # llama.cpp's log stamp: minutes.seconds.ms.us
+    return int(minutes) * 60 + int(sec) + int(ms) / 1e3 + int(us) / 1e6
+
+
+def server_setup_gaps(log_text: str) -> list[float]:
+    """Milliseconds each task spent in llama-server between `launch_slot_` and the start of
+    its own clock: (release - launch) - `total time`, from the server's log at its default
+    verbosity. That time is in no `timings` figure, but in every client's TTFT."""
+    launched: dict[str, float] = {}
+    totals: dict[str, float] = {}
+    gaps = []
+    for line in log_text.splitlines():
+        task = re.search(r"\| task (\d+) \|", line)
+        t = _log_seconds(line)
+        if not task or t is None:
+            continue
+        tid = task.group(1)
+        if "launch_slot_" in line:
+            launched[tid] = t
+        elif "total time =" in line:
+            m = re.search(r"total time =\s+([\d.]+) ms", line)
+            if m:
+                totals[tid] = float(m.group(1))
+        elif "release:" in line and tid in launched and tid in totals:
+            gaps.append((t - launched.pop(tid)) * 1000 - totals.pop(tid))
+    return gaps
+
+
 def parse_prometheus(text: str) -> dict[str, float]:
     """Unlabelled (or first-seen) sample values by metric name; enough for llama-server."""
     values: dict[str, float] = {}
@@ -736,6 +771,64 @@ def steady_load(url: str, streams: int, stop: threading.Event, tokens: int = 256
         threading.Thread(target=one, daemon=True).start()
 
 
+class NvmlReference:
+    """NVML read directly every 50 ms (power, temperature, clocks, reasons): the same-instant
+    reference that a 500 ms nvidia-smi cannot be for figures moving ~40 W per 0.5 s."""
+
+    def __init__(self, period: float = 0.05) -> None:
+        import pynvml
+        pynvml.nvmlInit()
+        self.nvml = pynvml
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        self.samples: list[SmiSample] = []
+        self.done = threading.Event()
+        self.period = period
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        n, h = self.nvml, self.handle
+        reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            n.nvmlDeviceGetCurrentClocksThrottleReasons
+        while not self.done.is_set():
+            t = time.time()
+            self.samples.append(SmiSample(
+                t, n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+                n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+                decode_clock_event_reasons(reasons_fn(h))))
+            time.sleep(self.period)
+
+    def stop(self) -> None:
+        self.done.set()
+
+
+def probe(url: str, body: dict, runs: int = 3) -> list[dict]:
+    """Bare streamed requests (httpx, no sparkdeck): client TTFT beside the server's timings."""
+    import httpx
+    found = []
+    with httpx.Client(timeout=120) as http:
+        for _ in range(runs):
+            sent = time.perf_counter()
+            first = None
+            timings = None
+            with http.stream("POST", url + "/v1/chat/completions",
+                             json={**body, "stream": True}) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    chunk = json.loads(line[6:])
+                    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+                    if first is None and delta.get("content"):
+                        first = time.perf_counter()
+                    timings = chunk.get("timings") or timings
+            found.append({"ttft_ms": None if first is None else (first - sent) * 1000,
+                          "prompt_ms": (timings or {}).get("prompt_ms"),
+                          "predicted_per_second": (timings or {}).get("predicted_per_second"),
+                          "prompt_per_second": (timings or {}).get("prompt_per_second")})
+    return found
+
+
 def sparkdeck_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkdeck", *args]
 
@@ -799,6 +892,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "--format=csv,noheader,nounits", "-lms", "500"],
                                stdout=smi_path.open("w"), stderr=subprocess.STDOUT)
         procs.append(smi)
+        nvml_ref = NvmlReference()
+        procs.append(nvml_ref)
         mono_to_wall = time.time() - time.monotonic()
         telemetry = Lines(sparkdeck_cmd("telemetry", "--json", "--samples", "100000"), env,
                           args.out / "telemetry.jsonl")
@@ -870,6 +965,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "llamacpp", "Write a long story about a GPU that never sleeps.")
         (args.out / "chat.json").write_text(chat.stdout + chat.stderr)
         chat_out = json.loads(chat.stdout) if chat.returncode == 0 else {}
+        from sparkdeck.bench.prompt import chat_messages
+        words = (run.get("prompt_plan") or {}).get("body_words") or args.prompt_tokens
+        probes = {}
+        for name, extra in (("default samplers", {}),
+                            ("top_k=1 only", {"samplers": ["top_k"], "top_k": 1})):
+            probes[name] = probe(url, {"messages": chat_messages(0, words, 0, 99),
+                                       "max_tokens": args.output_tokens, "ignore_eos": True,
+                                       **extra})
+        (args.out / "probes.json").write_text(json.dumps(probes, indent=1))
         time.sleep(2)
         history = sd("history", "--json", "--since", "30m")
         (args.out / "history.json").write_text(history.stdout)
@@ -911,6 +1015,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row("TUI CPU % idle", tui_idle, nv_idle, "nvitop, same window"),
         Row("TUI CPU % under bench load", tui_load, nv_load, "nvitop, same window"),
     ]
+    gaps = server_setup_gaps((args.out / "llama-server.log").read_text())
+    for name, found in probes.items():
+        rows.append(Row(f"bare httpx client TTFT ms ({name})",
+                        _median(f["ttft_ms"] for f in found),
+                        _median(f["prompt_ms"] for f in found), "server timings.prompt_ms"))
+        rows.append(Row(f"server decode tok/s ({name})",
+                        _median(f["predicted_per_second"] for f in found),
+                        (llama_bench.get(("tg", args.prompt_tokens)) or (None,))[0],
+                        "llama-bench tg @ same depth"))
+    rows.append(Row("server: launch-to-clock gap ms (median over tasks)", _median(gaps), None,
+                    f"llama-server log, {len(gaps)} tasks"))
+    rows += tally_rows("telemetry vs NVML 20 Hz", compare_readings(readings, nvml_ref.samples))
+    rows += tally_rows("recorder vs NVML 20 Hz", compare_readings(recorded, nvml_ref.samples))
     rows += tally_rows("telemetry (all)", compare_readings(readings, smi_samples))
     rows += tally_rows("telemetry (under load)", compare_readings(loaded, smi_samples))
     rows += tally_rows("recorder", compare_readings(recorded, smi_samples))
