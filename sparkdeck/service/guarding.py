@@ -228,7 +228,8 @@ class GuardFollower:
         if stop is None:
             return None
         record = stop["record"]
-        return {**stop, "record_written": bool(record) and Path(str(record)).is_file()}
+        return {**{k: v for k, v in stop.items() if k != "key"},
+                "record_written": bool(record) and Path(str(record)).is_file()}
 
     def _failed(self, exc: Exception) -> None:
         self.hub.publish("note", text=f"watchdog: {_first_line(exc)}; trying again")
