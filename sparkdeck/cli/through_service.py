@@ -4,7 +4,9 @@ service does the work, so the guard goes on after this command ends.
 
 The launch is followed by sparkdeck.service.launch_follow (no line of it can be missed). Ctrl-C
 asks the service to cancel the launch and waits for the outcome: the launch sequence then
-leaves nothing behind, exactly as in-process.
+leaves nothing behind, exactly as in-process, and creates nothing after the cancel. A service
+that ends mid-launch, or one whose config or data dir is not this command's, is one line
+(CommandFailed), never a traceback.
 """
 
 from __future__ import annotations
@@ -15,16 +17,24 @@ from typing import Any
 
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import confirm
-from sparkdeck.service.client import ServiceClient, ServiceError, ensure_running, running
+from sparkdeck.service.client import (
+    ServiceClient, ServiceError, endpoint_line, ensure_running, other_dirs, running,
+)
 from sparkdeck.service.launch_follow import follow_launch
 
 
 def launch(args: argparse.Namespace) -> int:
     client, started = ensure_running()
     with client:
+        status = client.status()
+        if (mismatch := other_dirs(status)) is not None:  # its presets are not ours
+            raise CommandFailed(mismatch)
         if started:
-            print(f"started the sparkdeck service (process {client.status()['pid']}): it "
+            print(f"started the sparkdeck service (process {status['pid']}): it "
                   "guards the engine after this command ends", flush=True)
+            endpoint = status.get("endpoint") or {}
+            if not endpoint.get("on", True):  # it runs without it: said now, not in its log
+                print(f"sparkdeck: {endpoint_line(endpoint)}", file=sys.stderr, flush=True)
         flush = "no" if args.no_flush else "auto"
         try:
             plan = client.plan(args.preset, flush)
@@ -48,7 +58,9 @@ def launch(args: argparse.Namespace) -> int:
             "skip_switch_wait": args.no_switch_wait})
     if not result["ok"]:
         tail = "\n".join(f"  | {line}" for line in result.get("log_tail") or ())
-        raise CommandFailed(result["error"] + (f"; its last log lines:\n{tail}" if tail else ""))
+        cancelled = "cancelled: " if result.get("error_type") == "LaunchInterrupted" else ""
+        raise CommandFailed(cancelled + result["error"]
+                            + (f"; its last log lines:\n{tail}" if tail else ""))
     engine = result["engine"]
     print(f"the sparkdeck service guards {engine['name']} from now on (`sparkdeck service "
           "status`)")

@@ -20,12 +20,13 @@ from sparkdeck import paths
 from sparkdeck.service import location
 from sparkdeck.service.errors import ServiceError, ServiceVersionMismatch
 from sparkdeck.service.location import API_VERSION
+from sparkdeck.service.start_report import REPORT_FD_ENV, read_report
 
 __all__ = ["ServiceClient", "ServiceError", "ServiceVersionMismatch", "ensure_running",
            "running", "start_detached"]
 
 VERSION_HEADER = "X-Sparkdeck-Api"
-START_TIMEOUT_S = 15.0  # a detached service answers well within this on a loaded box
+START_TIMEOUT_S = 15.0  # bounds a slow start; a failed one is reported when it fails
 
 
 class ServiceClient:
@@ -128,41 +129,109 @@ def running(timeout: float = 2.0) -> ServiceClient | None:
     return client
 
 
-def start_detached() -> int:
+def start_detached() -> tuple[subprocess.Popen, int]:
     """Start the service (location.service_argv) in its own session (it outlives this
-    process and its terminal), its output in the data dir's service.log; the pid."""
+    process and its terminal), its output in the data dir's service.log. Returns the process
+    and the read end of the pipe on which it reports its start (start_report): the caller
+    reads it and closes it."""
     log = location.log_path()
     paths.ensure_dir(log.parent)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, paths.PRIVATE_FILE)
+    read, write = os.pipe()
     try:
         process = subprocess.Popen(
             location.service_argv(), stdin=subprocess.DEVNULL,
-            stdout=fd, stderr=fd, start_new_session=True, close_fds=True)
+            stdout=fd, stderr=fd, start_new_session=True, close_fds=True, pass_fds=(write,),
+            env={**os.environ, REPORT_FD_ENV: str(write)})
+    except BaseException:
+        os.close(read)
+        raise
     finally:
         os.close(fd)
-    return process.pid
+        os.close(write)  # the service's copy is the only one: its exit gives us EOF
+    return process, read
 
 
 def ensure_running(timeout: float = START_TIMEOUT_S) -> tuple[ServiceClient, bool]:
     """The running service's client, starting the service when none answers; (client,
-    started) where `started` says this call started it."""
+    started) where `started` says this call started it. What keeps it from starting is
+    raised as ServiceError as soon as the service says so or ends (a second or so), not
+    after `timeout`, which only bounds a start that is slow but alive."""
     client = running()
     if client is not None:
         return client, False
-    pid = start_detached()
+    from sparkdeck.service.server import check_before_start
+    from sparkdeck.service.start_report import StartFailed
+
+    try:
+        check_before_start()  # the usual reasons, said without starting a second Python
+    except StartFailed as exc:
+        raise ServiceError(_start_failure({"error": str(exc), "kind": exc.kind})) from None
+    process, report_fd = start_detached()
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+    try:
+        report = read_report(report_fd, process, deadline)
+    finally:
+        os.close(report_fd)
+    if report is not None and not report.get("ok") and report.get("kind") != "running":
+        raise ServiceError(_start_failure(report))
+    # it started, or another service started at the same moment holds the lock: it answers
+    while True:
         client = running()
         if client is not None:
-            return client, True
-        _exited(pid)  # reaped if it ended (another service won the race: it answers)
-    raise ServiceError(f"the sparkdeck service did not start (see {location.log_path()})")
+            return client, bool(report and report.get("ok"))
+        if time.monotonic() >= deadline:
+            raise ServiceError(f"the sparkdeck service did not answer within {timeout:g} s of "
+                               f"its start (see {location.log_path()})")
+        time.sleep(0.05)
 
 
-def _exited(pid: int) -> bool:
+def _start_failure(report: dict[str, Any]) -> str:
+    """The one line for a service that did not start: what it said, else what its log
+    last said (a traceback's last line names the error)."""
+    error = str(report.get("error") or "no reason given")
+    if report.get("kind") == "unreachable":
+        return error
+    if report.get("kind") == "died":
+        error += f"; its log {location.log_path()} ends: {_log_tail(location.log_path())}"
+    return f"the sparkdeck service did not start: {error}"
+
+
+def _log_tail(log: os.PathLike[str]) -> str:
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return done == pid
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 2048))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        return f"(unreadable: {exc})"
+    return next((line.strip() for line in reversed(lines) if line.strip()), "(empty)")
+
+
+def other_dirs(status: dict[str, Any]) -> str | None:
+    """Why this front end and the running service would not mean the same thing (None when
+    they would): the service reads presets and settings from its own config dir and keeps
+    records in its own data dir, so a front end of other dirs would launch the service's
+    presets, not its own."""
+    theirs = status.get("dirs") or {}
+    ours = {"config": str(paths.config_dir()), "data": str(paths.data_dir())}
+    differ = [f"its {kind} dir is {theirs[kind]}, this command's {ours[kind]}"
+              for kind in ("config", "data") if theirs.get(kind) is not None
+              and os.path.realpath(theirs[kind]) != os.path.realpath(ours[kind])]
+    if not differ:
+        return None
+    return (f"the running sparkdeck service (process {status.get('pid')}) is not this "
+            f"command's: {'; '.join(differ)} (SPARKDECK_CONFIG_DIR / SPARKDECK_DATA_DIR "
+            "differ). Run this with the service's dirs, or `sparkdeck service stop` and run it "
+            "again to start one with these")
+
+
+def endpoint_line(endpoint: dict[str, Any] | None) -> str | None:
+    """The OpenAI endpoint's own state as the service reports it, in one line (None from a
+    service too old to say)."""
+    if not endpoint:
+        return None
+    if endpoint.get("on"):
+        return f"the OpenAI endpoint is on: {endpoint.get('url')}"
+    where = f" on {endpoint['address']}" if endpoint.get("address") else ""
+    fix = f" ({endpoint['fix']})" if endpoint.get("fix") else ""
+    return f"the OpenAI endpoint is off: {endpoint.get('error')}{where}{fix}"

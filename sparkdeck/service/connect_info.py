@@ -56,6 +56,7 @@ class ConnectInfo:
     service_problem: str | None = None  # a service of another version, say
     snippets: tuple[Snippet, ...] = field(default=())
     switch_on_request: bool = False
+    endpoint_off: bool = False  # the service says its endpoint is off (endpoint_problem: why)
 
     @property
     def running_model(self) -> str | None:
@@ -83,7 +84,8 @@ class ConnectInfo:
                 "key_required": self.key_required, "key_env": self.key_env,
                 "running": self.running_model, "models": [m.id for m in self.models],
                 "models_from": self.models_from, "problem": self.endpoint_problem,
-                "service_pid": self.service_pid, "service_problem": self.service_problem}
+                "service_pid": self.service_pid, "service_problem": self.service_problem,
+                "endpoint_off": self.endpoint_off}
 
 
 def base_url(settings: EndpointSettings) -> tuple[str, int, str]:
@@ -121,20 +123,22 @@ def preset_models(catalog: PresetCatalog) -> tuple[ListedModel, ...]:
     return tuple(seen.values())
 
 
-def service_state() -> tuple[int | None, str | None]:
-    """(pid of the service answering on this user's socket, or None; a problem, if any)."""
+def service_state() -> tuple[int | None, str | None, dict[str, Any] | None]:
+    """(pid of the service answering on this user's socket, or None; a problem, if any;
+    its endpoint's own state, as the service reports it)."""
     from sparkdeck.service.client import ServiceError, running
 
     try:
         client = running()
     except ServiceError as exc:  # ServiceVersionMismatch: it runs, but speaks another API
-        return None, str(exc)
+        return None, str(exc), None
     if client is None:
-        return None, None
+        return None, None, None
     try:
-        return int(client.status().get("pid", 0)) or None, None
+        status = client.status()
+        return int(status.get("pid", 0)) or None, None, status.get("endpoint")
     except (ServiceError, ValueError, TypeError) as exc:
-        return None, str(exc)
+        return None, str(exc), None
     finally:
         client.close()
 
@@ -145,14 +149,20 @@ def read_connect_info(settings: EndpointSettings,
     """Everything the connect screen and `sparkdeck endpoint` show (blocking: a worker's)."""
     host, port, base = base_url(settings)
     key = api_key(settings)
-    pid, service_problem = service_state() if ask_service else (None, None)
-    models, problem = ask_models(base, key)
+    pid, service_problem, endpoint = service_state() if ask_service else (None, None, None)
+    endpoint_off = endpoint is not None and not endpoint.get("on", True)
+    if endpoint_off:  # whatever answers on the port is another program: not asked
+        from sparkdeck.service.client import endpoint_line
+
+        models, problem = (), endpoint_line(endpoint)
+    else:
+        models, problem = ask_models(base, key)
     models_from = "endpoint"
     if problem is not None:
         models, models_from = preset_models(catalog_loader()), "presets"
     info = ConnectInfo(base, host, port, settings.api_key_env, key is not None, models,
                        models_from, problem, pid, service_problem,
-                       switch_on_request=settings.switch_on_request)
+                       switch_on_request=settings.switch_on_request, endpoint_off=endpoint_off)
     return ConnectInfo(**{**info.__dict__, "snippets": build_snippets(info)})
 
 
@@ -230,7 +240,8 @@ def service_line(info: ConnectInfo) -> str:
         return info.service_problem
     service = (f"running (process {info.service_pid})" if info.service_pid
                else "not running (`sparkdeck service start`)")
-    endpoint = "answering" if info.endpoint_problem is None else "not answering"
+    endpoint = ("answering" if info.endpoint_problem is None
+                else "OFF" if info.endpoint_off else "not answering")
     return f"service {service}; endpoint {endpoint}"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck import paths
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
     ContainerStarted, LaunchEvent, LaunchListener, ModelDownloadStarted, ModelDownloading,
@@ -85,6 +86,9 @@ class EngineOwner:
         self._ids = itertools.count(1)
         self._plans: dict[str, LaunchPlan] = {}
         self.postmortem: dict[str, Any] | None = None  # of the run before, if it ended badly
+        # the OpenAI endpoint's own state, set by the server: {"on", "address", "url" |
+        # "error", "fix"}; front ends report it rather than probe whoever holds the port
+        self.endpoint: dict[str, Any] = {"on": False, "error": "not started"}
         self.follower = GuardFollower(hub, guard, runtime, health or _healthy,
                                       launching=lambda: self._launching_id)
 
@@ -106,7 +110,10 @@ class EngineOwner:
         except Exception as exc:  # noqa: BLE001 - shown, not raised: status always answers
             error = str(exc)
         return {"engine": engine, "docker_error": error, "busy": self._busy,
-                "postmortem": self.postmortem,
+                "postmortem": self.postmortem, "endpoint": self.endpoint,
+                # where this service reads presets and settings and keeps its records: a
+                # front end of other dirs is told so (sparkdeck.service.client.other_dirs)
+                "dirs": {"config": str(paths.config_dir()), "data": str(paths.data_dir())},
                 "guard": self.follower.describe(), "ready": self.follower.ready,
                 "latest": {kind: event.to_dict() for kind, event in self.hub.latest.items()
                            if kind in ("telemetry", "metrics", "launch-result", "engine")}}
@@ -155,10 +162,15 @@ class EngineOwner:
         return launch_id
 
     def cancel_launch(self) -> bool:
-        cancel = self._cancel
+        """Cancel the launch in flight; False when none is. The sequence honours it between
+        its steps (never creating the container after it) and at once in the wait for the
+        stopped engine's memory, which it ends; a graceful stop already under way finishes."""
+        cancel, skip = self._cancel, self._skip
         if cancel is None or self._busy is None:
             return False
         cancel.set()
+        if skip is not None:
+            skip.set()
         return True
 
     def skip_switch_wait(self) -> bool:

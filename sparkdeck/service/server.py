@@ -7,37 +7,45 @@ The socket is made here, not by uvicorn (which makes its Unix sockets 0666): bou
 a killed service is removed only while holding the lock, so a live service's socket is never
 taken away. SIGTERM and SIGINT end it cleanly (uvicorn's own handlers); the engine keeps
 running and the next service adopts it.
+
+Start-up checks come first and cheaply (settings, the lock, the socket, before the owner's
+modules are imported): whatever keeps the service from starting becomes one StartFailed
+line, sent to the front end that started it (sparkdeck.service.start_report) as well as to
+the log, so that command says it at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.file_lock import FileLock
 from sparkdeck.service import location
-from sparkdeck.service.engine_metrics import EngineMetricsLoop
-from sparkdeck.service.hub import EventHub
-from sparkdeck.service.recording import ServiceRecording
-from sparkdeck.service.owner import EngineOwner
-from sparkdeck.settings import load_settings
+from sparkdeck.service.start_report import StartFailed, StartReport
+from sparkdeck.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from sparkdeck.service.engine_metrics import EngineMetricsLoop
+    from sparkdeck.service.hub import EventHub
+    from sparkdeck.service.owner import EngineOwner
 
 SERVICE_LOCK = "service"
 TELEMETRY_PERIOD_S = 1.0
+SOCKET_RACE_S = 0.5  # how long a service that just took the lock may take to bind its socket
 
 
 def bind_private_socket(path: Path) -> socket.socket:
     location.ensure_private_dir(path.parent)
     if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise RuntimeError(f"{path} exists and is not a socket: remove it by hand")
+        if not stat.S_ISSOCK(path.lstat().st_mode):  # not ours to remove: say so
+            raise _not_a_socket(path)
         path.unlink()  # a dead service's socket (we hold the lock: no live one owns it)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
@@ -86,12 +94,16 @@ class TelemetryLoop:
 
 
 async def _serve(server, sock: socket.socket,  # noqa: ANN001 - uvicorn.Server
-                 metrics: EngineMetricsLoop, endpoint: Callable[[], Any] | None = None) -> None:
+                 metrics: EngineMetricsLoop, owner: EngineOwner, report: StartReport,
+                 endpoint: Callable[[], Any] | None = None) -> None:
+    import asyncio
+
     task = asyncio.create_task(metrics.run(), name="engine metrics")
-    listener = _open_endpoint(endpoint) if endpoint is not None else None
+    listener = _open_endpoint(endpoint, owner) if endpoint is not None else None
     try:
         if listener is not None:
             listener.start()
+        report.ready(endpoint=owner.endpoint)  # the socket listens: connections queue
         await server.serve(sockets=[sock])
     finally:
         task.cancel()
@@ -99,71 +111,191 @@ async def _serve(server, sock: socket.socket,  # noqa: ANN001 - uvicorn.Server
             await listener.stop()
 
 
-def _open_endpoint(make: Callable[[], Any]) -> Any:
+def _open_endpoint(make: Callable[[], Any], owner: EngineOwner) -> Any:
     """The OpenAI endpoint's listener, or None when its port cannot be had: the guard runs
-    on without it (a taken port must not leave an engine unguarded), and the log says why."""
+    on without it (a taken port must not leave an engine unguarded). Its state is the
+    owner's (`endpoint` in the status), so front ends report the endpoint's own state
+    instead of probing whatever program holds the port."""
     try:
         listener = make()
     except OSError as exc:
-        print(f"sparkdeck: the OpenAI endpoint is off: {exc} (another program holds the "
-              "port? set [endpoint] port in settings.toml)", file=sys.stderr, flush=True)
+        why = os.strerror(exc.errno) if exc.errno else str(exc)  # uvicorn's text adds noise
+        owner.endpoint = {"on": False, "error": why, "address": owner.endpoint.get("address"),
+                          "fix": "another program holds the port? set [endpoint] port in "
+                                 "settings.toml or stop that program, then restart the "
+                                 "service: `sparkdeck service stop`, `sparkdeck service start`"}
+        print(f"sparkdeck: the OpenAI endpoint is off: {why} on {owner.endpoint['address']} "
+              f"({owner.endpoint['fix']})", file=sys.stderr, flush=True)
         return None
     host, port = listener.address
+    owner.endpoint = {"on": True, "address": _address(host, port),
+                      "url": f"http://{_address(host, port)}/v1"}
     print(f"OpenAI endpoint on http://{host}:{port}/v1", flush=True)
     return listener
 
 
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _file_kind(path: Path) -> str:
+    mode = path.lstat().st_mode
+    return ("a regular file" if stat.S_ISREG(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a symbolic link" if stat.S_ISLNK(mode) else "not a socket")
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:  # not UTF-8, too deep, a bad value: the file says which
+        problems = "; ".join(str(p) for p in exc.problems)
+        raise StartFailed(f"{problems}: fix settings.toml (or move it away), then run this "
+                          "again") from None
+
+
+def _socket_path() -> Path:
+    try:
+        return location.socket_path()
+    except ValueError as exc:  # too long for a Unix socket
+        raise StartFailed(str(exc)) from None
+
+
+def check_before_start() -> None:
+    """The start-up checks a front end makes itself before it starts a service, with this
+    module's words: a bad settings.toml, a socket path that is not a socket, a service that
+    runs but whose socket is gone. Each is then said without a second Python starting (a
+    second or more on a loaded box); the service makes them all again (and the rest)."""
+    _settings()
+    path = _socket_path()
+    if (path.exists() or path.is_symlink()) and not stat.S_ISSOCK(path.lstat().st_mode):
+        raise _not_a_socket(path)
+    lock = FileLock(SERVICE_LOCK, "a check before starting the service")
+    if lock.acquire(blocking=False):
+        lock.release()
+        return
+    problem = _already_runs(lock, path)
+    if problem.kind != "running":
+        raise problem
+
+
+def _start_up() -> tuple[Settings, FileLock, Path, socket.socket]:
+    """Everything that can keep the service from starting, checked before anything starts:
+    the settings, the one-per-user lock, the socket and the endpoint's exposure (last: its
+    module is the slow one to import). Raises StartFailed (one line, what to do); the lock
+    is held on return."""
+    settings = _settings()
+    path = _socket_path()
+    lock = FileLock(SERVICE_LOCK, "the sparkdeck service")
+    if not lock.acquire(blocking=False):
+        raise _already_runs(lock, path)
+    try:
+        sock = bind_private_socket(path)
+    except OSError as exc:  # a folder of another user, a full or read-only runtime dir
+        lock.release()
+        raise StartFailed(f"the service cannot make its socket {path}: {exc}; set "
+                          "SPARKDECK_RUNTIME_DIR to a folder of yours, then run this again"
+                          ) from None
+    except BaseException:
+        lock.release()
+        raise
+    from sparkdeck.service.endpoint import EndpointRefused, check_exposure
+
+    try:
+        check_exposure(settings.endpoint)
+    except EndpointRefused as exc:
+        sock.close()
+        path.unlink(missing_ok=True)
+        lock.release()
+        raise StartFailed(str(exc)) from None
+    return settings, lock, path, sock
+
+
+def _not_a_socket(path: Path) -> StartFailed:
+    return StartFailed(
+        f"{path} is not a socket ({_file_kind(path)}), so the service cannot listen there: "
+        f"remove it (`rm {path}`) or set SPARKDECK_RUNTIME_DIR to another folder, then run "
+        "this again")
+
+
+def _already_runs(lock: FileLock, path: Path) -> StartFailed:
+    """Another service holds the lock. One that just took it binds its socket within
+    moments (a racing start: the starter then finds it answering); one whose socket was
+    removed can never be reached, and only stopping it helps."""
+    holder = lock.holder()
+    who = f" (process {holder.pid})" if holder else ""
+    deadline = time.monotonic() + SOCKET_RACE_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if path.exists():
+        return StartFailed(f"the service already runs{who}", kind="running", code=1)
+    return StartFailed(
+        f"the service already runs{who} but its socket {path} was removed, so no front end "
+        "can reach it: `sparkdeck service stop` ends it (the engine keeps running), then run "
+        "this again", kind="unreachable", code=1)
+
+
 def serve() -> int:
-    """Run the service in this process until SIGTERM/SIGINT; 1 if one already runs."""
+    """Run the service in this process until SIGTERM/SIGINT; 1 if one already runs, 2 if
+    something else keeps it from starting (the line on stderr and to the starter says what)."""
+    report = StartReport.from_env()
+    try:
+        settings, lock, path, sock = _start_up()
+    except StartFailed as exc:
+        print(f"sparkdeck: {exc}" if exc.kind != "failed"
+              else f"sparkdeck: the service will not start: {exc}", file=sys.stderr, flush=True)
+        report.failed(exc)
+        return exc.code
+    try:
+        return _run(settings, path, sock, report)
+    except BaseException as exc:  # a bug: the log has the traceback, the starter a line
+        report.failed(StartFailed(f"{type(exc).__name__}: {exc} (a bug: the traceback is in "
+                                  f"{location.log_path()})"))
+        raise
+    finally:
+        lock.release()
+
+
+def _run(settings: Settings, path: Path, sock: socket.socket, report: StartReport) -> int:
+    import asyncio
+
     import uvicorn
 
     from sparkdeck.runtime import connect
     from sparkdeck.service.api import build_app
-    from sparkdeck.service.endpoint import EndpointListener, EndpointRefused, check_exposure
+    from sparkdeck.service.endpoint import EndpointListener, listen_address
+    from sparkdeck.service.engine_metrics import EngineMetricsLoop
+    from sparkdeck.service.hub import EventHub
+    from sparkdeck.service.owner import EngineOwner
     from sparkdeck.service.quiet_server import QuietServer
+    from sparkdeck.service.recording import ServiceRecording
 
-    settings = load_settings()
+    hub = EventHub()
+    owner = EngineOwner(hub, settings.guard, connect)
+    owner.endpoint = {"on": False, "address": _address(*listen_address(settings.endpoint)),
+                      "error": "not started yet"}
+    telemetry = TelemetryLoop(hub)
+    metrics = EngineMetricsLoop(hub, owner.follower)
+    recording = ServiceRecording.open(hub, owner, metrics, settings)
+    if recording is not None:
+        telemetry.sinks.append(recording)
+    owner.start()
+    telemetry.start()
+    config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
+                            access_log=False)
+    server = QuietServer(config)
+    print(f"sparkdeck service {os.getpid()} listening on {path}", flush=True)
     try:
-        check_exposure(settings.endpoint)
-    except EndpointRefused as exc:
-        print(f"sparkdeck: the service will not start: {exc}", file=sys.stderr)
-        return 2
-    lock = FileLock(SERVICE_LOCK, "the sparkdeck service")
-    if not lock.acquire(blocking=False):
-        holder = lock.holder()
-        print(f"sparkdeck: the service already runs"
-              f"{f' (process {holder.pid})' if holder else ''}", file=sys.stderr)
-        return 1
-    try:
-        path = location.socket_path()
-        sock = bind_private_socket(path)
-        hub = EventHub()
-        owner = EngineOwner(hub, settings.guard, connect)
-        telemetry = TelemetryLoop(hub)
-        metrics = EngineMetricsLoop(hub, owner.follower)
-        recording = ServiceRecording.open(hub, owner, metrics, settings)
-        if recording is not None:
-            telemetry.sinks.append(recording)
-        owner.start()
-        telemetry.start()
-        config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
-                                access_log=False)
-        server = QuietServer(config)
-        print(f"sparkdeck service {os.getpid()} listening on {path}", flush=True)
-        try:
-            asyncio.run(_serve(server, sock, metrics, lambda: EndpointListener(
-                    settings.endpoint, owner.follower, owner)))
-        finally:
-            telemetry.close()
-            if recording is not None:
-                recording.close()
-            owner.close()
-            sock.close()
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-        print("sparkdeck service stopped (the engine, if any, keeps running)", flush=True)
-        return 0
+        asyncio.run(_serve(server, sock, metrics, owner, report, lambda: EndpointListener(
+                settings.endpoint, owner.follower, owner)))
     finally:
-        lock.release()
+        telemetry.close()
+        if recording is not None:
+            recording.close()
+        owner.close()
+        sock.close()
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    print("sparkdeck service stopped (the engine, if any, keeps running)", flush=True)
+    return 0

@@ -50,9 +50,32 @@ def _start(args: argparse.Namespace) -> int:
 
     client, started = ensure_running()
     with client:
-        pid = client.status()["pid"]
-    print(f"the sparkdeck service {'started' if started else 'already runs'} (process {pid})")
+        status = client.status()
+    print(f"the sparkdeck service {'started' if started else 'already runs'} (process "
+          f"{status['pid']})")
+    _print_service_notes(status, warnings_only=True)
     return 0
+
+
+def _print_service_notes(status: dict, warnings_only: bool = False) -> None:
+    """What the service itself says of its endpoint, and a config or data dir that is not
+    this command's (its presets and records are then not the ones this command sees).
+    `warnings_only`: only what is wrong, on stderr (`start` keeps stdout to its one line)."""
+    import sys
+
+    from sparkdeck.service.client import endpoint_line, other_dirs
+
+    endpoint = status.get("endpoint") or {}
+    line = endpoint_line(endpoint)
+    if warnings_only:
+        for problem in (line if not endpoint.get("on", True) else None, other_dirs(status)):
+            if problem is not None:
+                print(f"sparkdeck: {problem}", file=sys.stderr)
+        return
+    if line is not None:
+        print(f"endpoint: {line.removeprefix('the OpenAI endpoint is ')}")
+    if (mismatch := other_dirs(status)) is not None:
+        print(f"dirs:    {mismatch}")
 
 
 def _holder_pid() -> int | None:
@@ -124,6 +147,7 @@ def _status(args: argparse.Namespace) -> int:
               f"({held['not_written']}; kept in memory until the data dir has room)")
     if report.get("busy"):
         print(f"busy:    {report['busy']}")
+    _print_service_notes(report)
     if report.get("docker_error"):
         print(f"docker:  {report['docker_error']}")
     return 0
