@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import random
 import shutil
 import signal
@@ -333,7 +334,8 @@ def test_guard_command_says_what_its_stop_did_in_text_and_json(
     assert text.returncode == 1 and "Traceback" not in text.stderr, text.stderr
     assert "stopped: Docker killed and removed the container" in text.stdout
     assert "sparkdeck: stopped sparkdeck-sleeper" in text.stderr
-    assert "-stopping.json)" in text.stderr  # the decision's record, not an earlier warning
+    # the decision's record (named for its container), not an earlier warning
+    assert re.search(r"-stopping-[0-9a-f]{12}\.json\)", text.stderr), text.stderr
     assert scope_containers(docker_client, scope) == []
     runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     as_json = run_cli("guard", "--json", "--duration", "30", env=env)

@@ -503,3 +503,20 @@ def test_the_card_follows_a_pull_then_the_start() -> None:
     text = engine_content(report, NOW).plain
     assert "state    starting" in text and "pull" not in text.split("step")[0]
     assert "waiting for the health endpoint" in text and "tiny-llama" in text
+
+
+def test_a_flushed_write_to_stderr_while_the_app_runs_reaches_textual(tmp_path: Path) -> None:
+    """While the app runs, sys.stderr is Textual's capture, whose flush calls App._flush:
+    an attribute of sparkdeck's own named `_flush` (the launch's cache-flush choice) hid that
+    method, and a library's flushed warning raised `'NoneType' object is not callable`."""
+    app, _ = make_app(tmp_path)
+
+    async def test() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            print("a library's warning", file=sys.stderr, flush=True)
+            sys.stderr.write("and a second line\n")
+            sys.stderr.flush()
+            await pilot.pause()
+            assert app.is_running
+
+    run(test)

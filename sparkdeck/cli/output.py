@@ -72,6 +72,9 @@ def print_status(report: dict[str, Any]) -> None:
                       "who can reach this machine can use the engine, with no key")
     elif docker["available"]:
         print("engine:  none running")
+    guard = report.get("guard") or {}
+    if guard.get("line"):
+        print(f"guard:   {guard['line']}")
     for container_id in report.get("adopted", []):
         print(f"adopted: {container_id[:12]} was running with no launch in progress and no "
               "record (its launch was killed?); sparkdeck now follows it (the TUI and "

@@ -6,6 +6,7 @@ header on its request) gets a 409 naming both versions and what to do, instead o
 would misread. Blocking work (Docker, /proc) runs in Starlette's thread pool so one slow call
 never stalls the event streams.
 
+  GET  /v1/heartbeat         the pid and what the watchdog guards, from memory (liveness.py)
   GET  /v1/status            the engine, the guard, what is in flight, the latest readings
   GET  /v1/plan?preset=ID    the launch plan (what is stopped, flush, fit with its numbers)
   POST /v1/launch            {"preset", "flush", "force", "timeout", "skip_switch_wait"}
@@ -34,11 +35,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparkdeck.file_lock import LockBusy
 from sparkdeck.service.hub import EventHub
+from sparkdeck.service.liveness import heartbeat_body
 from sparkdeck.service.location import API_VERSION
 from sparkdeck.service.owner import Busy, EngineOwner, UnknownPreset
 
 VERSION_HEADER = "X-Sparkdeck-Api"
-PING_S = 15  # a keep-alive comment on a quiet event stream
+# a keep-alive comment on the event stream every second: a front end that reads nothing for
+# liveness.HEARTBEAT_S knows the service's loop is not answering (telemetry, also 1 Hz, comes
+# from a thread of its own and may be late without the service being stuck)
+PING_S = 1
 
 _FLUSH = {"auto": None, "yes": True, "no": False}
 
@@ -78,6 +83,9 @@ class Versioned:
 
 
 def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
+    async def heartbeat(request: Request) -> Response:
+        return JSONResponse(heartbeat_body(os.getpid(), owner.follower, hub))
+
     async def status(request: Request) -> Response:
         body = await run_in_threadpool(owner.status)
         body.update(api_version=API_VERSION, pid=os.getpid(), subscribers=hub.subscribers)
@@ -124,7 +132,8 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
 
         return EventSourceResponse(stream(), ping=PING_S)
 
-    routes = [Route(f"/v{API_VERSION}/status", status),
+    routes = [Route(f"/v{API_VERSION}/heartbeat", heartbeat),
+              Route(f"/v{API_VERSION}/status", status),
               Route(f"/v{API_VERSION}/plan", plan),
               Route(f"/v{API_VERSION}/launch", launch, methods=["POST"]),
               Route(f"/v{API_VERSION}/launch/cancel", cancel, methods=["POST"]),

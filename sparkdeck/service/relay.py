@@ -1,19 +1,38 @@
-"""A front end that watches the service's guard instead of running a watchdog of its own.
+"""A front end's guard: it relays the service's watchdog while the service answers, and runs
+its own watchdog while it does not.
 
 When the service runs, it guards the engine; a second watchdog in a window would only decide
-twice and stop twice. `relay_guard` follows the service's event stream and hands each guard
-decision, stop attempt and guard stop to the front end's callbacks, until `done` is set or the
-stream ends (the service went away: the caller then guards the engine itself again).
+twice and stop twice. So a window (the TUI's guard line, `sparkdeck guard`) follows the
+service's event stream and hands each guard decision, stop attempt and guard stop to its
+callbacks. The stream carries a keep-alive every second: SILENCE_S without a byte, or the
+stream ending, and the window asks the heartbeat (liveness.py) why. A service that is gone is
+started again (it adopts the engine); one that does not answer (stopped, wedged) cannot be
+replaced while it holds its lock, so the window guards the engine with its own watchdog,
+says so in the warning colour, and hands back when the heartbeat answers again (never in the
+middle of a stop it is carrying out).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkdeck.service.client import ServiceClient
 from sparkdeck.service.errors import ServiceError
+from sparkdeck.service.liveness import ANSWERING, NOT_RUNNING, OFF, Liveness, probe
+
+if TYPE_CHECKING:
+    from sparkdeck.guard.watchdog import Watchdog
+
+# Keep-alives come every second (api.PING_S): 1.3 s of silence, then a 0.5 s heartbeat,
+# tell a window within liveness.HEARTBEAT_S that nobody answers.
+SILENCE_S = 1.3
+CLASSIFY_S = 0.5
+PROBE_EVERY_S = 1.0  # while a window guards: how often it asks whether the service is back
+RESTART_EVERY_S = 30.0  # a service that failed to start is not tried again sooner
 
 
 @dataclass(frozen=True)
@@ -25,14 +44,25 @@ class RemoteDecision:
     reasons: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class GuardCalls:
+    """What a front end does with what its guard loop learns."""
+
+    decision: Callable[[RemoteDecision], None]  # the service's watchdog decided
+    attempt: Callable[[bool, str, int], None]  # the service tried a stop
+    stopped: Callable[[str], None]  # the service's watchdog stopped the engine (why)
+    note: Callable[[str], None]  # the service guards the engine (started now or not)
+    silent: Callable[[Liveness], None]  # nobody answers: the window's own watchdog guards
+
+
 def relay_guard(client: ServiceClient, done: threading.Event,
                 on_decision: Callable[[RemoteDecision], None],
                 on_attempt: Callable[[bool, str, int], None],
-                on_stopped: Callable[[str], None]) -> bool:
-    """Relay until `done` (True) or the stream ends or fails (False). The service sends a
-    telemetry event every second, so `done` is seen within about a second."""
+                on_stopped: Callable[[str], None], silence_s: float = SILENCE_S) -> bool:
+    """Relay until `done` (True) or the stream ends, fails or is silent for `silence_s`
+    (False). Something comes every second, so `done` is seen within about a second."""
     try:
-        with client.events() as events:
+        with client.events(read_timeout=silence_s) as events:
             for kind, data in events:
                 if done.is_set():
                     return True
@@ -43,9 +73,109 @@ def relay_guard(client: ServiceClient, done: threading.Event,
                     on_attempt(bool(data["done"]), str(data["text"]), int(data["killed"]))
                 elif kind == "engine" and data.get("state") == "stopped by the guard":
                     on_stopped("; ".join(data.get("reasons", ())))
-    except Exception:  # noqa: BLE001 - the stream broke (httpx, JSON): the service went away
+    except Exception:  # noqa: BLE001 - the stream broke or went quiet (httpx, JSON)
         pass
     return done.is_set()
+
+
+class FrontGuard:
+    """The guard loop of one window for one engine: `run()` until `done` is set or the
+    window's own watchdog has stopped the engine. `watchdog` is the window's (built by
+    guard.watchdog.engine_watchdog); it runs only while the service does not answer."""
+
+    def __init__(self, watchdog: Watchdog, done: threading.Event, hz: Callable[[], float],
+                 calls: GuardCalls) -> None:
+        self.watchdog, self.done, self.hz, self.calls = watchdog, done, hz, calls
+        self.guarding_here = False  # the window's own watchdog runs now
+        self._start_failed_at: float | None = None
+
+    def run(self) -> None:
+        life = probe()
+        while not self.done.is_set() and self.watchdog.stopped_by is None:
+            if life.state == OFF:  # no service by choice: this window guards, full stop
+                self.watchdog.run(self.done, self.hz)
+                return
+            client = self._start() if life.state == NOT_RUNNING else None
+            if life.answering:
+                client = _connect()
+                if client is not None:
+                    self.calls.note(f"the sparkdeck service (process {life.pid}) guards "
+                                    "the engine, with or without this window")
+            if client is not None:
+                with client:
+                    if relay_guard(client, self.done, self.calls.decision, self.calls.attempt,
+                                   self.calls.stopped):
+                        return
+                if self.done.is_set():
+                    return
+                life = probe(CLASSIFY_S)  # why did the stream end?
+                if life.answering:
+                    continue  # only the stream broke: follow it again
+            self.calls.silent(life)
+            life = self._guard_until_back()
+
+    def _start(self) -> ServiceClient | None:
+        """Start a service that is gone (it adopts and guards the engine); None if it fails
+        or failed less than RESTART_EVERY_S ago."""
+        from sparkdeck.service.client import ensure_running
+
+        failed = self._start_failed_at
+        if failed is not None and time.monotonic() - failed < RESTART_EVERY_S:
+            return None
+        try:
+            client, started = ensure_running()
+        except ServiceError as exc:
+            self._start_failed_at = time.monotonic()
+            self.calls.note(f"the sparkdeck service did not start: {exc}")
+            return None
+        pid = client.heartbeat()["pid"]
+        self.calls.note(f"started the sparkdeck service (process {pid}): it guards the "
+                        "engine, with or without this window" if started else
+                        f"the sparkdeck service (process {pid}) guards the engine, with or "
+                        "without this window")
+        return client
+
+    def _guard_until_back(self) -> Liveness:
+        """The window's own watchdog guards until the service answers again, or is gone and
+        may be started again; what the last heartbeat said."""
+        until = threading.Event()
+        said: list[Liveness] = [Liveness(NOT_RUNNING)]
+
+        def ask() -> None:
+            while not until.is_set():
+                if self.done.wait(PROBE_EVERY_S):
+                    break
+                if self.watchdog.stop_pending:
+                    continue  # a stop under way is carried out here, whatever answers
+                life = probe()
+                said[0] = life
+                restartable = life.state == NOT_RUNNING and (
+                    self._start_failed_at is None
+                    or time.monotonic() - self._start_failed_at >= RESTART_EVERY_S)
+                if life.state == ANSWERING or restartable:
+                    break
+            until.set()
+
+        self.watchdog.window.clear()  # readings from an earlier turn are not consecutive
+        self.guarding_here = True
+        asker = threading.Thread(target=ask, name="service heartbeat", daemon=True)
+        asker.start()
+        try:
+            self.watchdog.run(until, self.hz)
+        finally:
+            self.guarding_here = False
+            until.set()
+            asker.join(timeout=PROBE_EVERY_S + 3)
+        return said[0]
+
+
+def _connect() -> ServiceClient | None:
+    from sparkdeck.service.client import running
+
+    try:
+        return running()
+    except ServiceError:
+        return None
 
 
 def hand_over() -> str | None:

@@ -92,7 +92,7 @@ class SparkdeckApp(App[int]):
         self.catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
-        self._flush = flush
+        self._cache_flush = flush  # not `_flush`: that name is Textual App's own method
         self._sampling = sampling  # the side tabs' (None: the real sampler, the usual pace)
         self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
                                          engine_poll_seconds)
@@ -108,7 +108,7 @@ class SparkdeckApp(App[int]):
 
     def compose(self) -> ComposeResult:
         # Held by reference: workers' messages reach them while a dialog is the screen.
-        self.launch_area = LaunchArea(self._engine_reader.runtime, self._flush,
+        self.launch_area = LaunchArea(self._engine_reader.runtime, self._cache_flush,
                                       self.settings.guard, self._hand_over,
                                       id="left-area").data_bind(
             docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows)

@@ -28,7 +28,11 @@ from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
 from sparkdeck.settings import load_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.service.liveness import Liveness
+    from sparkdeck.service.relay import FrontGuard
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -131,32 +135,24 @@ def _history(as_json: bool) -> int:
     return 0
 
 
-def _relayed_from_service(name: str, done: threading.Event, out: _Output) -> bool:
-    """When the sparkdeck service runs, it guards the engine: show its decisions rather than
-    start a second watchdog (which would decide, record and stop twice). True once relayed
-    until `done` or Ctrl-C; False when no service runs (or it went away first)."""
-    from sparkdeck.service import location
+def _front_guard(name: str, dog: Watchdog, done: threading.Event, out: _Output,
+                 hz: Callable[[], float]) -> FrontGuard:
+    """While the sparkdeck service answers, it guards the engine and its decisions are
+    shown (a second watchdog would decide, record and stop twice); while it does not, this
+    command's own watchdog guards it (sparkdeck.service.relay.FrontGuard)."""
+    from sparkdeck.service.relay import FrontGuard, GuardCalls
 
-    if not location.enabled():
-        return False
-    from sparkdeck.service.client import running
-    from sparkdeck.service.relay import relay_guard
+    def silent(life: Liveness) -> None:
+        out.event("unguarded", f"the sparkdeck service is {life.state} ({life.detail}): "
+                  f"this command guards {name} until it answers again", state=life.state)
 
-    client = running()
-    if client is None:
-        return False
-    with client:
-        out.event("note", f"the sparkdeck service (process {client.status()['pid']}) guards "
-                  f"{name}; its decisions follow (it keeps guarding after this ends)")
-        try:
-            return relay_guard(
-                client, done, lambda d: out.event("decision", d.text, level=d.level),
-                lambda ok, text, killed: out.event("stop attempt", text, done=ok,
+    return FrontGuard(dog, done, hz, GuardCalls(
+        decision=lambda d: out.event("decision", d.text, level=d.level),
+        attempt=lambda ok, text, killed: out.event("stop attempt", text, done=ok,
                                                    killed=killed),
-                lambda why: (out.event("stopped", f"the service stopped {name}: {why}"),
-                             done.set()))
-        except KeyboardInterrupt:
-            return True
+        stopped=lambda why: (out.event("stopped", f"the service stopped {name}: {why}"),
+                             done.set()),
+        note=lambda text: out.event("note", text), silent=silent))
 
 
 def run_guard(args: argparse.Namespace) -> int:
@@ -174,8 +170,6 @@ def run_guard(args: argparse.Namespace) -> int:
         timer = threading.Timer(args.duration, done.set)
         timer.daemon = True
         timer.start()
-    if _relayed_from_service(engine.name, done, out):
-        return 0
     readings = HostReadings()
     errors: list[str] = []
 
@@ -197,7 +191,7 @@ def run_guard(args: argparse.Namespace) -> int:
                      args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done,
                            dog, out)).start()
     try:
-        dog.run(done, lambda: guard.running_hz)
+        _front_guard(engine.name, dog, done, out, lambda: guard.running_hz).run()
     except KeyboardInterrupt:
         pass
     finally:

@@ -29,6 +29,7 @@ from sparkdeck.ui.worker_failures import report_worker_failure
 if TYPE_CHECKING:
     from sparkdeck.guard.policy import Decision
     from sparkdeck.guard.stopper import StopAttempt
+    from sparkdeck.service.liveness import Liveness
     from sparkdeck.service.relay import RemoteDecision
     from sparkdeck.guard.watchdog import Watchdog
     from sparkdeck.runtime.client import DockerRuntime
@@ -78,6 +79,12 @@ class WatchdogLine(Static):
                     and message.decision.level != "stop")
 
     @dataclass
+    class ServiceSilent(Message, bubble=False):
+        """The service does not answer (or is gone): this window's watchdog guards now."""
+
+        liveness: Liveness
+
+    @dataclass
     class EngineStopped(Message):
         """The running watchdog decided to stop the engine, for `reasons` (told once)."""
 
@@ -101,6 +108,7 @@ class WatchdogLine(Static):
         self._stop_told = self._stop_failure_told = False
         self._stop_reasons = ""
         self._bound = False
+        self._takeover: str | None = None  # why this window guards (the service is silent)
 
     def watch_engine(self, engine: EngineState | None) -> None:
         if not self._bound:  # the binding's first value is the app's start, not a reading
@@ -142,30 +150,15 @@ class WatchdogLine(Static):
     def _guard_or_relay(self, watchdog: Watchdog, done: threading.Event) -> None:
         """The worker: the sparkdeck service guards the engine (started now when none runs)
         and this line shows its decisions (every window sees the same ones); with the
-        service turned off, or once it goes away, this window's own watchdog guards it."""
-        from sparkdeck.service import location
+        service turned off, or while it does not answer, this window's own watchdog guards
+        it (sparkdeck.service.relay.FrontGuard)."""
+        from sparkdeck.service.relay import FrontGuard, GuardCalls
 
-        if location.enabled():
-            from sparkdeck.service.client import ServiceError, ensure_running
-            from sparkdeck.service.relay import relay_guard
-
-            try:  # the guard must not depend on this window: a service is started if none runs
-                client, started = ensure_running()
-            except ServiceError as exc:
-                client, started = None, False
-                self.post_message(self.StopAttempted(None, f"{exc}; this window guards it"))
-            if client is not None:
-                with client:
-                    pid = client.status()["pid"]
-                    said = ("started the sparkdeck service: it guards the engine" if started
-                            else "the sparkdeck service guards the engine")
-                    self.post_message(self.StopAttempted(
-                        None, f"{said} (process {pid}), with or without this window"))
-                    if relay_guard(client, done, self._remote_decision,
-                                   self._remote_attempt,
-                                   lambda why: self.post_message(self.EngineStopped(why))):
-                        return
-        watchdog.run(done, lambda: self._guard().running_hz)
+        FrontGuard(watchdog, done, lambda: self._guard().running_hz, GuardCalls(
+            decision=self._remote_decision, attempt=self._remote_attempt,
+            stopped=lambda why: self.post_message(self.EngineStopped(why)),
+            note=lambda text: self.post_message(self.StopAttempted(None, text)),
+            silent=lambda life: self.post_message(self.ServiceSilent(life)))).run()
 
     def _remote_decision(self, decision: RemoteDecision) -> None:
         self.post_message(self.ServiceDecided(decision))
@@ -175,8 +168,21 @@ class WatchdogLine(Static):
 
         self.post_message(self.StopAttempted(StopAttempt(done, text, killed)))
 
+    def on_watchdog_line_service_silent(self, message: ServiceSilent) -> None:
+        message.stop()
+        life = message.liveness
+        self._takeover = (f"the sparkdeck service is {life.state} ({life.detail}): the "
+                          "engine is not guarded by it, THIS WINDOW guards it")
+        if self._stop is None:
+            self.level = "warn"
+            self.set_class(False, "-ok", "-stop")
+            self.set_class(True, "-warn")
+            self.update(f"memory guard: {self._takeover}")
+        self.notify(self._takeover, title="memory guard", severity="warning", markup=False)
+
     def on_watchdog_line_service_decided(self, message: ServiceDecided) -> None:
         message.stop()
+        self._takeover = None  # the service answers again: it guards, this window relays
         decision = message.decision
         if self._stop is None:
             self.level = decision.level
@@ -270,8 +276,11 @@ class WatchdogLine(Static):
                         f" | now {decision.describe()}")
             return
         self.level = decision.level
-        for level in ("ok", "warn", "stop"):
-            self.set_class(decision.level == level, f"-{level}")
+        takeover = self._takeover is not None and decision.level == "ok"
+        for level in ("ok", "warn", "stop"):  # taken over: the warning colour, even at OK
+            self.set_class(level == ("warn" if takeover else decision.level), f"-{level}")
         prefix = "memory guard is STOPPING the engine: " if decision.level == "stop" else \
             "memory guard "
+        if self._takeover is not None:
+            prefix += "(this window; the service does not answer) "
         self.update(prefix + decision.describe())
