@@ -167,3 +167,47 @@ def test_endpoint_says_who_can_reach_it_and_the_address_it_listens_on(isolated_d
     shown = json.loads(_endpoint(local, "--json"))
     assert shown["lan"] is False and shown["anyone_local_can_switch"] is True
     assert shown["listens"] == f"127.0.0.1:{port}"
+
+
+OTHER_USER_PROBE = r"""
+import http.client, json, os, sys
+port, body = int(sys.argv[1]), sys.argv[2].encode()
+out = {"uid": os.getuid(), "answers": []}
+for auth in ({}, {"Authorization": "bearer guessed"}, {"Authorization": "Bearer " + "k" * 16}):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.connect()
+    client = "%s:%d" % connection.sock.getsockname()[:2]
+    connection.request("POST", "/v1/chat/completions", body=body,
+                       headers={"Content-Type": "application/json", **auth})
+    response = connection.getresponse()
+    out["answers"].append({"client": client, "status": response.status,
+                           "code": json.loads(response.read())["error"]["code"]})
+    connection.close()
+print(json.dumps(out))
+"""
+
+
+def test_another_unix_user_cannot_use_or_switch_a_keyed_endpoint(keyed):
+    """The owner set a key: a second Unix user made here, asking for the running model and
+    for another preset (a switch), gets 401 each time, and each is one request-log line
+    naming the refusal; the engine never sees a request of theirs."""
+    from tests.support.other_user import run_as_other_user, uid_of_other_user
+
+    keyed["attach"]()
+    received = len(keyed["engine"].received)
+    tried = []
+    for model in (MODEL, "rf-huge"):  # the running model, and a switch to another preset
+        shown = json.loads(run_as_other_user(OTHER_USER_PROBE, str(keyed["port"]),
+                                             chat(model).decode()))
+        assert shown["uid"] == uid_of_other_user() != os.getuid()
+        tried += shown["answers"]
+    assert [a["status"] for a in tried] == [401] * 6, tried
+    assert {a["code"] for a in tried} == {"invalid_api_key"}
+    assert len(keyed["engine"].received) == received
+
+    def rows() -> list[dict]:
+        return [row for row in log_rows(keyed["data"])
+                if row["client"] in {a["client"] for a in tried}]
+
+    wait_for(lambda: len(rows()) == 6, timeout=5, what="a log line for each refusal")
+    assert all(row["status"] == 401 and "API key" in row["error"] for row in rows()), rows()

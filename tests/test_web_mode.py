@@ -35,6 +35,7 @@ import httpx
 import pytest
 
 from tests.conftest import unavailable
+from tests.support.other_user import run_as_other_user, uid_of_other_user
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -197,30 +198,9 @@ def test_a_plain_get_of_the_websocket_is_refused_without_a_traceback(
 
 def test_another_unix_user_cannot_get_in(web_server: WebServer) -> None:
     """As a second Unix user made here: no page, no file, no websocket from any Origin."""
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        unavailable("creating a second Unix user needs root and useradd")
-    user = "sdwebprobe"
-    if subprocess.run(["id", user], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", user], check=True, capture_output=True)
     source = (Path(__file__).parent / "support" / "door_probe.py").read_text()
-
-    def runnable(python: str) -> bool:
-        try:
-            return subprocess.run([python, "-c", "pass"], user=user, cwd="/",
-                                  capture_output=True).returncode == 0
-        except OSError:  # a venv under a folder that user may not enter
-            return False
-
-    python = next((p for p in (sys.executable, getattr(sys, "_base_executable", ""),
-                               "/usr/bin/python3") if p and runnable(p)), None)
-    if python is None:
-        unavailable(f"no Python interpreter that the user {user} may run")
-    probe = subprocess.run([python, "-c", source, str(web_server.port)], user=user,
-                           capture_output=True, text=True, timeout=60, cwd="/")
-    assert probe.returncode == 0, probe.stderr
-    answers = json.loads(probe.stdout)
-    assert answers.pop("uid") != os.getuid()
+    answers = json.loads(run_as_other_user(source, str(web_server.port)))
+    assert answers.pop("uid") == uid_of_other_user() != os.getuid()
     assert answers == dict.fromkeys(answers, 403) and len(answers) == 6, answers
 
 
