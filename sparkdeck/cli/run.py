@@ -251,8 +251,8 @@ def collect_status() -> dict[str, Any]:
         report["attached_error"] = str(exc)
     from sparkdeck.service.liveness import guard_report
 
-    alive = current is not None and current.alive
-    report["guard"] = guard_report((current.preset_id or current.name) if alive else None)
+    engine = current if current is not None and current.alive else None
+    report["guard"] = guard_report((engine.preset_id or engine.name) if engine else None)
     resolved = resolve(current)  # the engine chat, metrics and bench would talk to
     report["target"] = {"endpoint": resolved.endpoint.to_dict() if resolved.endpoint else None,
                         "why_none": resolved.why_none}

@@ -55,9 +55,9 @@ class Watchdog:
 
     def __init__(self, policy: WatchdogPolicy, read: Callable[[], Reading],
                  stop: Callable[[], StopAttempt | None], *, engine: str,
-                 on_decision: Callable[[Decision], None] | None = None,
-                 on_attempt: Callable[[StopAttempt], None] | None = None,
-                 on_error: Callable[[Exception], None] | None = None,
+                 on_decision: Callable[[Decision], object] | None = None,
+                 on_attempt: Callable[[StopAttempt], object] | None = None,
+                 on_error: Callable[[Exception], object] | None = None,
                  record: Callable[..., Path | None] = records.write_action,
                  clock: Callable[[], float] = time.monotonic, window_s: float = WINDOW_S,
                  container_id: str = "", resume: dict[str, Any] | None = None):
@@ -67,8 +67,8 @@ class Watchdog:
         self.read = read
         self.stop = stop
         self.engine = engine
-        self.on_decision = on_decision or (lambda d: None)
-        self.on_attempt = on_attempt or (lambda a: None)
+        self.on_decision: Callable[[Decision], object] = on_decision or (lambda d: None)
+        self.on_attempt: Callable[[StopAttempt], object] = on_attempt or (lambda a: None)
         self.on_error = on_error  # None: a failed reading ends run() with its error
         self.record = record
         self.clock = clock
@@ -200,9 +200,9 @@ class Watchdog:
 def engine_watchdog(guard: GuardSettings, runtime: DockerRuntime | None,
                     engine: EngineState | None, *, label: str = "",
                     read: Callable[[], Reading] | None = None,
-                    on_decision: Callable[[Decision], None] | None = None,
-                    on_attempt: Callable[[StopAttempt], None] | None = None,
-                    on_error: Callable[[Exception], None] | None = None) -> Watchdog:
+                    on_decision: Callable[[Decision], object] | None = None,
+                    on_attempt: Callable[[StopAttempt], object] | None = None,
+                    on_error: Callable[[Exception], object] | None = None) -> Watchdog:
     """The one way sparkdeck builds a watchdog (the launch, the TUI, `sparkdeck guard`, the
     benchmark): the policy from settings.toml [guard], the host's readings (or `read`), a
     stop of this container that an earlier watchdog left unconfirmed, and

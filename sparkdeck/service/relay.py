@@ -48,17 +48,18 @@ class RemoteDecision:
 class GuardCalls:
     """What a front end does with what its guard loop learns."""
 
-    decision: Callable[[RemoteDecision], None]  # the service's watchdog decided
-    attempt: Callable[[bool, str, int], None]  # the service tried a stop
-    stopped: Callable[[str], None]  # the service's watchdog stopped the engine (why)
-    note: Callable[[str], None]  # the service guards the engine (started now or not)
-    silent: Callable[[Liveness], None]  # nobody answers: the window's own watchdog guards
+    # (what they return is not used: `object` lets a front end pass post_message as it is)
+    decision: Callable[[RemoteDecision], object]  # the service's watchdog decided
+    attempt: Callable[[bool, str, int], object]  # the service tried a stop
+    stopped: Callable[[str], object]  # the service's watchdog stopped the engine (why)
+    note: Callable[[str], object]  # the service guards the engine (started now or not)
+    silent: Callable[[Liveness], object]  # nobody answers: the window's own watchdog guards
 
 
 def relay_guard(client: ServiceClient, done: threading.Event,
-                on_decision: Callable[[RemoteDecision], None],
-                on_attempt: Callable[[bool, str, int], None],
-                on_stopped: Callable[[str], None], silence_s: float = SILENCE_S) -> bool:
+                on_decision: Callable[[RemoteDecision], object],
+                on_attempt: Callable[[bool, str, int], object],
+                on_stopped: Callable[[str], object], silence_s: float = SILENCE_S) -> bool:
     """Relay until `done` (True) or the stream ends, fails or is silent for `silence_s`
     (False). Something comes every second, so `done` is seen within about a second."""
     try:

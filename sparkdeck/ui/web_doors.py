@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 WILDCARDS = ("0.0.0.0", "::", "")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -116,7 +117,7 @@ def is_websocket_route(request: web.Request) -> bool:
     return request.path == "/ws"
 
 
-def guard(doors: Doors) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def guard(doors: Doors) -> Middleware:
     """aiohttp middleware: Host, then Origin, then the token or its cookie."""
 
     @web.middleware

@@ -142,6 +142,10 @@ def _front_guard(name: str, dog: Watchdog, done: threading.Event, out: _Output,
     command's own watchdog guards it (sparkdeck.service.relay.FrontGuard)."""
     from sparkdeck.service.relay import FrontGuard, GuardCalls
 
+    def stopped(why: str) -> None:
+        out.event("stopped", f"the service stopped {name}: {why}")
+        done.set()
+
     def silent(life: Liveness) -> None:
         out.event("unguarded", f"the sparkdeck service is {life.state} ({life.detail}): "
                   f"this command guards {name} until it answers again", state=life.state)
@@ -150,8 +154,7 @@ def _front_guard(name: str, dog: Watchdog, done: threading.Event, out: _Output,
         decision=lambda d: out.event("decision", d.text, level=d.level),
         attempt=lambda ok, text, killed: out.event("stop attempt", text, done=ok,
                                                    killed=killed),
-        stopped=lambda why: (out.event("stopped", f"the service stopped {name}: {why}"),
-                             done.set()),
+        stopped=stopped,
         note=lambda text: out.event("note", text), silent=silent))
 
 
