@@ -261,15 +261,18 @@ class Launcher:
                 skip_switch_wait: threading.Event | None, fit: FitCheck | None,
                 flush_note: str | None) -> EngineState:
         spec, fit = self._preflight(preset, flush, force, fit, cancel)
+        _honour(cancel)
         self._touched = True
         stopped: list[EngineState] = []
         try:
             stopped = self.stop_all(wait_memory=True, skip_wait=skip_switch_wait)
+            _honour(cancel)  # a stop can take its whole grace period: asked meanwhile?
             self.wait_for_returning(skip_switch_wait)
             if flush:
                 self.on_event(CacheFlushed(self.flush()))
             else:
                 self.on_event(FlushSkipped(flush_note or "--no-flush"))
+            _honour(cancel)  # the last moment before anything new is created
             before = self.read_memory()
             started, started_wall = time.monotonic(), time.time()
             engine = self.runtime.start(spec)
@@ -377,6 +380,14 @@ class Launcher:
         path = records.save_launch_record(engine.container_id, engine.name,
                                           {**record, "timeline": timeline.to_dict()})
         self.on_event(TimelineSaved(timeline, path))
+
+
+def _honour(cancel: threading.Event | None) -> None:
+    """A cancel asked from another thread (the service's client pressed Ctrl-C) ends the
+    launch between steps exactly as a Ctrl-C in this thread does: no container is created
+    after it, and LaunchInterrupted says what Docker has left running."""
+    if cancel is not None and cancel.is_set():
+        raise KeyboardInterrupt
 
 
 def preset_phases(engine: EngineState) -> tuple[tuple[str, str], ...]:
