@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparkdeck.host.meminfo import gib
+from sparkdeck.launch.failure import STATUS_LOG_LINES, failure_log, failure_text
 from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.presets import PresetCatalog
+from sparkdeck.text_safety import clean
 
 
 def confirm(question: str) -> bool:
@@ -61,7 +63,7 @@ def print_status(report: dict[str, Any]) -> None:
             print(f"engine:  {engine['preset_id']} CRASHED (exit code {engine['exit_code']}); "
                   "last log lines:")
             for line in engine["log_tail"][-10:]:
-                print(f"  | {line}")
+                print(f"  | {clean(line)}")
         else:
             print(f"engine:  {engine['preset_id']} {engine['docker_state']} at "
                   f"{engine['base_url']} ({engine['image']})")
@@ -81,8 +83,17 @@ def print_status(report: dict[str, Any]) -> None:
               "`sparkdeck guard` guard it; the next launch stops it)")
     failure = report.get("last_failure")
     if failure:  # shown until dismissed, even beside a running engine (one left by Ctrl-C)
-        print(f"last launch failed: {failure['preset_id']}: {failure['message']} "
-              f"({failure.get('at', '')}; `sparkdeck dismiss` forgets it)")
+        print(f"last launch failed: {clean(str(failure['preset_id']))}: "
+              f"{clean(str(failure['message']))} ({failure.get('at', '')}; "
+              "`sparkdeck dismiss` forgets it)")
+        log = failure_log(failure)
+        if log:  # the engine's own words are usually the reason ("invalid argument: ...")
+            shown = log[-STATUS_LOG_LINES:]
+            more = (f" (the last {len(shown)} of {len(log)}: `sparkdeck logs --last-failure`)"
+                    if len(log) > len(shown) else "")
+            print(f"  the engine's last log lines{more}:")
+            for line in shown:
+                print(f"  | {line}")
     for attached in report.get("attached", []):
         _print_endpoint(attached)
     if report.get("attached_error"):
@@ -101,6 +112,21 @@ def print_status(report: dict[str, Any]) -> None:
     else:
         print(f"memory:  {gib(mem['available'])} available of {gib(mem['total'])}, "
               f"page cache {gib(mem['cached'])}")
+
+
+def print_failure_log(failure: dict[str, Any] | None) -> int:
+    """`sparkdeck logs --last-failure`: the failed launch and every log line kept with it."""
+    if not failure:
+        print("no failed launch on record (none since the last success, or dismissed)",
+              file=sys.stderr)
+        return 1
+    print(f"last launch failed: {failure_text(failure)}")
+    log = failure_log(failure)
+    print("the engine's last log lines:" if log else "no engine log was kept (it failed "
+          "before its container ran, or Docker could not give its log)")
+    for line in log:
+        print(f"  | {line}")
+    return 0
 
 
 def _print_endpoint(e: dict[str, Any]) -> None:

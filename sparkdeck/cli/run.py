@@ -19,7 +19,9 @@ from typing import Any
 from sparkdeck import __version__, paths
 from sparkdeck.cli import commands
 from sparkdeck.cli.args import endpoint_args
-from sparkdeck.cli.output import LaunchPrinter, confirm, print_presets, print_status
+from sparkdeck.cli.output import (
+    LaunchPrinter, confirm, print_failure_log, print_presets, print_status,
+)
 from sparkdeck.runtime.errors import (
     DockerNotAnswering, DockerRuntimeError, DockerUnavailable, EngineExited,
 )
@@ -87,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     logs.add_argument("--tail", type=int, default=100, metavar="N",
                       help="lines from the end to start with (default 100)")
+    logs.add_argument("--last-failure", action="store_true",
+                      help="the engine's last lines kept with the last failed launch")
 
     attach = sub.add_parser("attach", help="register an engine sparkdeck did not start")
     attach.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:8000")
@@ -270,10 +274,14 @@ def collect_status() -> dict[str, Any]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    if args.last_failure:  # the failed engine's container is gone: its lines were kept
+        return print_failure_log(last_failure())
     runtime = _runtime()
     current = runtime.current()
     if current is None:
-        raise CommandFailed("no sparkdeck engine container to show logs of")
+        hint = ("; the last failed launch's lines: `sparkdeck logs --last-failure`"
+                if last_failure() else "")
+        raise CommandFailed(f"no sparkdeck engine container to show logs of{hint}")
     try:
         for line in runtime.follow_logs(current.container_id, tail=args.tail,
                                         follow=args.follow):

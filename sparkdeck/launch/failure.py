@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
+from sparkdeck.text_safety import clean, excerpt
+
+# The engine's own last lines say why it failed ("error: invalid argument: ..."): the card
+# has room for a few, `status` for more, `logs --last-failure` for all that were kept.
+CARD_LOG_LINES = 4
+STATUS_LOG_LINES = 10
 
 
 def _failure_path() -> Path:
@@ -44,8 +50,36 @@ def clear_failure() -> None:
 
 
 def failure_text(failure: dict[str, Any] | None) -> str | None:
-    """One line for the screen: "<preset>: <message> (<when>)"; None when there is none."""
+    """One line for the screen: "<preset>: <message> (<when>)"; None when there is none.
+    The message can quote the engine or a server: cleaned, never obeyed."""
     if not failure:
         return None
     when = f" ({failure['at']})" if failure.get("at") else ""
-    return f"{failure.get('preset_id', '?')}: {failure.get('message', '')}{when}"
+    return excerpt(f"{failure.get('preset_id', '?')}: {failure.get('message', '')}{when}",
+                   limit=2000)
+
+
+def failure_log(failure: dict[str, Any] | None, last: int | None = None) -> list[str]:
+    """The engine's last log lines kept with the failure (the `last` of them), each cleaned:
+    a container's output is shown, never obeyed."""
+    if not failure:
+        return []
+    tail = failure.get("log_tail")
+    lines = [clean(str(line)).replace("\n", " ") for line in tail] if isinstance(tail, list) \
+        else []
+    return lines[-last:] if last else lines
+
+
+class LaunchFailed(Exception):
+    """A launch's error with the engine's own last log line added (a notification's text)."""
+
+
+def with_engine_reason(exc: Exception) -> Exception:
+    """`exc`, or its message with the engine's last log line when the failure just recorded
+    is this one: "stopped while starting (exit code 1)" alone does not say why, the engine's
+    "error: invalid argument: ..." does. Reads a file: call it off the UI thread."""
+    failure = last_failure()
+    log = failure_log(failure, 1)
+    if not log or not failure or str(failure.get("message", "")) not in str(exc):
+        return exc  # no log kept, or an older failure (a refused launch records none)
+    return LaunchFailed(f"{exc}; the engine's last log line: {log[0]}")

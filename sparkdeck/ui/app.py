@@ -179,6 +179,8 @@ class SparkdeckApp(App[int]):
         """Run the preset and engine readers again (each group keeps only its newest run)."""
         self.load_presets()
         self._engine_watch.poll_now()
+        self.launch_area.show_last_failure()  # one recorded since (by the CLI or the service)
+        self.refresh_bindings()  # `x` follows the failure shown
 
     def action_next_theme(self) -> None:
         self.theme = next_theme(self._theme_names, self.theme)

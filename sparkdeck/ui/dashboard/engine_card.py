@@ -172,11 +172,17 @@ def engine_content(report: EngineReport, now: float) -> Content:
     return Content("\n").join(parts)
 
 
-def failure_content(failure: str) -> Content:
-    """The last failed launch (last-launch-failure.json), shown until the user dismisses it."""
-    return Content("\n").join([
-        rows_content([Row("failed", failure, "error")]),
-        Content.styled("  x dismisses this (or `sparkdeck dismiss`)", "$text-muted")])
+def failure_content(failure: str, log: tuple[str, ...] = ()) -> Content:
+    """The last failed launch (last-launch-failure.json), shown until the user dismisses it,
+    with the engine's last log lines (already cleaned): the reason is usually in them."""
+    parts = [rows_content([Row("failed", failure, "error")])]
+    if log:
+        parts.append(rows_content([Row("last log", "")]))
+        parts += [Content(f"  {line}") for line in log]
+    parts.append(Content.styled("  x dismisses this (or `sparkdeck dismiss`); "
+                                "`sparkdeck logs --last-failure` has every kept line",
+                                "$text-muted"))
+    return Content("\n").join(parts)
 
 
 class EngineCard(Static):
@@ -184,6 +190,7 @@ class EngineCard(Static):
 
     report: reactive[EngineReport] = reactive(EngineReport())
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
+    failure_log: reactive[tuple[str, ...]] = reactive(())  # its engine's last lines
 
     def __init__(self, wall_clock: Callable[[], float] = time.time, **kwargs: str) -> None:
         super().__init__(**kwargs)
@@ -196,10 +203,14 @@ class EngineCard(Static):
     def _tick(self) -> None:
         content = engine_content(self.report, self._wall_clock())
         if self.failure:
-            content = Content("\n").join([content, failure_content(self.failure)])
+            content = Content("\n").join([content, failure_content(self.failure,
+                                                                   self.failure_log)])
         self.update(content)
 
     def watch_failure(self, failure: str | None) -> None:
+        self._tick()
+
+    def watch_failure_log(self, log: tuple[str, ...]) -> None:
         self._tick()
 
     def watch_report(self, report: EngineReport) -> None:

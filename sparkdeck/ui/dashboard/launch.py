@@ -29,7 +29,9 @@ from textual.reactive import var
 from textual.worker import Worker
 
 from sparkdeck.catalog import PresetCatalog
-from sparkdeck.launch.failure import clear_failure, failure_text, last_failure
+from sparkdeck.launch.failure import (
+    CARD_LOG_LINES, clear_failure, failure_log, failure_text, last_failure, with_engine_reason,
+)
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.errors import ServiceError
 from sparkdeck.settings import GuardSettings
@@ -130,6 +132,7 @@ class LaunchArea(Vertical):
     rows: var[list[PresetRow]] = var(list)
     report: var[EngineReport] = var(EngineReport())
     failure: var[str | None] = var(None)  # last failed launch, until dismissed
+    failure_log: var[tuple[str, ...]] = var(())  # ... and the engine's last lines, cleaned
 
     def __init__(self, runtime: Callable[[], DockerRuntime], flush: bool | None,
                  guard: GuardSettings, hand_over: Callable[[EngineState], None],
@@ -151,7 +154,8 @@ class LaunchArea(Vertical):
     def compose(self) -> ComposeResult:
         yield PresetTable(id="preset-table")
         yield EngineCard(id="engine-card").data_bind(
-            report=LaunchArea.report, failure=LaunchArea.failure)
+            report=LaunchArea.report, failure=LaunchArea.failure,
+            failure_log=LaunchArea.failure_log)
 
     def watch_rows(self, rows: list[PresetRow]) -> None:
         if not self.is_mounted:
@@ -207,11 +211,13 @@ class LaunchArea(Vertical):
     def show_last_failure(self) -> None:
         """Show the recorded failed launch (by this window, the CLI or another TUI) on the
         engine card; it stays until dismissed or a launch succeeds."""
-        self.failure = failure_text(last_failure())
+        failure = last_failure()
+        self.failure_log = tuple(failure_log(failure, CARD_LOG_LINES))
+        self.failure = failure_text(failure)
 
     def dismiss_failure(self) -> None:
         clear_failure()
-        self.failure = None
+        self.failure, self.failure_log = None, ()
 
     def busy(self) -> bool:
         """A launch or stop is being planned or run."""
@@ -250,6 +256,11 @@ class LaunchArea(Vertical):
             else:
                 with client:
                     self._launch_through(client, plan, force, skip)
+        except Exception as exc:
+            reasoned = with_engine_reason(exc)
+            if reasoned is exc:
+                raise
+            raise reasoned from exc
         finally:
             self.post_message(self.Finished("launch"))
 
