@@ -51,8 +51,11 @@ def test_sglang_llamacpp_trtllm_ollama_specs():
     sglang = catalog.get("sglang").container_spec().command
     assert "--enable-metrics" in sglang
     assert sglang[sglang.index("--mem-fraction-static") + 1] == "0.75"
-    llama = catalog.get("llamacpp").container_spec().command
-    assert {"--metrics", "--no-mmap"} <= set(llama) and llama[llama.index("-c") + 1] == "32768"
+    llama_spec = catalog.get("llamacpp").container_spec()
+    llama = llama_spec.command
+    assert "--metrics" in llama and llama[llama.index("-c") + 1] == "32768"
+    # no mmap by the environment, which old (--no-mmap) and new (--load-mode) builds both read
+    assert "--no-mmap" not in llama and dict(llama_spec.env)["LLAMA_ARG_NO_MMAP"] == "1"
     trt = catalog.get("trtllm").container_spec()
     (options_file,) = trt.files
     assert "free_gpu_memory_fraction: 0.75" in options_file.content

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from sparkdeck.settings import GuardSettings
 
 
+# llama-server's environment spellings of "no mmap": LLAMA_ARG_NO_MMAP for --no-mmap (older
+# builds), LLAMA_ARG_LOAD_MODE for --load-mode (build b11434 and later). A build reads the
+# variables of the options it has; the other one is ignored, where an unknown flag is fatal.
+NO_MMAP_ENV = {"LLAMA_ARG_NO_MMAP": "1", "LLAMA_ARG_LOAD_MODE": "none"}
+
+
 class LlamaCpp(EngineKind):
     name = "llamacpp"
     title = "llama.cpp"
@@ -68,9 +74,13 @@ class LlamaCpp(EngineKind):
         # playbook and most Spark guides turn it off.
         "no_mmap": Option("bool", True, "load weights without mmap"),
         # Older builds (and most images on Spark today) take --no-mmap; recent llama.cpp
-        # (seen in build b11434) replaced it with --load-mode none.
-        "no_mmap_flag": Option("list[str]", ["--no-mmap"],
-                               "the arguments that turn mmap off in this build"),
+        # (seen in build b11434) replaced it with --load-mode none and refuses --no-mmap.
+        # Empty (the default): both spellings go in as environment variables, which each
+        # build reads for its own option and ignores otherwise, so any build loads.
+        "no_mmap_flag": Option("list[str]", [],
+                               "the arguments that turn mmap off in this build; empty: "
+                               f"the environment ({', '.join(NO_MMAP_ENV)}), which every "
+                               "build understands"),
         "memory_gib": stated_size_option("used when the GGUF is not on this machine"),
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
@@ -116,8 +126,14 @@ class LlamaCpp(EngineKind):
             argv += opts["no_mmap_flag"]
         return argv + self.context_flags(preset)[2:] + list(preset.args)
 
+    def environment(self, preset: Preset) -> dict[str, str]:
+        opts = preset.options
+        return dict(NO_MMAP_ENV) if opts["no_mmap"] and not opts["no_mmap_flag"] else {}
+
     def memory_setting(self, preset: Preset) -> str:
-        mmap = " " + " ".join(preset.options["no_mmap_flag"]) if preset.options["no_mmap"] else ""
+        opts = preset.options
+        mmap = "" if not opts["no_mmap"] else (
+            " " + " ".join(opts["no_mmap_flag"]) if opts["no_mmap_flag"] else " no mmap (env)")
         flags = self.context_flags(preset)
         rest = " " + " ".join(flags[2:]) if flags[2:] else ""
         return f"{flags[0]} {flags[1]} -ngl {preset.options['gpu_layers']}{mmap}{rest}"

@@ -16,10 +16,14 @@ import errno
 import shutil
 import socket
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.errors import LaunchError
 from sparkdeck.presets import Preset, PresetError
+
+if TYPE_CHECKING:
+    import docker
 
 # The binary the NVIDIA container toolkit installs; with it on the daemon's host, Docker can
 # serve `--gpus` requests even where no `nvidia` runtime is registered in daemon.json.
@@ -91,3 +95,16 @@ def gpu_runtime_present(runtimes: Collection[str], local_daemon: bool) -> bool:
 def check_gpu(spec: ContainerSpec, runtimes: Collection[str], local_daemon: bool) -> None:
     if spec.gpus and not gpu_runtime_present(runtimes, local_daemon):
         raise PreflightFailed(f"{spec.preset_id} not launched: {GPU_RUNTIME_MISSING}")
+
+
+def check_limits(client: docker.DockerClient, spec: ContainerSpec) -> None:
+    """Raise PreflightFailed when Docker cannot give the container its limits (`memlock`
+    above what dockerd may grant): seen by a probe container now, not after the stop and
+    the flush (sparkdeck.runtime.limits_probe)."""
+    from sparkdeck.runtime.limits_probe import limits_problem
+
+    problem = limits_problem(client, spec)
+    if problem:
+        raise PreflightFailed(f"{spec.preset_id} not launched: {problem}. Seen by a probe "
+                              "before anything was stopped or flushed: the running engine, if "
+                              "any, keeps running.")

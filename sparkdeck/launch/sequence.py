@@ -254,6 +254,7 @@ class Launcher:
             self.on_event(PullStarted(spec.image))
             self.runtime.pull(spec.image, on_progress=self.on_event)
             preflight.check_port(spec, freed)  # a pull can take minutes: look again
+        preflight.check_limits(self.runtime.lifecycle, spec)  # memlock: before the flush
         return spec, fit
 
     def _launch(self, preset: Preset, *, flush: bool, timeout: float | None,

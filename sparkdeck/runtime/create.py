@@ -49,8 +49,7 @@ def create_kwargs(spec: ContainerSpec, name: str, scope: str,
         "ports": {f"{spec.port.container_port}/tcp": (spec.port.host_ip,
                                                       spec.port.host_port)},
         "mounts": mounts, "detach": True,
-        "ulimits": [docker.types.Ulimit(name="memlock", soft=spec.memlock, hard=spec.memlock),
-                    docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
+        "ulimits": ulimits(spec),
     }
     if spec.entrypoint is not None:
         kwargs["entrypoint"] = list(spec.entrypoint)
@@ -62,3 +61,9 @@ def create_kwargs(spec: ContainerSpec, name: str, scope: str,
     if spec.shm_size:
         kwargs["shm_size"] = spec.shm_size
     return kwargs
+
+
+def ulimits(spec: ContainerSpec) -> list[docker.types.Ulimit]:
+    """The limits runc sets before the engine runs (the launch and its probe share them)."""
+    return [docker.types.Ulimit(name="memlock", soft=spec.memlock, hard=spec.memlock),
+            docker.types.Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)]
