@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.runtime.state import SCOPE
-from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset
+from tests.conftest import base_fields, free_port, write_preset
 
 DOOR_S = 2.0  # the promise: the command that asked says it within this long
 
@@ -166,7 +165,7 @@ class OtherOpenAI(http.server.ThreadingHTTPServer):
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 owner.requests.append(self.path)
                 body = json.dumps({"data": [{"id": "someone-elses-model"}]}).encode()
                 self.send_response(200)

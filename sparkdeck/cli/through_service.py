@@ -18,7 +18,12 @@ from typing import Any
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import confirm
 from sparkdeck.service.client import (
-    ServiceClient, ServiceError, endpoint_line, ensure_running, other_dirs, running,
+    ServiceClient,
+    ServiceError,
+    endpoint_line,
+    ensure_running,
+    other_dirs,
+    running,
 )
 from sparkdeck.service.launch_follow import follow_launch
 

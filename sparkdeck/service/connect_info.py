@@ -151,6 +151,7 @@ def read_connect_info(settings: EndpointSettings,
     key = api_key(settings)
     pid, service_problem, endpoint = service_state() if ask_service else (None, None, None)
     endpoint_off = endpoint is not None and not endpoint.get("on", True)
+    models: tuple[ListedModel, ...]
     if endpoint_off:  # whatever answers on the port is another program: not asked
         from sparkdeck.service.client import endpoint_line
 
