@@ -169,13 +169,29 @@ def check_before_start() -> None:
     path = _socket_path()
     if (path.exists() or path.is_symlink()) and not stat.S_ISSOCK(path.lstat().st_mode):
         raise _not_a_socket(path)
-    lock = FileLock(SERVICE_LOCK, "a check before starting the service")
-    if lock.acquire(blocking=False):
-        lock.release()
+    lock = FileLock(SERVICE_LOCK)
+    if not _lock_taken(lock):
         return
     problem = _already_runs(lock, path)
     if problem.kind != "running":
         raise problem
+
+
+def _lock_taken(lock: FileLock) -> bool:
+    """Whether a process holds `lock`, as /proc/locks lists it: a front end's check must
+    not take the service's lock even for a moment (a service starting just then would find
+    it taken, and the release erases the holder's name). Where /proc/locks does not name
+    the file (another filesystem's inode numbers), False: the service checks again."""
+    try:
+        info = os.stat(lock.path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:  # no lock file: never held
+        return False
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    # "1: FLOCK  ADVISORY  WRITE <pid> <maj:min:inode> 0 EOF"; waiters have "->" after "1:"
+    return any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == where
+               for fields in (line.split() for line in table.splitlines()))
 
 
 def _start_up() -> tuple[Settings, FileLock, Path, socket.socket]:
