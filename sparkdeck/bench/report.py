@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from sparkdeck.bench.store import StoredPoint, StoredRun
 from sparkdeck.host.meminfo import gib
+from sparkdeck.text_safety import excerpt
 
 
 def _num(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -58,6 +59,8 @@ def print_run(run: StoredRun, out: IO[str]) -> None:
           f"{cfg['runs']} run(s) per level{depth}", file=out)
     if run.points:
         _table([HEADERS, *(point_row(p) for p in run.points)], out)
+        for line in error_lines(run.points):
+            print(line, file=out)
         print_server_figures(run.points, out)
     peaks = run.peaks or {}
     if peaks.get("samples"):
@@ -76,6 +79,21 @@ def print_run(run: StoredRun, out: IO[str]) -> None:
         print(f"note: {problem}", file=out)
     for warning in run.warnings:
         print(f"warning: {warning}", file=out)
+
+
+def error_lines(points: Sequence[StoredPoint]) -> list[str]:
+    """Each level with failed requests: how many, and what the engine said (cleaned: the
+    message is the server's)."""
+    lines = []
+    for p in points:
+        if not p.errors:
+            continue
+        message = p.summary.get("error_message")
+        said = (f": {excerpt(message, 300)}" + (f" ({p.summary.get('error_count')} of them)"
+                                                 if p.summary.get("error_count") != p.errors
+                                                 else "")) if message else ""
+        lines.append(f"c={p.concurrency}: {p.errors} of {p.requests} requests failed{said}")
+    return lines
 
 
 PREFILL_NOTE = ("prefill tok/s above is the prompt over the TTFT the client saw (sending, "

@@ -23,8 +23,9 @@ import httpx
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
 from sparkdeck.bench.server_side import HistogramTotals, burst_reason, read_totals, window
-from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, fell_behind,
-                                   request_figures, summarise, summarise_point)
+from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, errors_reason,
+                                   fell_behind, refuses_context, request_figures, summarise,
+                                   summarise_point)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
 from sparkdeck.http_limits import capped_client
@@ -104,9 +105,10 @@ class BenchProgress:
 
 @dataclass(frozen=True)
 class BenchOutcome:
-    """A whole run. `status`: complete, unreliable (measured to the end, but the client's
-    timing cannot be trusted; `reason` says why), stopped (watchdog or user; `reason` says
-    which) or failed (no request succeeded; `reason` holds the first error)."""
+    """A whole run. `status`: complete, errors (some requests failed: `reason` gives each
+    level's count and the engine's message), unreliable (measured to the end, but the
+    client's timing cannot be trusted; `reason` says why), stopped (watchdog or user;
+    `reason` says which) or failed (no request succeeded; `reason` holds the first error)."""
 
     config: BenchConfig
     model: str
@@ -278,6 +280,8 @@ class BenchRunner:
                         points.append(point)
                         rounds.extend(level_rounds)
                         self.on_point(point, level_rounds)
+                        if refuses_context(point):  # more at once only fails the same way
+                            break
                     if self._live.stop.is_set():
                         break
                 self.on_progress(BenchProgress("done", None, None, done, total))
@@ -288,6 +292,12 @@ class BenchRunner:
             self.sampler.stop()  # a bug: no sampler thread left behind, and the traceback
             raise
         warnings += check_counts(cfg, plan, rounds)
+        failed = errors_reason(points, cfg.concurrency) if not self._live.stop.is_set() else None
+        if failed and any(r.ok for rnd in rounds for r in rnd.requests):
+            # any failed request makes the run not complete; said before a timing caveat,
+            # which would otherwise hide it (the issue's 12/12 errors read "unreliable")
+            self._live.reason = failed
+            return self._outcome(model, "errors", plan, points, rounds, warnings, started)
         behind = fell_behind(rounds) + [
             reason for point in points if (reason := burst_reason(
                 point.concurrency, [r for rnd in rounds if rnd.concurrency == point.concurrency

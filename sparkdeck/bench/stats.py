@@ -11,7 +11,9 @@ generated: a thinking model's first token is a token the engine decoded.
 from __future__ import annotations
 
 import math
+import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -92,6 +94,12 @@ class RequestFigures:
         if (self.first_at is None or self.last_at is None or not self.output_tokens
                 or self.output_tokens < 2 or self.last_at <= self.first_at):
             return None
+        if self.last_batch > 1 and 2 * self.last_batch > self.text_chunks - self.first_batch:
+            # Most of the reply came in its last read (the client or a proxy fell behind):
+            # the time from the first read to that one says when the bytes were delivered,
+            # not how fast they were decoded. Counted, this gave 1,023 tokens over the few
+            # microseconds between two reads: 300k tok/s, and a spread of ±340,499.
+            return None
         after = self.output_tokens - 1
         if self.text_chunks > 1 and self.first_batch > 1:
             after *= (self.text_chunks - self.first_batch) / (self.text_chunks - 1)
@@ -169,6 +177,9 @@ class PointSummary:
     # the server's own means over the level from its latency histograms (vLLM, SGLang, ...)
     server_ttft_s: float | None = None
     server_stream_decode_tps: float | None = None
+    # the commonest error of the level in the engine's own words, and how many said it
+    error_message: str | None = None
+    error_count: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (v.to_dict() if isinstance(v, Summary) else v) for k, v in
@@ -191,7 +202,46 @@ def summarise_point(concurrency: int, rounds: Sequence[RoundFigures]) -> PointSu
         total_decode_tps=summarise(rnd.decode_sum_tps for rnd in rounds),
         server_decode_tps=summarise(r.server_decode_tps for r in ok),
         server_prefill_tps=summarise(r.server_prefill_tps for r in ok),
+        **commonest_error(reqs),
     )
+
+
+def commonest_error(requests: Sequence[RequestFigures]) -> dict[str, Any]:
+    """The error most requests of a level ended with (the engine's message, e.g. "Context
+    size has been exceeded"), for a line that says why, not just a count."""
+    said = Counter(r.error for r in requests if r.error)
+    if not said:
+        return {}
+    message, count = said.most_common(1)[0]
+    return {"error_message": message, "error_count": count}
+
+
+# How engines say a request does not fit the context they have left: llama.cpp (slots
+# share it) "Context size has been exceeded", vLLM "maximum context length", OpenAI's
+# "context_length_exceeded"; the benchmark can only get worse at higher concurrency.
+_CONTEXT_REFUSED = re.compile(r"context size has been exceeded|maximum context length|"
+                              r"context_length_exceeded|exceeds the available context",
+                              re.IGNORECASE)
+
+
+def refuses_context(point: PointSummary) -> bool:
+    return bool(point.error_message and _CONTEXT_REFUSED.search(point.error_message))
+
+
+def errors_reason(points: list[PointSummary], asked: tuple[int, ...]) -> str | None:
+    """Why a run with failed requests is not complete: each level's count and the engine's
+    own words; and, when the sweep stopped at a refused context, the levels not tried."""
+    failed = [p for p in points if p.errors]
+    if not failed:
+        return None
+    parts = [f"c={p.concurrency}: {p.errors} of {p.requests} requests failed"
+             + (f" ({p.error_message})" if p.error_message else "") for p in failed]
+    skipped = [c for c in asked if c > points[-1].concurrency]
+    if skipped and refuses_context(points[-1]):
+        parts.append(f"the engine refused the context at c={points[-1].concurrency}, so "
+                     f"c={', '.join(map(str, skipped))} {'was' if len(skipped) == 1 else 'were'}"
+                     " not tried")
+    return "; ".join(parts)
 
 
 # A reply that reached the client in less time than the server spent generating it was

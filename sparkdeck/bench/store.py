@@ -268,12 +268,20 @@ class BenchStore:
 
     def comparison(self, model: str) -> list[StoredRun]:
         """For one model, the latest run with figures of each launch fingerprint (preset,
-        image, arguments, version): what the comparison view puts side by side."""
+        image, arguments, version), and beside one that is not complete the latest complete
+        run of that launch: a failed run never hides the good one before it. What the
+        comparison view puts side by side; every run stays in the history."""
         latest: dict[str, StoredRun] = {}
-        for run in self.runs(model):
-            if run.points and run.fingerprint.key not in latest:
-                latest[run.fingerprint.key] = run
-        return sorted(latest.values(), key=lambda r: r.fingerprint.label)
+        good: dict[str, StoredRun] = {}
+        for run in self.runs(model):  # newest first
+            key = run.fingerprint.key
+            if run.points and key not in latest:
+                latest[key] = run
+            if run.points and run.status == "complete" and key not in good:
+                good[key] = run
+        shown = list(latest.values()) + [run for key, run in good.items()
+                                         if latest[key].id != run.id]
+        return sorted(shown, key=lambda r: (r.fingerprint.label, -r.id))
 
     def request_details(self, run_id: int, concurrency: int) -> list[dict[str, Any]]:
         with self._db() as conn:

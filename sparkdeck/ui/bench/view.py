@@ -142,8 +142,8 @@ class BenchComparison(Vertical):
         rows = []
         for run in self.runs:
             values = values_by_level(run, metric)
-            cells = ["-" if values.get(lv) is None else f"{values[lv]:.{metric.digits}f}"
-                     for lv in levels]
+            points = {p.concurrency: p for p in run.points}
+            cells = [_cell(values.get(lv), points.get(lv), metric.digits) for lv in levels]
             rows.append([run.fingerprint.label, run.fingerprint.engine_version or "?",
                          str(run.id), run.status, *cells])
         fill_table(self.query_one("#bench-table", DataTable),
@@ -153,18 +153,35 @@ class BenchComparison(Vertical):
     def _bars(self, metric: Metric) -> Text:
         text = Text()
         width = max(10, self.size.width - 40)
-        label_width = max(len(r.fingerprint.label) for r in self.runs)
+        # a launch can show twice (its latest run failed, its latest good one beside it)
+        labels = [f"{r.fingerprint.label} run {r.id}" for r in self.runs]
+        label_width = max(len(label) for label in labels)
         for level in levels_of(self.runs):
             text.append(f"concurrency {level}\n", style="bold")
-            values = [(run.fingerprint.label, values_by_level(run, metric).get(level))
-                      for run in self.runs]
+            values = [(label, values_by_level(run, metric).get(level))
+                      for label, run in zip(labels, self.runs)]
             top = max((v for _, v in values if v is not None), default=0.0)
-            for label, value in values:
+            for run, (label, value) in zip(self.runs, values):
                 shown = "-" if value is None else f"{value:.{metric.digits}f} {metric.unit}"
                 text.append(f"  {label:<{label_width}} ")
                 text.append(bar(value or 0.0, top, width), style="bold")
                 text.append(f" {shown}\n")
+                failed = next((p for p in run.points if p.concurrency == level and p.errors),
+                              None)
+                if failed is not None:  # the engine's own words: why the figure is missing
+                    text.append(f"  {'':<{label_width}} {failed.errors}/{failed.requests} "
+                                f"failed: {clean(failed.summary.get('error_message') or '?')}"
+                                "\n")
         return text
+
+
+def _cell(value: float | None, point: StoredPoint | None, digits: int) -> str:
+    """A table cell: the figure, and how many requests failed at that level (a bare "-"
+    said nothing about 12 of 12 failing)."""
+    shown = "-" if value is None else f"{value:.{digits}f}"
+    if point is not None and point.errors:
+        shown += f" ({point.errors}/{point.requests} failed)"
+    return shown
 
 
 class BenchCompareScreen(Screen[None]):
