@@ -8,7 +8,11 @@ from typing import Any, TextIO
 
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launch.failure import STATUS_LOG_LINES, failure_log, failure_text
+from sparkdeck.launch.events import (
+    LaunchEvent, LaunchListener, PreviousStopped, PreviousStopping,
+)
 from sparkdeck.launch.printer import LaunchPrinter
+from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, end_text, start_text
 from sparkdeck.presets import PresetCatalog
 from sparkdeck.text_safety import clean
 
@@ -135,3 +139,47 @@ def _print_endpoint(e: dict[str, Any]) -> None:
                                             else f"not ready (HTTP {e['health_code']})")
     models = ", ".join(e["models"]) or "-"
     print(f"{e['source']}: {e['name']} {e['url']} [{e['kind']}] {state}; models: {models}")
+
+
+class StopPrinter(LaunchListener):
+    """`sparkdeck stop`'s words while the grace period runs (sparkdeck.launch.stop_countdown):
+    on a terminal one line rewritten each second, in a log a line every 5 s."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty()
+        self.every = 1.0 if self.tty else 5.0
+        self._countdown: Countdown | None = None
+        self._grace = DEFAULT_GRACE_S
+
+    def __call__(self, event: LaunchEvent) -> None:
+        event.deliver(self)
+
+    def tick(self, text: str) -> None:
+        if self.tty:  # rewritten in place; the end line follows on a line of its own
+            print(f"\r  {text:<72}", end="", file=self.out, flush=True)
+        else:
+            print(f"  {text}", file=self.out, flush=True)
+
+    def counting(self, grace: float) -> Countdown:
+        self._grace = grace
+        self._countdown = Countdown(grace, self.tick, self.every)
+        return self._countdown.__enter__()
+
+    def ended(self, name: str, seconds: float) -> None:
+        if self._countdown is not None:
+            self._countdown.stop()
+            self._countdown = None
+        if self.tty:
+            print(file=self.out)
+        print(f"  {end_text(name, self._grace, seconds)}", file=self.out, flush=True)
+
+    def previous_stopping(self, event: PreviousStopping) -> None:
+        if event.engine.alive:  # an exited container has nothing to wait for
+            print(start_text(event.engine.preset_id or event.engine.name, event.grace),
+                  file=self.out, flush=True)
+            self.counting(event.grace)
+
+    def previous_stopped(self, event: PreviousStopped) -> None:
+        if self._countdown is not None:
+            self.ended(event.engine.preset_id or event.engine.name, event.seconds)

@@ -20,7 +20,7 @@ from sparkdeck import __version__, paths
 from sparkdeck.cli import commands
 from sparkdeck.cli.args import endpoint_args
 from sparkdeck.cli.output import (
-    LaunchPrinter, confirm, print_failure_log, print_presets, print_status,
+    LaunchPrinter, StopPrinter, confirm, print_failure_log, print_presets, print_status,
 )
 from sparkdeck.runtime.errors import (
     DockerNotAnswering, DockerRuntimeError, DockerUnavailable, EngineExited,
@@ -197,7 +197,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if done is not None:
         return done
     runtime = _runtime()
-    stopped = LaunchFlow(lambda: runtime, stop_grace=args.grace).stop(lambda event: None)
+    stopped = LaunchFlow(lambda: runtime, stop_grace=args.grace).stop(StopPrinter())
     if not stopped:
         print("no sparkdeck engine is running (engines sparkdeck did not start are never "
               "stopped by it)")

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from sparkdeck.cli.commands import CommandFailed
-from sparkdeck.cli.output import confirm
+from sparkdeck.cli.output import StopPrinter, confirm
+from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, start_text
 from sparkdeck.service.client import (
     ServiceClient,
     ServiceError,
@@ -94,11 +96,25 @@ def stop(args: argparse.Namespace) -> int | None:
     client = running() if location.enabled() else None
     if client is None:
         return None
+    printer = StopPrinter()
+    said: list[str] = []
+
+    def tick(text: str) -> None:  # said only once the stop outlasts a first tick
+        if not said:
+            said.append(start_text("the engine (by the service)", DEFAULT_GRACE_S))
+            print(said[0], flush=True)
+        printer.tick(text)
+
     with client:
+        started = time.monotonic()
         try:
-            stopped = client.stop()
+            with Countdown(DEFAULT_GRACE_S, tick, printer.every):
+                stopped = client.stop()
         except ServiceError as exc:
             raise CommandFailed(str(exc)) from None
+    if said:  # the service stops with its own grace (30 s), whatever --grace says
+        printer.ended(", ".join(e["preset_id"] or e["name"] for e in stopped) or "the engine",
+                      time.monotonic() - started)
     if not stopped:
         print("no sparkdeck engine is running (engines sparkdeck did not start are never "
               "stopped by it)")

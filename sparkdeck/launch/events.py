@@ -194,7 +194,11 @@ class ModelDownloaded(_Step):
 
 @dataclass(frozen=True)
 class PreviousStopping(_Step):
+    """SIGTERM goes to `engine` now (`at`, epoch seconds); SIGKILL after `grace` seconds."""
+
     engine: EngineState
+    grace: float = 30.0
+    at: float = 0.0
     phase: ClassVar[str | None] = "stopping"
 
     def describe(self) -> str:

@@ -154,7 +154,7 @@ class Launcher:
         # plain stop: nothing is adopted here, what is alive is stopped next anyway)
         records.settle_launch_records(engines, launch_in_progress=True)
         for engine in engines:
-            self.on_event(PreviousStopping(engine))
+            self.on_event(PreviousStopping(engine, self.stop_grace, time.time()))
             measured = self._measure(engine, self.read_memory().available)
             started = time.monotonic()
             self.runtime.stop(engine.container_id, grace=self.stop_grace)

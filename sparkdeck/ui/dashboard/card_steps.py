@@ -14,6 +14,7 @@ from sparkdeck.launch.events import (
     LaunchListener, ModelDownloading, ModelDownloadStarted, ModelPullStarted, PreviousStopped,
     PreviousStopping, PullStarted, SwitchWaited,
 )
+from sparkdeck.launch.stop_countdown import end_text
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.ui.dashboard.engine_card import EngineReport
 from sparkdeck.ui.readers import EngineReading
@@ -55,11 +56,17 @@ class CardSteps(LaunchListener):
 
     def previous_stopping(self, event: PreviousStopping) -> None:
         self._set(phase=event.phase, pull_fraction=None, previous=event.engine, reading=None,
-                  detail=f"stopping {event.engine.preset_id or event.engine.name}")
+                  detail=f"stopping {event.engine.preset_id or event.engine.name}",
+                  stop_deadline=event.at + event.grace if event.engine.alive else None,
+                  stop_grace=event.grace)
 
     def previous_stopped(self, event: PreviousStopped) -> None:
-        # The old engine is gone: none of its numbers stay on the card.
-        self._set(previous=None, reading=None, detail=event.describe())
+        # The old engine is gone: none of its numbers stay on the card, and how it ended
+        # (by itself, or SIGKILL at the end of the grace) is the step.
+        name = event.engine.preset_id or event.engine.name
+        self._set(previous=None, reading=None, stop_deadline=None,
+                  detail=end_text(name, self.report.stop_grace, event.seconds)
+                  if self.report.stop_deadline is not None else event.describe())
 
     def cache_flushed(self, event: CacheFlushed) -> None:
         self._set(phase=event.phase, detail=event.describe())

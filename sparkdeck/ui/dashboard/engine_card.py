@@ -16,6 +16,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, grace_text
 from sparkdeck.runtime.state import docker_time
 from sparkdeck.telemetry.view import Bar, Row
 from sparkdeck.ui.machine.live import bar_content, rows_content
@@ -43,6 +44,9 @@ class EngineReport:
     # numbers: the one being stopped (`previous`) and the preset being launched.
     previous: EngineState | None = None
     launching: str = ""
+    # A stop's SIGTERM went out: SIGKILL at this wall-clock time (the card counts down to it)
+    stop_deadline: float | None = None
+    stop_grace: float = DEFAULT_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -75,11 +79,15 @@ def launch_report(report: EngineReport, preset_id: str) -> EngineReport:
                         previous=engine if engine is not None and engine.alive else None)
 
 
-def stop_report(report: EngineReport) -> EngineReport:
-    """The card as a stop begins: the engine is named as the one being stopped."""
+def stop_report(report: EngineReport, now: float) -> EngineReport:
+    """The card as a stop begins: the engine is named as the one being stopped, and the
+    grace period counts down from `now` (the service's, and the default, grace; a stop run
+    here corrects it with its SIGTERM's own time)."""
     engine = report.reading.engine if report.reading else None
+    alive = engine is not None and engine.alive
     return EngineReport(phase="stopping", detail="asking Docker to stop it",
-                        previous=engine if engine is not None and engine.alive else None)
+                        previous=engine if alive else None,
+                        stop_deadline=now + DEFAULT_GRACE_S if alive else None)
 
 
 def uptime_text(seconds: float) -> str:
@@ -144,6 +152,10 @@ def engine_content(report: EngineReport, now: float) -> Content:
         parts.append(bar_content(Bar("pull", fraction or 0.0, text)))
     if report.detail:
         parts.append(rows_content([Row("step", report.detail, "muted")]))
+    if report.phase is not None and report.stop_deadline is not None:
+        elapsed = now - (report.stop_deadline - report.stop_grace)
+        parts.append(rows_content([Row("grace", grace_text(report.stop_grace, elapsed),
+                                       "warning")]))
     if report.guard_stop:
         parts.append(rows_content([Row("guard", report.guard_stop, "error")]))
     if report.phase is not None:
@@ -216,7 +228,7 @@ class EngineCard(Static):
     def watch_report(self, report: EngineReport) -> None:
         self._tick()
         engine = report.reading.engine if report.reading else None
-        if engine is not None and engine.alive:
-            self._ticker.resume()
+        if (engine is not None and engine.alive) or report.stop_deadline is not None:
+            self._ticker.resume()  # an uptime, or a stop's grace counting down
         else:
             self._ticker.pause()

@@ -17,6 +17,7 @@ so the engine is never unguarded between the launch's start-up watchdog and the 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -354,7 +355,7 @@ class LaunchArea(Vertical):
 
     def _start_stop(self) -> None:
         self._run_stop()
-        self.report = stop_report(self.report)
+        self.report = stop_report(self.report, time.time())
         self.post_message(self.RunChanged(True))
 
     def on_launch_area_progressed(self, message: Progressed) -> None:
@@ -397,7 +398,7 @@ class LaunchArea(Vertical):
             screen.dismiss(None)  # no wait screen may outlive its launch
         self.show_last_failure()
         self.report = replace(self.report, phase=None, detail="", pull_fraction=None,
-                              previous=None, launching="")
+                              previous=None, launching="", stop_deadline=None)
         self.post_message(self.RunChanged(False))
 
 
