@@ -51,6 +51,10 @@ class ServiceClient:
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status")
 
+    def heartbeat(self) -> dict[str, Any]:
+        """Answered from the service's memory at once (sparkdeck.service.liveness)."""
+        return self._call("GET", "/heartbeat")
+
     def plan(self, preset: str, flush: str = "auto") -> dict[str, Any]:
         return self._call("GET", "/plan", params={"preset": preset, "flush": flush})
 
@@ -67,14 +71,16 @@ class ServiceClient:
         return list(self._call("POST", "/stop", timeout=120.0)["stopped"])
 
     @contextmanager
-    def events(self) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
-        """The event stream as (kind, data) pairs, from the service's hello on."""
+    def events(self, read_timeout: float | None = None
+               ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
+        """The event stream as (kind, data) pairs, from the service's hello on;
+        `read_timeout`: the longest silence taken (a keep-alive comes every second)."""
         import json
 
         from httpx_sse import connect_sse
 
         with connect_sse(self._http, "GET", f"/v{API_VERSION}/events",
-                         timeout=httpx.Timeout(30.0, read=None)) as source:
+                         timeout=httpx.Timeout(30.0, read=read_timeout)) as source:
             self._check(source.response)
 
             def pairs() -> Iterator[tuple[str, dict[str, Any]]]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.file_lock import FileLock
 from sparkdeck.service import location
+from sparkdeck.service.liveness import protect_from_oom
 from sparkdeck.service.start_report import StartFailed, StartReport
 from sparkdeck.settings import Settings, SettingsError, load_settings
 
@@ -299,7 +300,8 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
     config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
                             access_log=False)
     server = QuietServer(config)
-    print(f"sparkdeck service {os.getpid()} listening on {path}", flush=True)
+    print(f"sparkdeck service {os.getpid()} listening on {path}; {protect_from_oom()}",
+          flush=True)
     try:
         asyncio.run(_serve(server, sock, metrics, owner, report, lambda: EndpointListener(
                 settings.endpoint, owner.follower, owner)))

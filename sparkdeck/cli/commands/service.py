@@ -96,6 +96,7 @@ def _stop(args: argparse.Namespace) -> int:
         print("the sparkdeck service is not running")
         return 0
     os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGCONT)  # a stopped (SIGSTOP) service resumes only to end cleanly
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if _holder_pid() is None:
@@ -108,15 +109,23 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from sparkdeck.service.client import running
+    from sparkdeck.service.liveness import NOT_ANSWERING, probe
 
-    client = running()
+    life = probe()  # within liveness.HEARTBEAT_S, whatever state the service is in
+    client = running() if life.answering else None
     if client is None:
-        report = {"running": False, "stale_holder": _holder_pid()}
+        report = {"running": False, "stale_holder": _holder_pid(), "liveness": life.to_dict()}
         if args.json:
             print(json.dumps(report))
+        elif life.state == NOT_ANSWERING:
+            print(f"the sparkdeck service is NOT ANSWERING: {life.detail}. It guards no "
+                  "engine meanwhile: an open sparkdeck window or `sparkdeck guard` takes "
+                  "over; `kill -CONT` a stopped one, or `sparkdeck service stop` ends it")
         else:
-            print("the sparkdeck service is not running (`sparkdeck service start`)")
-        return 3  # like systemctl status: not running is not an error, but says so
+            print(f"the sparkdeck service is not running ({life.detail}; `sparkdeck service "
+                  "start`)")
+        # like systemctl status: 3 not running; 4 there but not answering (nothing guards)
+        return 4 if life.state == NOT_ANSWERING else 3
     with client:
         report = {"running": True, **client.status()}
     if args.json:
