@@ -135,6 +135,36 @@ def test_kill9_of_the_service_mid_launch_is_one_line_saying_what_runs(
     print(f"kill -9 mid-launch: said in {said_in:.2f} s")
 
 
+def test_a_service_stopped_mid_launch_is_one_line_after_its_silence(
+        env, isolated_dirs, scope, docker_client, busybox_image, tmp_path):
+    """SIGSTOP of the service mid-launch: the stream goes quiet, and within SILENT_S (plus
+    the command's own lookup of what runs) the launch says the service stopped answering,
+    what runs unguarded, and what to do; no traceback, exit 1."""
+    from sparkdeck.service.launch_follow import SILENT_S
+
+    preset(isolated_dirs, "slow", busybox_image, NEVER_READY)
+    launch = Launching(env, tmp_path / "stderr.txt", "slow", "--yes", "--no-flush",
+                       "--timeout", "120")
+    launch.wait_line("started sparkdeck-", 60)
+    pid = service_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        code, stderr = launch.finish(timeout=SILENT_S + 25)
+        said_in = time.monotonic() - stopped
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert code == 1, (launch.lines, stderr)
+    assert "Traceback" not in stderr, stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith(f"sparkdeck: the sparkdeck service (process {pid}) stopped "
+                           "answering"), line
+    assert "during the launch of slow" in line and "running now with no memory guard" in line
+    assert said_in < SILENT_S + 5, f"{said_in:.1f} s"  # the silence, then Docker's answer
+    print(f"SIGSTOP mid-launch: said in {said_in:.2f} s")
+
+
 def test_ctrl_c_during_a_switch_never_creates_the_cancelled_engine(
         env, isolated_dirs, scope, docker_client, busybox_image, tmp_path):
     preset(isolated_dirs, "stubborn", busybox_image, STUBBORN)

@@ -28,6 +28,10 @@ from sparkdeck.service.client import ServiceClient
 from sparkdeck.service.errors import ServiceError
 
 Events = Iterator[tuple[str, dict[str, Any]]]
+# The stream carries a keep-alive every second; this long without a byte and the service is
+# called stopped (SIGSTOP) or wedged, and the launch's follower says so instead of waiting on.
+# Longer than a window's 2 s: a launch is not guarded by its follower, only reported.
+SILENT_S = 5.0
 OnEvent = Callable[[str, dict[str, Any]], None]
 
 
@@ -50,7 +54,7 @@ def follow_launch(client: ServiceClient, preset: str, options: dict[str, Any],
     """
     launch_id: int | None = None
     try:
-        with client.events() as events:
+        with client.events(read_timeout=SILENT_S) as events:
             _hello(events)
             launch_id = client.launch(preset, **options)
             try:
@@ -92,7 +96,7 @@ def _cancel(client: ServiceClient, launch_id: int, on_event: OnEvent) -> dict[st
     """Ask the service to cancel `launch_id`; its outcome. A second Ctrl-C stops waiting
     (the service still cancels: nothing new is started) and says so."""
     try:
-        with client.events() as events:
+        with client.events(read_timeout=SILENT_S) as events:
             _hello(events)
             if not client.cancel_launch():  # it had ended before the cancel: its result
                 ended = client.status()["latest"].get("launch-result") or {}
