@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -33,6 +34,12 @@ from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
 
 REQUIRE_REAL = os.environ.get("SPARKDECK_REQUIRE_REAL_PARTS") == "1"
+
+# A shell that starts pytest in the background (`nohup ... &`, a CI runner's job) hands it
+# SIGINT ignored, and an ignored signal stays ignored in every process it starts: the Ctrl-C
+# tests' `sparkdeck` processes then never see their SIGINT. A Python handler here is reset
+# to the default action at exec, so each process the tests start gets SIGINT as a user's.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci"))
 TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 
