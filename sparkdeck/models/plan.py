@@ -112,10 +112,21 @@ def wants_plan(preset: Preset) -> bool:
     return preset.context is not None or preset.kv_budget_gib is not None
 
 
+def no_plan_reason(preset: Preset) -> str:
+    """Why a preset is not sized from its model, naming the keys that would size it: a
+    `[llamacpp] context` sets the engine's context, not the plan, and said "neither
+    `context` nor ..." to a user who had written one."""
+    engine_context = preset.options.get("context") if preset.options else None
+    aside = (f"; `{preset.kind}.context` = {engine_context} sets only the engine's own "
+             "context, and the memory stays as stated" if engine_context is not None else "")
+    return ("the preset states neither the top-level `context` nor `kv_budget_gib` (the keys "
+            f"that size its memory from the model){aside}")
+
+
 def preset_plan(preset: Preset) -> MemoryPlan:
     """The memory plan of a preset that asks for one; PlanUnavailable says why not."""
     if not wants_plan(preset):
-        raise PlanUnavailable("the preset states neither `context` nor `kv_budget_gib`")
+        raise PlanUnavailable(no_plan_reason(preset))
     overhead = preset.engine.plan_overhead
     if overhead is None:
         raise PlanUnavailable(f"sparkdeck does not size {preset.engine.title} engines")

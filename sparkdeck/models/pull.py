@@ -145,7 +145,28 @@ def _translate(exc: Exception, repo: str) -> PullError:
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         return PullError(f"{repo}: the Hub answered {status}")
+    if _unreachable(exc):
+        where = _endpoint() or "https://huggingface.co"
+        return PullError(f"{repo}: the Hugging Face Hub ({where}) cannot be reached "
+                         f"({type(exc).__name__}: {exc}). Check this machine's network, DNS "
+                         "or proxy (HTTPS_PROXY), or set HF_ENDPOINT to a mirror; a model "
+                         "already in the cache needs no pull")
     return PullError(f"{repo}: {type(exc).__name__}: {exc}")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """No answer from the Hub at all (DNS, refused, timeout, no network), as httpx or
+    requests says it, possibly wrapped by huggingface_hub."""
+    import httpx
+    import requests
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.TransportError, requests.ConnectionError,
+                             requests.Timeout, ConnectionError, TimeoutError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _selected(name: str, include: Sequence[str]) -> bool:

@@ -1,9 +1,9 @@
 """Where the service listens and how front ends find it.
 
-The socket lives in the user's runtime dir (platformdirs: /run/user/UID/sparkdeck), in a
-folder of mode 0700, and is itself 0600: the kernel refuses a connect() from any other user
-(root aside), so no request ever reaches the service from one. SPARKDECK_RUNTIME_DIR
-overrides the folder (tests; a system-wide setup). SPARKDECK_SERVICE says whether front ends
+The socket lives in the user's runtime dir ($XDG_RUNTIME_DIR/sparkdeck, else
+/run/user/UID/sparkdeck), in a folder of mode 0700, and is itself 0600: the kernel refuses
+a connect() from any other user (root aside), so no request reaches the service from one.
+SPARKDECK_RUNTIME_DIR overrides the folder (tests; a system-wide setup). SPARKDECK_SERVICE says whether front ends
 use and start the service: "auto" (default) or "off" (the launch runs in the calling process,
 as before the service existed; the tests of the launch sequence itself use it).
 """
@@ -15,8 +15,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import platformdirs
-
 from sparkdeck import paths
 
 API_VERSION = 1
@@ -25,15 +23,22 @@ MAX_SOCKET_PATH = 107
 
 
 def runtime_dir() -> Path:
+    """Where the socket's folder goes. Chosen here, not by platformdirs, which warns
+    (RuntimeDirWarning, on every command) when XDG_RUNTIME_DIR is unset: ssh without
+    logind, sudo, cron and containers all do that, and nothing is wrong."""
     override = os.environ.get("SPARKDECK_RUNTIME_DIR")
     if override:
         return Path(override)
-    base = Path(platformdirs.user_runtime_dir(paths.APP_NAME))
-    # root on a box without a login session has no /run/user/0: fall back to a private
-    # folder under the system's temp dir rather than inventing /run/user ourselves
-    if not base.parent.is_dir():
-        return Path(tempfile.gettempdir()) / f"sparkdeck-{os.getuid()}"
-    return base
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(xdg) and Path(xdg).is_dir():
+        return Path(xdg) / paths.APP_NAME
+    # the login session's folder, for a shell that lost the variable (sudo, cron)
+    session = Path(f"/run/user/{os.getuid()}")
+    if session.is_dir():
+        return session / paths.APP_NAME
+    # root on a box without a login session has no /run/user/0: a private folder under
+    # the system's temp dir rather than inventing /run/user ourselves
+    return Path(tempfile.gettempdir()) / f"sparkdeck-{os.getuid()}"
 
 
 def socket_path() -> Path:

@@ -76,6 +76,7 @@ class EngineOwner:
         self._runtime = runtime
         self._busy_lock = threading.Lock()
         self._busy: str | None = None  # what is in flight: "a launch of X", "a stop"
+        self._failed: str | None = None  # the preset whose launch failed, until the next one
         self._launching_id: str | None = None
         self._cancel: threading.Event | None = None
         self._skip: threading.Event | None = None  # the launch in flight's "skip the wait"
@@ -123,8 +124,8 @@ class EngineOwner:
         engine = self.follower.engine
         if self._busy is not None:
             return self._busy
-        if engine is None:
-            return None
+        if engine is None:  # a failed launch is named as one, not left as "a launch of X"
+            return f"{self._failed} launch failed" if self._failed else None
         return f"{engine.preset_id or engine.name} {'ready' if self.follower.ready else 'starting'}"
 
     def plan(self, preset_id: str, flush: bool | None) -> dict[str, Any]:
@@ -207,7 +208,9 @@ class EngineOwner:
             engine = flow.run(plan, on_event, cancel, force=force, skip_switch_wait=skip,
                               timeout=timeout)
             result.update(ok=True, engine=engine.to_dict())
+            self._failed = None
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the clients
+            self._failed = plan.preset.id
             result.update(error=str(exc) or type(exc).__name__, error_type=type(exc).__name__,
                           log_tail=list(getattr(exc, "log_tail", ())))
         finally:

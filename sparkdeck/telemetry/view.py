@@ -202,7 +202,10 @@ def text_report(snapshot: TelemetrySnapshot) -> str:
     if snapshot.memory is None:
         lines.append(f"  {snapshot.memory_error or NA}")
     else:
-        lines += [f"  {bar.label:<10}{bar.fraction * 100:5.1f} %  {bar.text}"
+        # the share once: a bar whose words carry it already ("22.0 GiB (93 %)") gets no
+        # second, differently rounded copy in front ("93.4 %")
+        lines += [f"  {bar.label:<10}"
+                  + ("" if "%" in bar.text else f"{bar.fraction * 100:5.1f} %  ") + bar.text
                   for bar in memory_bars(snapshot.memory)]
     lines.append("pressure (PSI memory, % of time stalled)")
     lines += [f"  {row.label:<10}{row.value}" for row in pressure_rows(snapshot)]

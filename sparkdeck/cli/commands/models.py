@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Print a preset's computed memory: its parts, its engine flags, or why it has none."""
-    from sparkdeck.models.plan import plan_or_reason
+    from sparkdeck.models.plan import no_plan_reason, plan_or_reason
 
     catalog = load_catalog()
     try:
@@ -96,8 +96,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     print(f"{preset.id} ({preset.engine.title}, model {clean(preset.model)})")
     if plan is None:
-        print("  not sized from the model: " + clean(why or "the preset states neither "
-                                                     "`context` nor `kv_budget_gib`"))
+        print("  not sized from the model: " + clean(why or no_plan_reason(preset)))
         print(f"  keeps the stated setting: {setting}")
         return 0
     for line in plan.lines():

@@ -62,6 +62,8 @@ class PostMortemScreen(ModalScreen[bool]):
     BINDINGS = [
         Binding("h", "close(True)", "History at the end", id="postmortem-history"),
         Binding("escape", "close(False)", "Dismiss", id="postmortem-dismiss"),
+        # a modal screen hides the app's bindings: without this the first `q` did nothing
+        Binding("q", "app.quit", "Quit", id="postmortem-quit"),
     ]
 
     def __init__(self, postmortem: PostMortem, file: str) -> None:

@@ -70,6 +70,7 @@ class ModelsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(DataTable).border_title = "models on this machine"
+        self.query_one(ProgressBar).display = False  # until a pull runs
         self.scan()
 
     @property
@@ -89,7 +90,8 @@ class ModelsScreen(Screen[None]):
         fill_table(self.query_one(DataTable), COLUMNS, [row_cells(m) for m in models],
                    [f"{m.origin}:{m.path}" for m in models])
         if not models:
-            self._status("no models in the Hugging Face cache yet: type a repo below to pull")
+            self._status("no models in the Hugging Face cache yet: type a repo in the "
+                         "\"model repo to pull\" box, then Enter, to pull it")
 
     def action_rescan(self) -> None:
         self.scan()
@@ -104,7 +106,9 @@ class ModelsScreen(Screen[None]):
             self._status("a pull is running: Esc cancels it")
             return
         self._cancel = threading.Event()
-        self.query_one(ProgressBar).update(total=None, progress=0)
+        bar = self.query_one(ProgressBar)
+        bar.display = True  # shown only while a pull runs: idle it read "--%"
+        bar.update(total=None, progress=0)
         self._status(f"asking the Hub about {repo}…")
         self.pull_repo(repo, self._cancel)
 
@@ -135,6 +139,7 @@ class ModelsScreen(Screen[None]):
 
     def on_models_screen_pull_ended(self, message: PullEnded) -> None:
         self._cancel = None
+        self.query_one(ProgressBar).display = False  # the status line says how it ended
         self._status(message.text)
         if message.ok:
             self.scan()
