@@ -3,9 +3,10 @@
 The socket lives in the user's runtime dir ($XDG_RUNTIME_DIR/sparkdeck, else
 /run/user/UID/sparkdeck), in a folder of mode 0700, and is itself 0600: the kernel refuses
 a connect() from any other user (root aside), so no request reaches the service from one.
-SPARKDECK_RUNTIME_DIR overrides the folder (tests; a system-wide setup). SPARKDECK_SERVICE says whether front ends
-use and start the service: "auto" (default) or "off" (the launch runs in the calling process,
-as before the service existed; the tests of the launch sequence itself use it).
+SPARKDECK_RUNTIME_DIR overrides the folder (tests; a system-wide setup). SPARKDECK_SERVICE
+says whether front ends use and start the service: "auto" (default) or "off" (the launch
+runs in the calling process, as before the service existed; the tests of the launch
+sequence itself use it).
 """
 
 from __future__ import annotations
