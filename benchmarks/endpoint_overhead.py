@@ -40,16 +40,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import docker  # noqa: E402
-import httpx  # noqa: E402
-import tomli_w  # noqa: E402
+import docker
+import httpx
+import tomli_w
 
-from benchmarks.service_cost import (  # noqa: E402
-    clean_up, cli, cpu_seconds, service_pid,
+from benchmarks.service_cost import (
+    clean_up,
+    cli,
+    cpu_seconds,
+    service_pid,
 )
-from tests.conftest import free_port, llama_preset_fields  # noqa: E402
-from tests.support.images import ensure_llama_image  # noqa: E402
-from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
+from tests.conftest import free_port, llama_preset_fields
+from tests.support.images import ensure_llama_image
+from tests.support.tiny_gguf import write_tiny_gguf
 
 MODEL = "/models/tiny.gguf"
 

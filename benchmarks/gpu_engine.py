@@ -48,6 +48,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import itertools  # noqa: E402 (sys.path is set up first)
+
 from sparkdeck.host.nvml import decode_clock_event_reasons  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
@@ -66,7 +68,8 @@ def _levels(text: str) -> tuple[int, ...]:
     try:
         levels = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}") from None
     if not levels or any(level < 1 for level in levels):
         raise argparse.ArgumentTypeError(f"concurrency levels must be 1 or more: {text!r}")
     if len(set(levels)) != len(levels):
@@ -78,7 +81,7 @@ def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
     return value
@@ -88,7 +91,7 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
     return value
@@ -370,6 +373,7 @@ def bench_rows(run: dict, llama_bench: dict[tuple[str, int], tuple[float, float]
     pp = llama_bench.get(("pp", 0), (None, 0))[0]
     tg_depth = llama_bench.get(("tg", prompt_tokens)) or llama_bench.get(("tg", 0))
     tg = tg_depth[0] if tg_depth else None
+    depth = prompt_tokens if ("tg", prompt_tokens) in llama_bench else 0
     for point in sorted(run.get("points", []), key=lambda p: p["concurrency"]):
         c = point["concurrency"]
         summary = point.get("summary") or {}
@@ -380,7 +384,7 @@ def bench_rows(run: dict, llama_bench: dict[tuple[str, int], tuple[float, float]
         if c == 1:
             rows.append(Row("c=1 decode tok/s (per request)", point.get("decode_tps"), tg,
                             f"llama-bench tg{run.get('config', {}).get('output_tokens', '')}"
-                            f" @ depth {prompt_tokens if ('tg', prompt_tokens) in llama_bench else 0}",
+                            f" @ depth {depth}",
                             "within 3 %", within_pct(point.get("decode_tps"), tg, 3)))
             rows.append(Row("c=1 prefill tok/s", point.get("prefill_tps"), pp,
                             f"llama-bench pp{prompt_tokens}", "within 3 %",
@@ -420,7 +424,7 @@ def time_weighted_mean(samples: Sequence[dict], key: str) -> float | None:
     """The mean of each sample's `key` (a rate over the interval since the previous sample)
     weighted by that interval's length; the first sample, with no interval, is left out."""
     total = weight = 0.0
-    for prev, cur in zip(samples, samples[1:]):
+    for prev, cur in itertools.pairwise(samples):
         value = cur.get(key)
         dt = cur["wall"] - prev["wall"]
         if value is None or dt <= 0:
@@ -633,7 +637,7 @@ def write_model(args: argparse.Namespace) -> Path:
     writer.add_eos_token_id(128009)  # <|eot_id|> ends an instruct turn
     writer.add_add_bos_token(True)
     writer.add_chat_template(LLAMA3_TEMPLATE)
-    for index, (name, shape) in enumerate(tensors):
+    for name, shape in tensors:
         if isinstance(shape, int):
             writer.add_tensor_info(name, (shape,), np.dtype(np.float32), shape * 4)
         else:
@@ -644,7 +648,7 @@ def write_model(args: argparse.Namespace) -> Path:
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for index, (name, shape) in enumerate(tensors):
+    for index, (_name, shape) in enumerate(tensors):
         if isinstance(shape, int):
             writer.write_tensor_data(np.ones(shape, dtype=np.float32))
         else:
@@ -969,7 +973,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "llamacpp", "Write a long story about a GPU that never sleeps.")
         (args.out / "chat.json").write_text(chat.stdout + chat.stderr)
         chat_out = json.loads(chat.stdout) if chat.returncode == 0 else {}
-        from sparkdeck.bench.prompt import chat_messages
         words = (run.get("prompt_plan") or {}).get("body_words") or args.prompt_tokens
         probes = {}
         for name, extra in (("default samplers", {}),

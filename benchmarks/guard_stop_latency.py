@@ -36,14 +36,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sparkdeck.runtime.spec import ContainerSpec, PortBinding  # noqa: E402
-from sparkdeck.runtime.client import DockerRuntime  # noqa: E402
-from sparkdeck.guard.policy import WatchdogPolicy  # noqa: E402
-from sparkdeck.guard.readings import HostReadings, Reading  # noqa: E402
-from sparkdeck.guard.stopper import ContainerStopper, container_pids  # noqa: E402
-from sparkdeck.guard.watchdog import Watchdog  # noqa: E402
-from sparkdeck.settings import GuardSettings  # noqa: E402
-from tests.support.images import ensure_busybox_image  # noqa: E402
+from sparkdeck.guard.policy import WatchdogPolicy
+from sparkdeck.guard.readings import HostReadings, Reading
+from sparkdeck.guard.stopper import ContainerStopper, container_pids
+from sparkdeck.guard.watchdog import Watchdog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.spec import ContainerSpec, PortBinding
+from sparkdeck.settings import GuardSettings
+from tests.support.images import ensure_busybox_image
 
 
 class Crossing:

@@ -38,14 +38,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import docker  # noqa: E402
-import tomli_w  # noqa: E402
+import docker
+import tomli_w
 
-from sparkdeck.host.meminfo import read_meminfo  # noqa: E402
-from tests.conftest import free_port, llama_preset_fields  # noqa: E402
-from tests.support.images import ensure_llama_image  # noqa: E402
-from tests.support.memory_hog import MemoryHog  # noqa: E402
-from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
+from sparkdeck.host.meminfo import read_meminfo
+from tests.conftest import free_port, llama_preset_fields
+from tests.support.images import ensure_llama_image
+from tests.support.memory_hog import MemoryHog
+from tests.support.tiny_gguf import write_tiny_gguf
 
 GIB, MIB = 2**30, 2**20
 BARE_LOOP = ("import time, pathlib\nwhile True:\n"

@@ -28,7 +28,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support.vllm_server import VllmServer, running_vllm
+from tests.support.vllm_server import VllmServer, running_vllm  # noqa: E402 (sys.path is set up first)
 
 MODEL_SCRIPT = REPO / "tests" / "support" / "tiny_hf_model.py"
 

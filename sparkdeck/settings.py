@@ -96,7 +96,8 @@ class Settings:
 KEY_IDS = frozenset({
     "launch", "stop", "theme", "refresh", "help", "quit", "dismiss-failure", "tab-machine",
     "tab-metrics", "tab-chat", "tab-guard", "bench", "chat-cancel", "chat-fold",
-    "chat-thinking", "chat-open", "chat-new", "chat-next-field", "conversations-close", "conversations-export",
+    "chat-thinking", "chat-open", "chat-new", "chat-next-field", "conversations-close",
+    "conversations-export",
     "fit-cancel", "switch-skip", "confirm-yes", "confirm-no", "help-close", "bench-metric",
     "bench-next-model", "bench-prev-model", "bench-reload", "bench-run", "bench-stop",
     "bench-close", "history", "history-back", "history-ten-minutes", "history-hour",

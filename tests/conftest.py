@@ -26,9 +26,9 @@ import docker.errors
 import pytest
 import tomli_w
 
+from sparkdeck.presets import Preset, load_file
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import MANAGED, SCOPE
-from sparkdeck.presets import Preset, load_file
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
@@ -94,7 +94,7 @@ def docker_client() -> Iterator[docker.DockerClient]:
     try:
         client = docker.from_env(timeout=120)
         client.ping()
-    except Exception as exc:  # any failure here means "no daemon to test against"
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no daemon to test against"
         unavailable(f"no Docker daemon reachable ({exc}); start one with "
                     "`bash .ci/dockerd.sh start /tmp/sparkdeck-dockerd` and export DOCKER_HOST")
     yield client

@@ -20,7 +20,7 @@ from tests.test_cli_engine import run_cli
 class _OpenAIOnly(BaseHTTPRequestHandler):
     """A minimal OpenAI-compatible server on loopback: /v1/models and nothing else."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if self.path == "/v1/models":
             body = json.dumps({"object": "list", "data": [{"id": "atlas-7b",
                                                           "object": "model"}]}).encode()

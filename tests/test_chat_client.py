@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -227,7 +228,7 @@ def test_each_event_is_timed_when_it_arrives_not_in_a_batch(server):
             builder.add(timed)
             if isinstance(timed.delta, Content):
                 times.append(timed.at)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(gaps) == 2 and all(gap > 0.1 for gap in gaps)
     figures = builder.figures()
     assert figures.ttft_s is not None and figures.ttft_s > 0.1  # headers came 0.15 s early

@@ -22,7 +22,11 @@ import pytest
 from sparkdeck.chat.client import ChatClient
 from sparkdeck.chat.session import ChatSession
 from sparkdeck.chat.store import (
-    FLUSH_EVERY_S, ConversationWriter, conversations_dir, list_conversations, load,
+    FLUSH_EVERY_S,
+    ConversationWriter,
+    conversations_dir,
+    list_conversations,
+    load,
 )
 from sparkdeck.engines import get_kind
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event

@@ -27,10 +27,10 @@ from sparkdeck.chat.client import (
 )
 from sparkdeck.chat.deltas import Content, Done, Opened, Timings, Usage
 from sparkdeck.chat.reply import ReplyBuilder
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.engines import get_kind
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
+from sparkdeck.runtime.client import DockerRuntime
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]

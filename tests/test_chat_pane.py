@@ -11,10 +11,10 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label
 
-from sparkdeck.chat.store import ConversationWriter, load
-from sparkdeck.engines import get_kind
 from sparkdeck.chat.client import Timed
 from sparkdeck.chat.deltas import Content, Done, Finished
+from sparkdeck.chat.store import ConversationWriter, load
+from sparkdeck.engines import get_kind
 from sparkdeck.ui.chat.pane import MAX_FEED_GAP, MIN_FEED_GAP, ReplyFeed, feed_gap
 from sparkdeck.ui.chat.views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events

@@ -77,7 +77,8 @@ def test_cancel_mid_reply_returns_running_requests_to_zero(vllm_server):
     generated_before = _metric(url, "generation_tokens_total")
     with ChatClient(url) as client:
         stream = client.stream(ChatRequest([{"role": "user", "content": "go"}],
-                                           max_tokens=1000, extra={"n": SEQUENCES, "ignore_eos": True}))
+                                           max_tokens=1000,
+                                           extra={"n": SEQUENCES, "ignore_eos": True}))
         contents = 0
         for timed in stream:
             if isinstance(timed.delta, Content):

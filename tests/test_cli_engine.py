@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import (
-    free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+    free_port,
+    llama_preset_fields,
+    remove_scope,
+    scope_containers,
+    write_preset,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]

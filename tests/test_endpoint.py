@@ -108,7 +108,7 @@ def test_openai_client_through_the_endpoint_streaming_and_not_with_usage(
     assert plain and all(c.model for c in plain)
 
     log = isolated_dirs["data"] / "requests.jsonl"
-    rows = wait_for(lambda: (r := [json.loads(x) for x in log.read_text().splitlines()])
+    rows = wait_for(lambda: [json.loads(x) for x in log.read_text().splitlines()]
                     if log.exists() and len(log.read_text().splitlines()) >= 3 else None,
                     timeout=5, what="three request-log lines")
     assert PROMPT not in log.read_text()
@@ -224,7 +224,7 @@ def test_embeddings_go_through_with_their_usage(endpoint_env, isolated_dirs, lla
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{endpoint_env['SPARKDECK_ENDPOINT_PORT']}"
                            "/v1", api_key="unused", max_retries=0)
 
-    def embedded():  # noqa: ANN202 - None until the endpoint has the engine
+    def embedded():
         try:
             return client.embeddings.create(model=RUNNING_MODEL, input=["a b c", PROMPT])
         except openai.APIStatusError as exc:

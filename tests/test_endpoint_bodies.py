@@ -36,7 +36,7 @@ def chat_of_size(size: int) -> bytes:
 
 
 @pytest.fixture
-def endpoint(service_env, isolated_dirs) -> Iterator[dict]:  # noqa: F811
+def endpoint(service_env, isolated_dirs) -> Iterator[dict]:
     """The service, its endpoint forwarding to the attached stand-in."""
     port = free_port()
     env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port)}
@@ -52,7 +52,7 @@ def endpoint(service_env, isolated_dirs) -> Iterator[dict]:  # noqa: F811
                "pid": service_pid(env)}
 
 
-def one_line_each(data, answers: list[Answer]) -> list[dict]:  # noqa: ANN001 - a Path
+def one_line_each(data, answers: list[Answer]) -> list[dict]:
     """The one request-log line of each answer (waits for the off-loop writes)."""
     wait_for(lambda: all(rows_of(data, a) for a in answers), timeout=10,
              what="a request-log line for each request")

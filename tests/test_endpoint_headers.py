@@ -33,10 +33,10 @@ class Recorder(BaseHTTPRequestHandler):
     lock = threading.Lock()
     hang_up = False  # read a POST, then close the connection without an answer
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         self._answer({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         with self.lock:
             self.seen.append({k.lower(): v for k, v in self.headers.items()})

@@ -23,7 +23,12 @@ import pytest
 
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.endpoint_service import (
-    MODEL, ask, log_rows, rows_of, sink_engine, write_settings,
+    MODEL,
+    ask,
+    log_rows,
+    rows_of,
+    sink_engine,
+    write_settings,
 )
 from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
 
@@ -38,7 +43,7 @@ def chat(model: str = MODEL) -> bytes:
 
 
 @pytest.fixture
-def keyed(service_env, isolated_dirs) -> Iterator[Callable[[], dict]]:  # noqa: F811
+def keyed(service_env, isolated_dirs) -> Iterator[Callable[[], dict]]:
     """The service with a key on loopback and switch_on_request, no engine yet; `attach()`
     attaches the stand-in and waits until the endpoint forwards to it."""
     port = free_port()

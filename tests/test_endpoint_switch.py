@@ -10,6 +10,7 @@ unbounded queue (or no Retry-After on the overflow), a stream left silent while 
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -21,9 +22,9 @@ import pytest
 
 from sparkdeck.runtime.state import PRESET
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
+from tests.support.sse_lines import sse_lines
 from tests.test_endpoint import RUNNING_MODEL, llama_metric
 from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
-from tests.support.sse_lines import sse_lines
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 FIXED = {"ignore_eos": True}  # llama.cpp's: the random tiny model may end a reply anywhere
@@ -75,7 +76,7 @@ def switching(service_env, isolated_dirs, llama_image, docker_client, scope
     assert docker_client.ping()
 
 
-def log_rows(data) -> list[dict]:  # noqa: ANN001 - a Path
+def log_rows(data) -> list[dict]:
     log = data / "requests.jsonl"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -236,7 +237,7 @@ def test_a_stream_waiting_for_the_switch_gets_keepalive_comments_before_its_firs
     first_token = next(t for t, line in arrived if line.startswith("data: ")
                        and "content" in line and "reasoning_content" not in line)
     assert comments[0][0] < first_token  # the client heard from the endpoint first
-    gaps = [b[0] - a[0] for a, b in zip(comments, comments[1:])]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(comments)]
     # every keepalive_s, not a burst (an upper bound with room for a loaded event loop)
     assert all(0.08 < gap < 0.6 for gap in gaps), gaps
     # the opt-in visible line: a reasoning delta, before the engine's own chunks

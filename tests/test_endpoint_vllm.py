@@ -38,7 +38,7 @@ def test_attached_vllm_streams_through_the_endpoint_and_is_listed(
     base = f"http://127.0.0.1:{env['SPARKDECK_ENDPOINT_PORT']}/v1"
     client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
 
-    def listed():  # noqa: ANN202 - the running entries once the endpoint sees vLLM
+    def listed():
         try:
             return [m for m in client.models.list().data if m.model_extra.get("running")]
         except openai.APIError:

@@ -13,7 +13,10 @@ import pytest
 
 from sparkdeck.guard.own_memory import measure
 from sparkdeck.host.engine_memory import (
-    EngineMemoryError, cgroup_memory, read_engine_memory, read_host_anon_shmem,
+    EngineMemoryError,
+    cgroup_memory,
+    read_engine_memory,
+    read_host_anon_shmem,
 )
 from tests.conftest import busybox_preset
 

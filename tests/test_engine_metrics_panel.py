@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
 from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
+from sparkdeck.engines import get_kind
 from sparkdeck.metrics.reader import MetricsReader
 from sparkdeck.metrics.sampler import MetricsSampler
-from sparkdeck.engines import get_kind
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail

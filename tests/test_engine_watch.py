@@ -23,7 +23,7 @@ def _readings(posted: list) -> list:
     return [m.reading for m in posted if isinstance(m, EngineStateRead)]
 
 
-def _wait(predicate, timeout: float, what: str) -> float:  # noqa: ANN001
+def _wait(predicate, timeout: float, what: str) -> float:
     began = time.monotonic()
     while not predicate():
         if time.monotonic() - began > timeout:

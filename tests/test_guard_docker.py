@@ -13,20 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.runtime.errors import NotManaged
 from sparkdeck.guard.fit import DOES_NOT_FIT
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.records import load_launch_record, recent_actions
-from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
 from sparkdeck.guard.stopper import ContainerStopper
+from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
 from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.launch.events import FitChecked, GuardDecided, SwitchWaited, TimelineSaved
 from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, Launcher
 from sparkdeck.presets import load_file
+from sparkdeck.runtime.errors import NotManaged
 from sparkdeck.settings import GuardSettings
 from tests.conftest import (
-    base_fields, busybox_preset, free_port, llama_preset_fields, remove_scope, scope_containers,
+    base_fields,
+    busybox_preset,
+    free_port,
+    llama_preset_fields,
+    remove_scope,
+    scope_containers,
     write_preset,
 )
 from tests.test_cli_engine import run_cli

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard import records
+from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.stopper import StopAttempt
 from sparkdeck.guard.watchdog import engine_watchdog
@@ -46,7 +46,7 @@ def guard_in_hog_reach() -> tuple[GuardSettings, int]:
 
 
 def test_a_failed_stop_is_carried_through_by_the_next_watchdog_after_memory_came_back(
-        runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon):  # noqa: F811
+        runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon):
     engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     hung = DockerRuntime(hung_daemon, scope=scope, files_dir=tmp_path / "files")
     guard, hog_size = guard_in_hog_reach()

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import random
+import re
 import shutil
 import signal
 import socket
@@ -32,21 +32,21 @@ from pathlib import Path
 import docker
 import pytest
 
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.state import SCOPE
+from sparkdeck.endpoints import HEALTH_TIMEOUT_S
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions, write_action
 from sparkdeck.guard.stopper import ContainerStopper, StopAttempt, container_pids
 from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.state import SCOPE
 from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.guard.messages import GuardDecisionMade
-from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.endpoints import HEALTH_TIMEOUT_S
+from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from tests.conftest import scope_containers, unavailable
 from tests.support.images import ensure_busybox_image
 from tests.support.pane_host import wait_until
@@ -422,8 +422,8 @@ def test_tui_running_watchdog_takes_over_before_the_launch_ends(
 
     def hook(message: object) -> None:  # runs as the message is handled, in order
         if isinstance(message, LaunchArea.Finished):
-            at_finish.append((app.watchdog_line.watched, len([w for w in app.workers if w.group == "guard"
-                                                 and not w.is_finished])))
+            guards = [w for w in app.workers if w.group == "guard" and not w.is_finished]
+            at_finish.append((app.watchdog_line.watched, len(guards)))
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), message_hook=hook) as pilot:

@@ -50,7 +50,7 @@ def replay(readings: list[Reading], guard: GuardSettings = GuardSettings()) -> t
 
 def test_ramp_to_wedge_is_stopped_before_the_wedge_by_the_stall_rate():
     data, readings = recording("ramp_to_wedge")
-    dog, decisions, stops = replay(readings)
+    dog, _decisions, stops = replay(readings)
     assert len(stops) == 1, "the stop action runs exactly once"
     stopped_t = stops[0]
     assert stopped_t < data["wedge_at_t"] - 3, "stopped seconds before the host wedges"
@@ -89,7 +89,8 @@ def test_noisy_plateau_warns_but_never_stops():
 def test_the_same_spikes_stop_when_two_in_a_row_are_enough():
     _, readings = recording("noisy_plateau")
     dog, _, stops = replay(readings, GuardSettings(stop_consecutive=2))
-    assert len(stops) == 1 and dog.stopped_by.reading.t == 11.0  # spike intervals ending at 10 and 11
+    # spike intervals ending at 10 and 11
+    assert len(stops) == 1 and dog.stopped_by.reading.t == 11.0
 
 
 def test_warn_only_mode_never_calls_stop_but_says_it_would():

@@ -14,10 +14,10 @@ from sparkdeck.guard.switch import switch_progress
 from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.settings import GuardSettings
+from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart, chart_rows, phase_row
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
-from sparkdeck.ui import STYLESHEET
 from tests.test_guard_policy import recording
 
 TOTAL = 100 * GIB  # fake pool size for the pictures

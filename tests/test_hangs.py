@@ -26,12 +26,11 @@ import docker
 import pytest
 
 from sparkdeck.chat.client import LOOKUP_TIMEOUT_S
-from sparkdeck.runtime.errors import DOCKER_TIMEOUT_S, DockerNotAnswering
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import DOCKER_TIMEOUT_S, DockerNotAnswering
 from sparkdeck.ui.app import SparkdeckApp
-from tests.conftest import (busybox_preset, free_port, llama_preset_fields, unavailable,
-                            write_preset)
+from tests.conftest import busybox_preset, free_port, llama_preset_fields, unavailable, write_preset
 from tests.support.images import ensure_busybox_image
 from tests.test_ui_app import engine_text, wait_until
 

@@ -16,7 +16,12 @@ import pytest
 
 from sparkdeck.service import location
 from sparkdeck.service.liveness import (
-    HEARTBEAT_S, NOT_ANSWERING, NOT_RUNNING, OFF, probe, protect_from_oom,
+    HEARTBEAT_S,
+    NOT_ANSWERING,
+    NOT_RUNNING,
+    OFF,
+    probe,
+    protect_from_oom,
 )
 from tests.support.cpu_hog import cpu_hog
 

@@ -10,8 +10,8 @@ a metrics endpoint is named as such, in the CLI and on the tab, instead of waite
 from __future__ import annotations
 
 import asyncio
-import os
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +20,9 @@ from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.metrics_loopback import serving
 from tests.test_ui_app import isolated_dirs, make_app, text_of, wait_until  # noqa: F401
 
-BODY = ("# HELP vllm:num_requests_running Requests running.\n"
-        "# TYPE vllm:num_requests_running gauge\n"
-        'vllm:num_requests_running{model_name="m"} 3.0\n').encode()
+BODY = (b"# HELP vllm:num_requests_running Requests running.\n"
+        b"# TYPE vllm:num_requests_running gauge\n"
+        b'vllm:num_requests_running{model_name="m"} 3.0\n')
 
 
 def _respond(path: str) -> tuple[int, bytes]:

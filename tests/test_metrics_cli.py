@@ -4,6 +4,7 @@ typed outcomes against real sockets on loopback (no Docker needed)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.engines import get_kind
 from sparkdeck.metrics.reader import (
     InvalidSample,
     MetricsOff,
@@ -22,7 +24,6 @@ from sparkdeck.metrics.reader import (
     Unreachable,
 )
 from sparkdeck.metrics.sampler import MetricsSampler
-from sparkdeck.engines import get_kind
 from sparkdeck.presets import PresetError, load_file
 from tests.conftest import free_port, write_preset
 from tests.support.metrics_loopback import serving
@@ -152,7 +153,7 @@ def test_a_slow_scrape_is_not_followed_by_a_burst():
 
     with serving(respond) as url:
         walls = asyncio.run(sample(url))
-    gaps = [b - a for a, b in zip(walls, walls[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(walls)]
     # The slow scrape is given up at 0.5 s; the next tick on the 0.2 s grid is at 0.6 s, so
     # the first gap is nominally 0.1 s and the rest 0.2 s. A catch-up burst would put the
     # missed ticks a few ms apart: a quarter period cleanly tells the two apart.

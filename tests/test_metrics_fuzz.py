@@ -48,7 +48,7 @@ label_sets = st.dictionaries(
 @st.composite
 def lines(draw) -> str:
     choice = draw(st.integers(0, 6))
-    name = draw(st.sampled_from(NAMES + ["x", "1bad", "a b", "ünï", ""]))
+    name = draw(st.sampled_from([*NAMES, "x", "1bad", "a b", "ünï", ""]))
     if choice == 0:
         return draw(st.sampled_from(REAL_LINES))
     if choice == 1:  # a real line cut short

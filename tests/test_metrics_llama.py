@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sparkdeck.engines import get_kind
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.metrics.reader import MetricsOff, MetricsReader
 from sparkdeck.metrics.sampler import MetricsSampler
-from sparkdeck.engines import get_kind
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.engine_load import observe_load, server_counter

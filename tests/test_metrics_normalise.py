@@ -106,7 +106,7 @@ def _ttft(counts: list[float]) -> str:
     bounds = ["0.1", "0.5", "1.0", "+Inf"]
     lines = ["# TYPE vllm:time_to_first_token_seconds histogram"]
     lines += [f'vllm:time_to_first_token_seconds_bucket{{le="{b}"}} {c}'
-              for b, c in zip(bounds, counts)]
+              for b, c in zip(bounds, counts, strict=False)]
     lines += [f"vllm:time_to_first_token_seconds_count {counts[-1]}",
               "vllm:time_to_first_token_seconds_sum 1"]
     return "\n".join(lines) + "\n"

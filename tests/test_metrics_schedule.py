@@ -38,7 +38,7 @@ def engine() -> Iterator[str]:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             with lock:
                 number = next(numbers)
             if number == 3:

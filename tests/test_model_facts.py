@@ -130,17 +130,17 @@ def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
     folder = tmp_path / "bad"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"hidden_size": 64}))
-    with pytest.raises(ModelUnreadable, match="config.json.*num_hidden_layers"):
+    with pytest.raises(ModelUnreadable, match=r"config\.json.*num_hidden_layers"):
         read_hf_dir(folder)
     (folder / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64,
                                                     "num_attention_heads": 2}))
-    with pytest.raises(ModelUnreadable, match="no .safetensors"):
+    with pytest.raises(ModelUnreadable, match=r"no \.safetensors"):
         read_hf_dir(folder)
     (folder / "model.safetensors").write_bytes(b"\xff" * 64)
-    with pytest.raises(ModelUnreadable, match="model.safetensors"):
+    with pytest.raises(ModelUnreadable, match=r"model\.safetensors"):
         read_hf_dir(folder)
     (tmp_path / "x.gguf").write_bytes(b"not a gguf at all")
-    with pytest.raises(ModelUnreadable, match="x.gguf"):
+    with pytest.raises(ModelUnreadable, match=r"x\.gguf"):
         read_model(tmp_path / "x.gguf")
     with pytest.raises(ModelUnreadable, match="neither"):
         read_model(tmp_path / "x.bin")

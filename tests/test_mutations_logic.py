@@ -47,7 +47,7 @@ def test_empty_and_role_only_chunks_are_not_tokens_nor_the_first_token():
 def _histogram(counts: tuple[float, float, float], t: float, wall: float) -> RawSample:
     le = ("0.1", "1.0", "+Inf")
     lines = ["# TYPE ttft histogram"]
-    lines += [f'ttft_bucket{{le="{b}"}} {c}' for b, c in zip(le, counts)]
+    lines += [f'ttft_bucket{{le="{b}"}} {c}' for b, c in zip(le, counts, strict=False)]
     lines += [f"ttft_sum {counts[-1] * 0.5}", f"ttft_count {counts[-1]}",
               "# TYPE gen_total counter", f"gen_total {t * 100}"]
     return RawSample(parse_body(("\n".join(lines) + "\n").encode()), wall=wall, monotonic=t)

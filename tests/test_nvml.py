@@ -24,8 +24,8 @@ from sparkdeck.host.nvml import (
     NvmlReader,
     decode_clock_event_reasons,
 )
-from tools.record_nvml import RecordedNvml
 from tests.conftest import unavailable
+from tools.record_nvml import RecordedNvml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 H200 = FIXTURES / "h200_idle_load.json"

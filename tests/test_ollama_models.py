@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.runtime.errors import ModelPullError
 from sparkdeck.engines import get_kind
 from sparkdeck.engines.ollama_models import model_present, pull_model
 from sparkdeck.launch.sequence import EngineReady, Launcher, ModelPullStarted
 from sparkdeck.presets import load_file
+from sparkdeck.runtime.errors import ModelPullError
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from tests.conftest import write_preset
 from tests.support.ollama_loopback import BLOBS, FakeOllama
@@ -88,7 +88,7 @@ def test_cancel_closes_the_pull() -> None:
 
 
 def test_an_unreachable_server_says_where(tmp_path: Path) -> None:
-    with pytest.raises(ModelPullError, match="cannot ask Ollama at http://127.0.0.1:9"):
+    with pytest.raises(ModelPullError, match=r"cannot ask Ollama at http://127\.0\.0\.1:9"):
         model_present("http://127.0.0.1:9", "qwen3:8b")
 
 

@@ -22,8 +22,13 @@ from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
 from sparkdeck.runtime.client import DockerRuntime
 from tests.conftest import (
-    busybox_preset, free_port, host_memlock, llama_preset_fields, scope_containers,
-    unavailable, write_preset,
+    busybox_preset,
+    free_port,
+    host_memlock,
+    llama_preset_fields,
+    scope_containers,
+    unavailable,
+    write_preset,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]

@@ -26,7 +26,7 @@ class CountingServer(QuietServer):
         return await super().on_tick(counter)
 
 
-async def _hello(request):  # noqa: ANN001, ANN202
+async def _hello(request):
     return PlainTextResponse("hello")
 
 

@@ -11,20 +11,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from sparkdeck.host.meminfo import read_meminfo
-from sparkdeck.service.client import ServiceClient, ServiceError, ServiceVersionMismatch
+from sparkdeck.service.client import ServiceClient, ServiceError
 from tests.conftest import (
-    free_port, llama_preset_fields, remove_scope, scope_containers, write_preset,
+    free_port,
+    llama_preset_fields,
+    remove_scope,
+    scope_containers,
+    write_preset,
 )
 from tests.support.memory_hog import MemoryHog
 
@@ -61,7 +63,7 @@ def client_for(env: dict[str, str]) -> ServiceClient:
     return ServiceClient(Path(env["SPARKDECK_RUNTIME_DIR"]) / "service.sock")
 
 
-def wait_for(predicate, timeout: float, what: str, every: float = 0.1):  # noqa: ANN001
+def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -106,7 +108,7 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
 
     with client_for(service_env) as client:
         seen: list[dict] = []
-        guard = wait_for(lambda: (g := client.status()["guard"])["hz"] == 1.0 and g
+        guard = wait_for(lambda: ((g := client.status()["guard"])["hz"] == 1.0 and g)
                          or seen.append(g), timeout=60,
                          what=lambda: f"the service guarding the ready engine at 1 Hz: {seen[-1:]}")
         assert guard["guarding"] == container.name and guard["mode"] == "stop"
@@ -172,7 +174,7 @@ def launched(client: ServiceClient, preset: str) -> dict:
         return next(d for k, d in events if k == "launch-result" and d["launch"] == launch_id)
 
 
-def alive_containers(docker_client, scope: str) -> list:  # noqa: ANN001
+def alive_containers(docker_client, scope: str) -> list:
     return [c for c in scope_containers(docker_client, scope) if c.status == "running"]
 
 

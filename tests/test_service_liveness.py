@@ -32,7 +32,12 @@ from tests.conftest import scope_containers
 from tests.support.cpu_hog import cpu_hog
 from tests.support.memory_hog import MemoryHog
 from tests.test_service import (  # noqa: F401 - service_env is a fixture
-    client_for, run_cli, service_env, service_pid, tiny_preset, wait_for,
+    client_for,
+    run_cli,
+    service_env,
+    service_pid,
+    tiny_preset,
+    wait_for,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
@@ -58,7 +63,7 @@ def state_of(pid: int) -> str:
         return stat.read().rsplit(")", 1)[1].split()[0]
 
 
-def launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image):  # noqa: ANN001
+def launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image):
     tiny_preset(isolated_dirs, llama_image)
     launched = run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60", env=service_env)
     assert launched.returncode == 0, launched.stderr
@@ -73,7 +78,7 @@ def launched_engine(service_env, isolated_dirs, docker_client, scope, llama_imag
 
 def test_a_stopped_service_is_not_answering_within_2_s_and_the_engine_unguarded(
         service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
-    container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
                                      llama_image)
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     assert probe().answering
@@ -108,7 +113,7 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
     (isolated_dirs["config"] / "settings.toml").write_text(
         f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
         f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n")
-    container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
                                      llama_image)
     guard = subprocess.Popen([sys.executable, "-m", "sparkdeck", "guard", "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -162,7 +167,7 @@ def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from tests.support.pane_host import wait_until
 
-    container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
                                      llama_image)
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
@@ -231,7 +236,8 @@ def oom_score_may_be_lowered() -> bool:
 
 def assert_oom_score(pid: int, lowered: bool, log: Path) -> None:
     """-500 where the machine allows it; where it does not, the service's log says why."""
-    score = open(f"/proc/{pid}/oom_score_adj").read().strip()
+    with open(f"/proc/{pid}/oom_score_adj") as adj:
+        score = adj.read().strip()
     if lowered:
         assert score == "-500"
     else:

@@ -50,7 +50,7 @@ def service(isolated_dirs) -> Iterator[tuple[dict[str, str], Path]]:
 
 
 def test_the_socket_is_private_and_refuses_another_user(service):
-    env, path = service
+    _env, path = service
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     if os.getuid() != 0:
@@ -81,7 +81,7 @@ def test_the_socket_is_private_and_refuses_another_user(service):
 
 
 def test_another_api_version_gets_a_clear_message(service):
-    env, path = service
+    _env, path = service
     transport = httpx.HTTPTransport(uds=str(path))
     with httpx.Client(transport=transport, base_url="http://sparkdeck") as http:
         newer = http.get("/v1/status", headers={"X-Sparkdeck-Api": "2"})
@@ -107,7 +107,7 @@ def test_another_api_version_gets_a_clear_message(service):
 
 
 def test_one_service_per_user(service):
-    env, path = service
+    env, _path = service
     second = run_cli("service", "run", env=env, timeout=30)
     assert second.returncode == 1
     assert "the service already runs (process" in second.stderr

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.runtime.errors import explain_start_failure
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.guard.fit import check_fit
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.launch.plan import LaunchPlan
 from sparkdeck.presets import load_file
+from sparkdeck.runtime.errors import explain_start_failure
 from tests.conftest import base_fields, free_port, remove_scope, write_preset
 from tests.support.timed_server import running
 

@@ -1,10 +1,10 @@
 """The fit check and the switch wait count only the old engine's own memory (issue 11, item 5).
 
 Real parts: busybox engines on the real Docker daemon that hold a known amount in /dev/shm,
-real memory hogs in other processes (bounded: at most 1.5 GiB in all, and at most 3/16 of MemAvailable),
-and the real /proc/meminfo. Before this, "coming back" was MemAvailable before the launch
-minus MemAvailable now, so a hog counted as the engine's memory, and the switch wait blocked
-its whole timeout for memory the engine never held.
+real memory hogs in other processes (bounded: at most 1.5 GiB in all, and at most 3/16 of
+MemAvailable), and the real /proc/meminfo. Before this, "coming back" was MemAvailable
+before the launch minus MemAvailable now, so a hog counted as the engine's memory, and the
+switch wait blocked its whole timeout for memory the engine never held.
 """
 
 from __future__ import annotations

@@ -17,7 +17,12 @@ from sparkdeck.host.psi import PRESSURE_MEMORY
 from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.telemetry.view import (
-    gpu_rows, memory_bars, pressure_rows, rail_rows, spark_text, text_report,
+    gpu_rows,
+    memory_bars,
+    pressure_rows,
+    rail_rows,
+    spark_text,
+    text_report,
 )
 from tests.support.telemetry import GB10, H200, SPARK_MEMINFO, replay_sampler
 from tools.record_nvml import RecordedNvml
@@ -93,7 +98,7 @@ def test_sampler_without_driver_keeps_memory_and_pressure() -> None:
         class NVMLError(Exception):
             pass
 
-        def nvmlInit(self) -> None:
+        def nvmlInit(self) -> None:  # noqa: N802 (the library's own name)
             raise self.NVMLError("Driver Not Loaded")
 
     snapshot = TelemetrySampler(memory=lambda: parse_meminfo(SPARK_MEMINFO),
@@ -112,7 +117,7 @@ def test_gb10_replay_says_unified_and_na_never_zero() -> None:
     assert rows["GPU"] == "0: NVIDIA GB10"
     assert rows["memory"].startswith("unified") and "121.7 GiB" in rows["memory"]
     assert rows["power"].endswith("(limit n/a)") and rows["fan"] == "n/a"
-    assert not any(value.startswith("0 W") or value == "0 %" and label == "fan"
+    assert not any(value.startswith("0 W") or (value == "0 %" and label == "fan")
                    for label, value in rows.items())
     assert [r.label.strip() for r in rail_rows(snapshot)] == [
         "rails", "gpu", "dc_input", "syspl1", "prereg"]

@@ -62,7 +62,7 @@ def phase_indices(recording: dict[str, Any], phase: str) -> list[int]:
     return [i for i, s in enumerate(recording["samples"]) if s["phase"] == phase]
 
 
-def doctored(base: dict[str, Any], index: int, *, mask: int | None | str = None,
+def doctored(base: dict[str, Any], index: int, *, mask: int | str | None = None,
              util: int | None = None, sm: int | None = None) -> dict[str, Any]:
     """FAKE: a copy of a recording whose sample `index` answers a different clock-event mask
     ("unsupported" for NOT_SUPPORTED), utilisation or SM clock."""
@@ -176,7 +176,7 @@ def test_gb10_shape_busy_near_max_is_fine_and_clamped_clock_is_stuck_low() -> No
     assert clamped.short() == "clock stuck low · SM at 44 % of max"
 
 
-def sampled(recording: dict[str, Any], index: int):  # noqa: ANN201 - a TelemetrySnapshot
+def sampled(recording: dict[str, Any], index: int):
     nvml = RecordedNvml(recording).use(index)
     reader = NvmlReader(nvml, host_total_bytes=recording["host_mem_total_bytes"])
     return TelemetrySampler(memory=fixed_memory, pressure=FixedPressure(), gpu=reader,

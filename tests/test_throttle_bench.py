@@ -29,7 +29,7 @@ def replay() -> tuple[RecordedNvml, NvmlReader]:
     return nvml, NvmlReader(nvml, host_total_bytes=nvml.host_mem_total_bytes)
 
 
-def stored_report(peaks) -> tuple[dict, str, dict]:  # noqa: ANN001 - ResourcePeaks
+def stored_report(peaks) -> tuple[dict, str, dict]:
     store = BenchStore()
     run_id = store.begin_run(fp("llamacpp"), CONFIG, "2026-01-01T00:00:00+00:00")
     store.finish_run(run_id, replace(outcome(), peaks=peaks))

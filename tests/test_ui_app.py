@@ -21,21 +21,20 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from sparkdeck.runtime.errors import DockerUnavailable
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.state import EngineState
-from sparkdeck.presets import PresetCatalog, load_catalog
-from sparkdeck.settings import load_settings, settings_path
-from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.screens.help import HelpScreen
 from sparkdeck.host.nvml import NvmlReader
+from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import DockerUnavailable
+from sparkdeck.runtime.state import EngineState
+from sparkdeck.settings import GuardSettings, load_settings, settings_path
+from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, EngineReport, engine_content
-from sparkdeck.ui.machine.tab import MachineTab
-from sparkdeck.ui.messages import DockerConnectionFailed
-from sparkdeck.settings import GuardSettings
-from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total, model_cells
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.machine.environment import EnvironmentPanel
+from sparkdeck.ui.machine.tab import MachineTab
+from sparkdeck.ui.messages import DockerConnectionFailed
+from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total, model_cells
+from sparkdeck.ui.screens.help import HelpScreen
 from tests.support.pane_host import wait_until
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
@@ -362,7 +361,7 @@ def test_engine_panel_states(docker_state: str, healthy: bool, status: str) -> N
 
 
 def test_engine_panel_crashed_shows_exit_code_and_log() -> None:
-    tail = tuple(f"line {n}" for n in range(10)) + ("CUDA error: out of memory",)
+    tail = (*tuple(f"line {n}" for n in range(10)), "CUDA error: out of memory")
     reading = EngineReading(engine_state("exited", exit_code=137, log_tail=tail))
     text = engine_content(EngineReport(reading=reading), NOW).plain
     assert "crashed (exit code 137)" in text and "uptime" not in text

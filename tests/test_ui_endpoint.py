@@ -33,7 +33,7 @@ SECRET = "s3cret-connect-value-7f3a"
 KEY_ENV = "SPARKDECK_API_KEY"
 
 
-def screen_text(app) -> str:  # noqa: ANN001 - the app under test
+def screen_text(app) -> str:
     """Everything drawn now, as the terminal would show it (the SVG export holds the text)."""
     return app.export_screenshot()
 
@@ -131,7 +131,7 @@ def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
     asyncio.run(scenario())
 
 
-def record(when: float, model: str, status: int = 200, **fields) -> RequestRecord:  # noqa: ANN003
+def record(when: float, model: str, status: int = 200, **fields) -> RequestRecord:
     return RequestRecord(when, "127.0.0.1:40100", "/v1/chat/completions", model, status,
                          True, **fields)
 
@@ -154,7 +154,7 @@ def test_requests_tab_lists_the_log_newest_first_and_follows_it(
     reads = []
     real_read = RequestLog.read
 
-    def counted(self, since=None):  # noqa: ANN001, ANN202 - the real reader, counted
+    def counted(self, since=None):
         reads.append(time.monotonic())
         return real_read(self, since)
 

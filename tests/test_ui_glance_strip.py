@@ -13,9 +13,9 @@ import dataclasses
 from pathlib import Path
 
 from sparkdeck.settings import GuardSettings
-from sparkdeck.ui.strip.glance import GAP, GlanceStrip, glance_content, glance_parts
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
+from sparkdeck.ui.strip.glance import GAP, GlanceStrip, glance_content, glance_parts
 from tests.support.telemetry import NVML_FIXTURES, fixed_memory, replay_history, replay_sampler
 from tests.test_ui_app import isolated_dirs, make_app, text_of, wait_until  # noqa: F401
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.mark.parametrize("through_service", [False, True], ids=["window", "service"])
 def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
-        service_env, isolated_dirs, scope, docker_client, monkeypatch,  # noqa: F811
+        service_env, isolated_dirs, scope, docker_client, monkeypatch,
         through_service: bool) -> None:
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect

@@ -40,7 +40,7 @@ def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> th
 
 
 def test_a_window_launches_switches_and_stops_through_the_service(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):  # noqa: F811
+        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.settings import Settings

@@ -17,18 +17,22 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from sparkdeck.runtime.errors import DockerUnavailable
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.presets import load_catalog
-from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.metrics.snapshot import EngineMetrics
+from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.runtime.state import EngineState
+from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.support.telemetry import (
-    GB10, H200, NVML_FIXTURES, replay_history, replay_sampler,
+    GB10,
+    H200,
+    NVML_FIXTURES,
+    replay_history,
+    replay_sampler,
 )
 from tests.test_ui_app import OLLAMA, TINY_LLAMA, text_of, wait_until, write_presets
 

@@ -17,19 +17,19 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Button, Static
 
-from sparkdeck.runtime.errors import DockerRuntimeError
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.switch import switch_progress
-from sparkdeck.runtime.logs import LogFollower
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import DockerRuntimeError
+from sparkdeck.runtime.logs import LogFollower
 from sparkdeck.settings import GuardSettings, Settings
+from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, engine_content
+from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.screens import SKIP_RISK, SwitchWaitScreen
 from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui import STYLESHEET
 from tests.conftest import busybox_preset
 from tests.test_ui_app import engine_text, wait_until
 

@@ -15,18 +15,18 @@ import pytest
 from textual.message import Message
 from textual.widgets import Input
 
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.chat.views import ReplyView
+from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from sparkdeck.ui.readers import claim_cell
 from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.dashboard.presets import PresetTable
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_ui_app import engine_text, text_of, wait_until
 from tests.test_ui_launch import READY_S, SIZE, press_and_confirm, running
@@ -68,7 +68,8 @@ def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
     total = 100 * 2**30
     assert claim_cell(catalog.get("v"), total, GuardSettings()) == "50.0 GiB"
     assert claim_cell(catalog.get("o"), total, GuardSettings()) == "~12.5 GiB"  # stated
-    assert claim_cell(catalog.get("v"), None, GuardSettings()) == "--gpu-memory-utilization 0.5"  # no /proc/meminfo
+    # no /proc/meminfo
+    assert claim_cell(catalog.get("v"), None, GuardSettings()) == "--gpu-memory-utilization 0.5"
 
 
 @pytest.mark.docker

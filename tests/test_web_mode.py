@@ -303,7 +303,7 @@ def other_origin_page(target_port: int) -> Iterator[str]:
               "document.title = 'refused'; };</script>").encode()
 
     class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(script)))

@@ -13,9 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from sparkdeck import paths
 from sparkdeck.bench.store import BenchStore
@@ -61,7 +60,7 @@ def test_parallel_attach_keeps_every_entry(tmp_path: Path) -> None:
     time.sleep(0.5)
     go.touch()
     outputs = [p.communicate(timeout=240) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (out, err) in zip(procs, outputs, strict=False):
         assert proc.returncode == 0, err[-2000:]
         assert out.count("attached ") == rounds
     names = {e.name for e in AttachedRegistry().load()}

@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.support.vllm_server import VllmServer, running_vllm
+from tests.support.vllm_server import VllmServer, running_vllm  # noqa: E402 (sys.path is set up first)
 
 DEFAULT_PYTHON = Path("/var/cache/sparkdeck-ci/vllm-venv/bin/python")
 

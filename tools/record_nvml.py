@@ -273,7 +273,7 @@ def _record_extras(nvml: RecordingNvml, phase: str) -> None:
                 getattr(nvml, name)(*args, **kwargs)
             except (nvml.NVMLError, AttributeError, TypeError):
                 pass  # the error, if NVML's, is already written down
-    except Exception as exc:  # extras are a bonus: never lose the recording over them
+    except Exception as exc:  # noqa: BLE001 - extras are a bonus: never lose the recording over them
         print(f"extras ({phase}) failed: {exc!r}", flush=True)
     finally:
         nvml.end_sample()
@@ -387,7 +387,7 @@ def _dist_version() -> str | None:
         from importlib.metadata import version
 
         return version("nvidia-ml-py")
-    except Exception:  # any packaging oddity: the version is only a note
+    except Exception:  # noqa: BLE001 - any packaging oddity: the version is only a note
         return None
 
 

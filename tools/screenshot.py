@@ -27,8 +27,8 @@ from textual.pilot import Pilot
 
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.log_pane import LogPane
-from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.screens.confirm import ConfirmScreen
 
 ROOT = Path(__file__).resolve().parent.parent
 

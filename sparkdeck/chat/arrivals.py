@@ -130,7 +130,7 @@ def _kernel_stamps(sock: socket.socket) -> Callable[[list[Any], float], float] |
     except OSError:
         pass
     # realtime - perf_counter, from the closest-spaced of three readings
-    spread, offset = min((b - a, w - (a + b) / 2) for a, w, b in (
+    _spread, offset = min((b - a, w - (a + b) / 2) for a, w, b in (
         (time.perf_counter(), time.time(), time.perf_counter()) for _ in range(3)))
 
     def stamp(ancillary: list[Any], default: float) -> float:

@@ -280,15 +280,13 @@ class ChatStream:
             yield Timed(opened_at, Opened(response.status_code))
             tapped = tap(response, opened_at)
             try:
-                number = 0
                 # httpx-sse parses the stream lazily: an event is yielded as soon as the chunk
                 # that completes it has been read, before the next chunk is asked for, so the
                 # tap's stamp at that moment is the arrival of the event's last bytes.
-                for sse in EventSource(response).iter_sse():
+                for number, sse in enumerate(EventSource(response).iter_sse(), start=1):
                     at = tapped.arrived_at if tapped is not None else time.perf_counter()
                     if self.cancelled:
                         return
-                    number += 1
                     if sse.data == "[DONE]":
                         self.finished_normally = True
                         yield Timed(at, Done(), number)

@@ -4,8 +4,8 @@ A reply is written while it streams (deltas are batched and each batch is flushe
 fsynced at most FLUSH_EVERY_S after its first piece, by a timer when the stream stalls), so a
 crash or a power cut loses at most the batch in flight and leaves at most one cut line at the
 end, which loading skips. Each batch is appended whole or not at all (sparkdeck.paths), so a
-full disk leaves no torn line, and a new file appears only with its first line in it. Nothing is ever rewritten in place: reopening a
-conversation appends to the same file.
+full disk leaves no torn line, and a new file appears only with its first line in it.
+Nothing is ever rewritten in place: reopening a conversation appends to the same file.
 
 Line types: `meta` (first line: endpoint, kind, model, system prompt), `system` (the system
 prompt changed), `user`, `reply_start`
@@ -84,7 +84,7 @@ class Conversation:
         """
         found = [{"role": "system", "content": self.meta["system"]}] if self.meta.get(
             "system") else []
-        for question, answer in zip(self.turns, self.turns[1:]):
+        for question, answer in zip(self.turns, self.turns[1:], strict=False):
             if question.role == "user" and answer.role == "assistant" and answer.content:
                 found += [{"role": "user", "content": question.content},
                           {"role": "assistant", "content": answer.content}]

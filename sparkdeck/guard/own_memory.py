@@ -12,16 +12,19 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from sparkdeck.runtime.errors import DockerRuntimeError
-from sparkdeck.runtime.state import EngineState
-from sparkdeck.guard.claims import GIB
 from sparkdeck.file_lock import FileLock
+from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.records import Returning, Settled, settle_launch_records
 from sparkdeck.guard.switch import HostSample, returned_view
 from sparkdeck.host.engine_memory import (
-    EngineMemory, EngineMemoryError, read_engine_memory, read_host_anon_shmem,
+    EngineMemory,
+    EngineMemoryError,
+    read_engine_memory,
+    read_host_anon_shmem,
 )
 from sparkdeck.host.nvml import GpuReading, NvmlReader
+from sparkdeck.runtime.errors import DockerRuntimeError
+from sparkdeck.runtime.state import EngineState
 
 ReadEngineMemory = Callable[[Collection[int]], EngineMemory]
 

@@ -11,6 +11,7 @@ decision, which is what lets tests replay recorded windows.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,7 +56,7 @@ class WatchdogPolicy:
     def full_rates(self, window: Sequence[Reading]) -> list[float | None]:
         """The full stall rate over each interval in the window (one fewer than readings)."""
         return [None if r is None else r.full_pct
-                for r in (rates(a, b) for a, b in zip(window, window[1:]))]
+                for r in (rates(a, b) for a, b in itertools.pairwise(window))]
 
     def decide(self, window: Sequence[Reading], interval_s: float = 0.0) -> Decision:
         """The level for the newest reading. `interval_s`: the configured sampling period;

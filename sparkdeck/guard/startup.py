@@ -42,7 +42,7 @@ class StartupGuard:
     def _run(self) -> None:
         try:
             self.watchdog.run(self._done, lambda: self.hz)
-        except Exception as exc:  # a reader broke: say so, never die silently
+        except Exception as exc:  # noqa: BLE001 - a reader broke: say so, never die silently
             self.error = exc
             self.on_error(exc)
 

@@ -121,7 +121,7 @@ class ContainerStopper:
         try:
             self.runtime.stop(self.container_id, grace=0)  # gone already: returns at once
             self._done_at = time.monotonic()
-        except BaseException as exc:  # reported by the attempt that sees it
+        except BaseException as exc:  # noqa: BLE001 - reported by the attempt that sees it
             self._error = exc
         finally:
             self._finished.set()

@@ -133,7 +133,7 @@ class Watchdog:
         assert stopping is not None
         try:
             attempt = self.stop() or StopAttempt(True, "stopped", 0, self.clock())
-        except Exception as exc:  # any failure is one failed attempt: retried next step
+        except Exception as exc:  # noqa: BLE001 - any failure is one failed attempt: retried next step
             attempt = StopAttempt(False, f"stop failed: {str(exc) or type(exc).__name__}; "
                                   "retrying", 0, self.clock())
         seen = {a.text for a in self.attempts}
@@ -154,7 +154,7 @@ class Watchdog:
             if self.container_id:
                 extra["container_id"] = self.container_id
             path = self.record(action, self.engine, decision, tuple(self.window), **extra)
-        except Exception as exc:  # a full disk must not keep the engine from being stopped
+        except Exception as exc:  # noqa: BLE001 - a full disk must not keep the engine from being stopped
             # (sparkdeck.guard.records holds the record in memory and writes it later)
             if self.on_error is not None:
                 self.on_error(exc)
@@ -185,7 +185,7 @@ class Watchdog:
                 if self.stop_pending and len(self.attempts) == tried:  # no reading, still act
                     try:
                         self.on_attempt(self._attempt_stop())
-                    except Exception as shown:  # only showing it failed: keep going
+                    except Exception as shown:  # noqa: BLE001 - only showing it failed: keep going
                         if self.on_error is not None:
                             self.on_error(shown)
             period = self.interval_s

@@ -9,6 +9,7 @@ the bucket the way Prometheus' histogram_quantile() does.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -90,7 +91,7 @@ class MetricsHistory:
 
     def _pairs(self, seconds: float | None) -> Iterator[tuple[RawSample, RawSample]]:
         span = self._span(seconds)
-        return zip(span, span[1:])
+        return itertools.pairwise(span)
 
     def increase(self, names: tuple[str, ...], seconds: float | None = None
                  ) -> tuple[float, float, bool] | None:

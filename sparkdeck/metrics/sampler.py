@@ -1,9 +1,9 @@
 """The once-a-second sampling loop as a plain class: scrape, keep history, normalise.
 
 The engine kind decides, from an engine's URL, metrics path and (when sparkdeck launched
-it) its preset, what to read and how to read it (EngineKind.metrics_plan, a MetricsPlan). `MetricsSampler.sample()` is one turn of
-the loop; `MetricsSampler.run()` is the loop itself, used by `sparkdeck metrics` and by the
-TUI's worker alike. Nothing here imports Textual.
+it) its preset, what to read and how to read it (EngineKind.metrics_plan, a MetricsPlan).
+`MetricsSampler.sample()` is one turn of the loop; `MetricsSampler.run()` is the loop
+itself, used by `sparkdeck metrics` and by the TUI's worker alike. Nothing here imports Textual.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class MetricsSampler:
             began = time.monotonic()
             try:
                 result = await asyncio.wait_for(self.reader.scrape(plan.target), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 result = Unreachable(f"no answer within {timeout:.2g} s (the engine is busy "
                                      "or hung); the next reading tries again",
                                      time.time(), time.monotonic())

@@ -33,11 +33,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkdeck.endpoints import answers, managed_endpoint, resolve
 from sparkdeck.service.endpoint_refusals import (
-    KeyRequired, arrival, log_refusal, openai_error, routing_refusals, write_record,
+    KeyRequired,
+    arrival,
+    log_refusal,
+    openai_error,
+    routing_refusals,
+    write_record,
 )
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.request_body import (
-    Asked, BodyBudget, HeldBody, asked_of, read_body, with_model,
+    Asked,
+    BodyBudget,
+    HeldBody,
+    asked_of,
+    read_body,
+    with_model,
 )
 from sparkdeck.service.request_log import RequestLog, RequestRecord
 from sparkdeck.service.stream_meter import Meter
@@ -162,9 +172,9 @@ class UpstreamFinder:
         else:
             resolved = await run_in_threadpool(resolve, None)  # the attached engine, if one
             endpoint, instance = resolved.endpoint, resolved.instance
-            why = ("sparkdeck's engine {} is starting: retry when it is ready".format(
-                engine.preset_id or engine.name) if engine is not None
-                else resolved.why_none or "no engine is running: launch one with "
+            why = (f"sparkdeck's engine {engine.preset_id or engine.name} is starting: retry "
+                   "when it is ready" if engine is not None
+                   else resolved.why_none or "no engine is running: launch one with "
                 "`sparkdeck launch PRESET` (or attach one: `sparkdeck attach URL`)")
         upstream = None
         if endpoint is not None:

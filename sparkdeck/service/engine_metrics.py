@@ -68,7 +68,7 @@ class EngineMetricsLoop:
                 await reader.aclose()
 
     @staticmethod
-    def _sampler(engine: Any, reader: Any) -> MetricsSampler:  # noqa: ANN401
+    def _sampler(engine: Any, reader: Any) -> MetricsSampler:
         from sparkdeck.engines import get_kind
         from sparkdeck.metrics.sampler import MetricsSampler
         from sparkdeck.presets import load_catalog

@@ -32,7 +32,7 @@ class _Connections(set):
         super().__init__()
         self._on_open = on_open
 
-    def add(self, item: Any) -> None:  # noqa: ANN401 - a uvicorn protocol
+    def add(self, item: Any) -> None:
         super().add(item)
         self._on_open()
 
@@ -60,7 +60,7 @@ class QuietServer(uvicorn.Server):
         self.should_exit = True
         self._poke()
 
-    def handle_exit(self, sig: int, frame: Any) -> None:  # noqa: ANN401 - a frame
+    def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
         self._poke()
 

@@ -83,7 +83,7 @@ class TelemetryLoop:
         finally:
             sampler.close()
 
-    def _emit(self, snapshot, frozen) -> None:  # noqa: ANN001 - TelemetrySnapshot, history
+    def _emit(self, snapshot, frozen) -> None:
         self.hub.publish("telemetry", **snapshot.to_dict())
         for sink in self.sinks:
             sink(snapshot)
@@ -94,7 +94,7 @@ class TelemetryLoop:
             self._thread.join(timeout=5)
 
 
-async def _serve(server, sock: socket.socket,  # noqa: ANN001 - uvicorn.Server
+async def _serve(server, sock: socket.socket,
                  metrics: EngineMetricsLoop, owner: EngineOwner, report: StartReport,
                  endpoint: Callable[[], Any] | None = None) -> None:
     import asyncio

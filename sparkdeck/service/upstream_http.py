@@ -14,7 +14,6 @@ loop that serves it: an idle service never loads aiohttp.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +92,11 @@ class UpstreamPool:
         try:
             response = await session.request(method, url, headers=pairs, data=body,
                                              allow_redirects=False)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise UpstreamError(type(exc).__name__) from exc
         return UpstreamAnswer(response)
 
-    async def get_json(self, url: str) -> Any:  # noqa: ANN401 - whatever the engine sent
+    async def get_json(self, url: str) -> Any:
         """GET `url` and decode its JSON (UpstreamError or ValueError when it cannot)."""
         import aiohttp
 
@@ -105,7 +104,7 @@ class UpstreamPool:
             async with self._open().get(
                     url, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S)) as response:
                 return await response.json(content_type=None)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise UpstreamError(type(exc).__name__) from exc
 
     async def close(self) -> None:

@@ -12,7 +12,12 @@ from textual.message import Message
 
 from sparkdeck.runtime.errors import DockerNotAnswering, DockerUnavailable
 from sparkdeck.ui.readers import (
-    ChatTarget, EngineReader, EngineReading, PresetRow, chat_target, memory_total,
+    ChatTarget,
+    EngineReader,
+    EngineReading,
+    PresetRow,
+    chat_target,
+    memory_total,
     preset_rows,
 )
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.settings import GuardSettings
 
-
 if TYPE_CHECKING:  # the docker SDK and the preset files' reader load after the first frame
     from sparkdeck.catalog import PresetCatalog
     from sparkdeck.endpoints import Endpoint

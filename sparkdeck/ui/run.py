@@ -45,7 +45,7 @@ def _release_captured_streams() -> None:
     import logging
     import sys
 
-    for handler in list(logging._handlerList):  # noqa: SLF001 - every handler, named or not
+    for handler in list(logging._handlerList):
         handler = handler()
         if (isinstance(handler, logging.StreamHandler)
                 and type(handler.stream).__module__.startswith("textual")):

@@ -86,7 +86,7 @@ def _preselect(app: App[object], name: str) -> None:
     classes = {c: False for c in app.classes if c.startswith("-theme-")}
     app.update_classes({**classes, f"-theme-{name}": True, "-dark-mode": dark,
                         "-light-mode": not dark}, update=False)
-    app._refresh_truecolor_filter(app.ansi_theme)  # noqa: SLF001 - what the watcher does
+    app._refresh_truecolor_filter(app.ansi_theme)
     app.stylesheet.set_variables(app.get_css_variables())  # read when it is first parsed
 
 

@@ -25,8 +25,7 @@ import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.server import Server
 
-from sparkdeck.ui.web_doors import (TOKEN_PARAM, WILDCARDS, Doors, guard, local_names,
-                                    loopback_only)
+from sparkdeck.ui.web_doors import TOKEN_PARAM, WILDCARDS, Doors, guard, local_names, loopback_only
 
 DEFAULT_PORT = 8000
 

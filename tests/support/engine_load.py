@@ -7,6 +7,7 @@ agree with what the engine itself counted under the same load.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -113,7 +114,7 @@ class Observed:
         account for."""
         answered = self.answered()
         return sum((after.generation_tps or 0.0) * (after.wall - before.wall)
-                   for before, after in zip(answered, answered[1:]))
+                   for before, after in itertools.pairwise(answered))
 
     def rates_over_window(self, counted: float) -> tuple[float, float]:
         """(sparkdeck's mean tok/s, the server's) over the sampled window; printed with -s."""

@@ -47,10 +47,10 @@ class FakeHub:
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 hub._answer(self, head=True)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 hub._answer(self, head=False)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -19,7 +19,7 @@ def serving(respond: Responder) -> Iterator[str]:
     """Serve `respond(path) -> (status, body)` on a free loopback port; yield the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             status, body = respond(self.path)
             self.send_response(status)
             self.send_header("Content-Type", "text/plain; version=0.0.4")

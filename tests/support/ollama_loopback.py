@@ -31,7 +31,7 @@ class _Handler(JsonReplies):
     def _body(self) -> dict[str, Any]:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 (the library's own name)
         body = self._body()
         model = body.get("model", "")
         self.server.calls.append((self.path, model))

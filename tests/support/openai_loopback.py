@@ -51,14 +51,14 @@ class _Handler(JsonReplies):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 (the library's own name)
         if self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": m, "object": "model"}
                                                         for m in self.server.models]})
         else:
             self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 (the library's own name)
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
         self.server.requests.put({"path": self.path, "body": body,

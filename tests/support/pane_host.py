@@ -11,8 +11,8 @@ from textual.pilot import Pilot
 from textual.worker import Worker, WorkerState
 
 from sparkdeck.engines import get_kind
-from sparkdeck.ui.chat.pane import ChatPane
 from sparkdeck.ui import STYLESHEET
+from sparkdeck.ui.chat.pane import ChatPane
 
 
 class PaneHost(App):

@@ -78,7 +78,7 @@ class TimedHandler(JsonReplies):
         length = int(self.headers.get("Content-Length", "0"))
         return json.loads(self.rfile.read(length) or b"{}")
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 (the library's own name)
         if self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         elif self.path == "/health":
@@ -111,7 +111,7 @@ class TimedHandler(JsonReplies):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 (the library's own name)
         received = self.received_at
         body = self._body()
         if self.path == "/tokenize" and self.server.variant == "no_usage":

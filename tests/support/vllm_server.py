@@ -191,4 +191,4 @@ def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subpro
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 # one prctl call; nothing that could wait on a lock
-                                preexec_fn=_die_with_parent)  # noqa: PLW1509
+                                preexec_fn=_die_with_parent)

@@ -18,13 +18,13 @@ import time
 from typing import TYPE_CHECKING
 
 from sparkdeck.cli.commands import CommandFailed
-from sparkdeck.runtime.errors import NotManaged
-from sparkdeck.runtime import connect
 from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
 from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
+from sparkdeck.runtime import connect
+from sparkdeck.runtime.errors import NotManaged
 from sparkdeck.settings import load_settings
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _until_gone(runtime: DockerRuntime, container_id: str, done: threading.Event
             alive = runtime.inspect(container_id).alive
         except NotManaged:  # "no container": it is gone
             alive = False
-        except Exception as exc:  # not answering or unreachable: keep guarding
+        except Exception as exc:  # noqa: BLE001 - not answering or unreachable: keep guarding
             if not silent:
                 out.event("docker", f"cannot ask Docker about the engine ({_first_line(exc)}); "
                           "still guarding it")

@@ -17,9 +17,9 @@ import time
 from sparkdeck.cli.args import endpoint_args
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.endpoints import EndpointError, resolve_endpoint
+from sparkdeck.engines import get_kind
 from sparkdeck.metrics.reader import MetricsReader
 from sparkdeck.metrics.sampler import SAMPLE_PERIOD_S, MetricsPlan, MetricsSampler
-from sparkdeck.engines import get_kind
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.metrics.text import summary_line
 from sparkdeck.presets import load_catalog

@@ -8,8 +8,9 @@ aborts the request. The log follows new text only while the reader is at the bot
 anchor: scrolling up releases it, scrolling back to the end restores it).
 
 Keys: Enter sends; Esc cancels a streaming reply and leaves the input (the dashboard's
-one-letter keys work again; Tab or the chat tab's key comes back); ctrl+r folds the last reply's reasoning, ctrl+t toggles
-thinking, ctrl+o lists saved conversations, ctrl+n starts a new one.
+one-letter keys work again; Tab or the chat tab's key comes back); ctrl+r folds the last
+reply's reasoning, ctrl+t toggles thinking, ctrl+o lists saved conversations, ctrl+n starts
+a new one.
 """
 
 from __future__ import annotations

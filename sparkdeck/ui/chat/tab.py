@@ -19,9 +19,8 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from sparkdeck.ui.screens.palette import PaletteCommand
-
 from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.screens.palette import PaletteCommand
 
 if TYPE_CHECKING:
     from sparkdeck.ui.chat.pane import ChatPane

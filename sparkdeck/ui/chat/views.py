@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.markdown import Markdown as RichMarkdown
 from rich.style import Style
 from textual.app import ComposeResult
-from textual.content import Content
-from textual.geometry import Region, Size
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
+from textual.geometry import Region, Size
 from textual.screen import ModalScreen
 from textual.strip import Strip
 from textual.widget import Widget

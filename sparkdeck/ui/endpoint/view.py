@@ -27,7 +27,12 @@ from textual.worker import Worker
 
 from sparkdeck.catalog import PresetCatalog
 from sparkdeck.service.connect_info import (
-    ConnectInfo, key_line, model_lines, models_note, read_connect_info, service_line,
+    ConnectInfo,
+    key_line,
+    model_lines,
+    models_note,
+    read_connect_info,
+    service_line,
 )
 from sparkdeck.settings import EndpointSettings
 from sparkdeck.text_safety import clean

@@ -29,11 +29,11 @@ from sparkdeck.ui.worker_failures import report_worker_failure
 if TYPE_CHECKING:
     from sparkdeck.guard.policy import Decision
     from sparkdeck.guard.stopper import StopAttempt
-    from sparkdeck.service.liveness import Liveness
-    from sparkdeck.service.relay import RemoteDecision
     from sparkdeck.guard.watchdog import Watchdog
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
+    from sparkdeck.service.liveness import Liveness
+    from sparkdeck.service.relay import RemoteDecision
 
 
 def guarded(engine: EngineState | None, launch_guards: str | None) -> EngineState | None:

@@ -14,7 +14,6 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-
 MAX_PROBLEMS_SHOWN = 3
 _LABEL_WIDTH = 9
 

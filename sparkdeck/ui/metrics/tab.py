@@ -79,9 +79,9 @@ class MetricsTab(Vertical):
             self.also_show(())
         if endpoint is None:
             return
+        from sparkdeck.engines import get_kind
         from sparkdeck.metrics.reader import MetricsReader
         from sparkdeck.metrics.sampler import MetricsSampler
-        from sparkdeck.engines import get_kind
 
         if self._reader is None:
             self._reader = MetricsReader()  # one shared HTTP client for the tab's life
