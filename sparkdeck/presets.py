@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck import paths
 from sparkdeck.catalog import PresetCatalog, PresetProblem
-from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.engines import KINDS, EngineKind, get_kind
 from sparkdeck.models.facts import KV_DTYPE_BYTES
+from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile, Mount, PortBinding
 from sparkdeck.schema import Option, check_table
 from sparkdeck.toml_files import TomlFileError, read_toml
 

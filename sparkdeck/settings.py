@@ -102,7 +102,8 @@ KEY_IDS = frozenset({
     "bench-next-model", "bench-prev-model", "bench-reload", "bench-run", "bench-stop",
     "bench-close", "history", "history-back", "history-ten-minutes", "history-hour",
     "history-six-hours", "history-day", "history-week", "history-reload",
-    "postmortem-history", "postmortem-dismiss", "models", "connect", "connect-back",
+    "postmortem-history", "postmortem-dismiss", "postmortem-quit", "models", "connect",
+    "connect-back",
     "connect-copy", "connect-reload", "connect-tab", "connect-requests",
 })
 # A Textual key name, optionally with modifiers: l, L, f1, ctrl+r, question_mark, ?.
@@ -133,19 +134,22 @@ def _check_keys(raw: Mapping[str, Any], path: Path) -> tuple[dict[str, str], lis
     return keys, problems
 
 
-_PCT = {"minimum": 0.0, "maximum": 100.0}
 _SCHEMA: dict[str, dict[str, Option]] = {
     "ui": {"theme": Option("str", UiSettings.theme, "theme name (see themes/)")},
     "guard": {
         "mode": Option("str", GuardSettings.mode, "stop or warn", choices=("stop", "warn")),
         "warn_available_pct": Option("float", GuardSettings.warn_available_pct,
-                                     "warn when MemAvailable is below this % of MemTotal", **_PCT),
+                                     "warn when MemAvailable is below this % of MemTotal",
+                                     minimum=0.0, maximum=100.0),
         "warn_some_avg10": Option("float", GuardSettings.warn_some_avg10,
-                                  "warn when PSI some avg10 is above this", **_PCT),
+                                  "warn when PSI some avg10 is above this", minimum=0.0,
+                                  maximum=100.0),
         "stop_available_pct": Option("float", GuardSettings.stop_available_pct,
-                                     "stop the engine below this % MemAvailable", **_PCT),
+                                     "stop the engine below this % MemAvailable", minimum=0.0,
+                                     maximum=100.0),
         "stop_full_rate_pct": Option("float", GuardSettings.stop_full_rate_pct,
-                                     "stop when the PSI full stall rate exceeds this %", **_PCT),
+                                     "stop when the PSI full stall rate exceeds this %",
+                                     minimum=0.0, maximum=100.0),
         "stop_consecutive": Option("int", GuardSettings.stop_consecutive,
                                    "samples in a row over the full-stall threshold", minimum=1,
                                    maximum=60),
@@ -284,5 +288,5 @@ def save_setting(section: str, key: str, value: Any, path: Path | None = None) -
             document = tomlkit.document()
         if section not in document:
             document[section] = tomlkit.table()
-        document[section][key] = value  # type: ignore[index]
+        document[section][key] = value
         paths.atomic_write_text(path, tomlkit.dumps(document), mode=0o644)

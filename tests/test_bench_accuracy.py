@@ -53,7 +53,7 @@ def pair_with_log(rnd: RoundFigures, log: list[dict]) -> list[tuple[int, Request
                      key=lambda e: e["first_sent"])
     requests = sorted(rnd.requests, key=lambda r: r.first_at)
     assert len(entries) == len(requests)
-    return [(rnd.concurrency, r, e) for r, e in zip(requests, entries)]
+    return [(rnd.concurrency, r, e) for r, e in zip(requests, entries, strict=False)]
 
 
 def kept_the_plan(entry: dict, sent_at: float) -> bool:

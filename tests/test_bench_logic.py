@@ -7,11 +7,16 @@ import math
 
 import pytest
 
-from sparkdeck.bench.stats import request_figures
 from sparkdeck.bench.prompt import chat_messages, filler, fit_words, plan_prompt
 from sparkdeck.bench.runner import BenchConfig, check_counts
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSample, fold
-from sparkdeck.bench.stats import RequestFigures, RoundFigures, summarise, summarise_point
+from sparkdeck.bench.stats import (
+    RequestFigures,
+    RoundFigures,
+    request_figures,
+    summarise,
+    summarise_point,
+)
 from sparkdeck.chat.client import Timed
 from sparkdeck.chat.deltas import Content, Done, Finished, Opened, Reasoning, Timings, Usage
 from sparkdeck.host.meminfo import MemorySnapshot

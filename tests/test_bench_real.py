@@ -34,7 +34,7 @@ def show_in_tui(store: BenchStore) -> list[tuple]:
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image,  # noqa: F811
+def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image,
                                              docker_client) -> None:
     port = free_port()
     write_preset(isolated_dirs["config"] / "presets", "bench-tiny",
@@ -116,7 +116,7 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_what_does_not_fit_the_engines_context_is_on_record(cli_env, isolated_dirs,  # noqa: F811
+def test_what_does_not_fit_the_engines_context_is_on_record(cli_env, isolated_dirs,
                                                             llama_image) -> None:
     port = free_port()
     write_preset(isolated_dirs["config"] / "presets", "bench-small-ctx",

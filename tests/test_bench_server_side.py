@@ -14,8 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkdeck.bench.server_side import (HistogramTotals, burst_reason, read_totals,
-                                         totals_from, window)
+from sparkdeck.bench.server_side import (
+    HistogramTotals,
+    burst_reason,
+    read_totals,
+    totals_from,
+    window,
+)
 from sparkdeck.bench.stats import BEHIND_SHARE, RequestFigures
 from sparkdeck.engines import get_kind
 from sparkdeck.metrics.exposition import parse_body

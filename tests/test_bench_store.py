@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.bench.report import to_csv, to_json
-from sparkdeck.bench.target import LaunchFingerprint, fingerprint
 from sparkdeck.bench.prompt import PromptPlan
+from sparkdeck.bench.report import to_csv, to_json
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.sampler import ResourcePeaks
 from sparkdeck.bench.stats import RequestFigures, RoundFigures, summarise_point
 from sparkdeck.bench.store import SCHEMA_VERSION, BenchStore, BenchStoreError, default_path
-from sparkdeck.runtime.state import EngineState
+from sparkdeck.bench.target import LaunchFingerprint, fingerprint
 from sparkdeck.endpoints import Endpoint
+from sparkdeck.runtime.state import EngineState
 
 CONFIG = BenchConfig(prompt_tokens=100, output_tokens=11, concurrency=(1, 2), runs=1)
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile
+from sparkdeck.launch.sequence import Launcher
 from sparkdeck.runtime.errors import ReadinessTimeout
 from sparkdeck.runtime.pull import PullProgress, PullTracker
-from sparkdeck.launch.sequence import Launcher
+from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile
 from tests.conftest import busybox_preset, scope_containers
 
 pytestmark = [pytest.mark.docker]

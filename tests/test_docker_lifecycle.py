@@ -11,14 +11,25 @@ import docker
 import httpx
 import pytest
 
-from sparkdeck.runtime.errors import (
-    EngineExited, ImagePullError, LaunchError, NotManaged,
-)
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.pull import PullProgress
 from sparkdeck.launch.sequence import ContainerStarted, EngineReady, Launcher, PreviousStopped
 from sparkdeck.presets import load_file
-from tests.conftest import base_fields, free_port, host_memlock, llama_preset_fields, scope_containers, unavailable, write_preset
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import (
+    EngineExited,
+    ImagePullError,
+    LaunchError,
+    NotManaged,
+)
+from sparkdeck.runtime.pull import PullProgress
+from tests.conftest import (
+    base_fields,
+    free_port,
+    host_memlock,
+    llama_preset_fields,
+    scope_containers,
+    unavailable,
+    write_preset,
+)
 from tests.support.sse_lines import sse_lines
 
 pytestmark = [pytest.mark.docker]

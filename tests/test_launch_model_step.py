@@ -16,15 +16,27 @@ import httpx
 import pytest
 
 from sparkdeck.launch.events import (
-    ContainerStarted, EngineReady, FitChecked, ModelDownloaded, ModelDownloading,
-    ModelDownloadStarted, ModelInCache)
+    ContainerStarted,
+    EngineReady,
+    FitChecked,
+    ModelDownloaded,
+    ModelDownloading,
+    ModelDownloadStarted,
+    ModelInCache,
+)
 from sparkdeck.launch.model_step import ModelStepFailed
 from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.models.hub_model import llama_cpp_files, repo_and_tag
 from sparkdeck.presets import load_file
 from tests.conftest import (
-    base_fields, busybox_preset, free_port, llama_preset_fields, scope_containers, unavailable,
-    write_preset)
+    base_fields,
+    busybox_preset,
+    free_port,
+    llama_preset_fields,
+    scope_containers,
+    unavailable,
+    write_preset,
+)
 from tests.support.fake_hub import FakeHub, FakeRepo
 from tests.support.tiny_gguf import write_tiny_gguf
 
@@ -59,7 +71,7 @@ def test_llama_cpp_picks_one_quantisation_with_its_splits() -> None:
 # ----- real: the launch ----------------------------------------------------------------------
 
 @pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     wanted = write_tiny_gguf(tmp_path / "a.gguf").read_bytes()
     other = write_tiny_gguf(tmp_path / "b.gguf", seed=99).read_bytes()
     repo = FakeRepo({"README.md": b"# tiny\n", WANTED: wanted, OTHER: other},
@@ -74,12 +86,12 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
         yield fake
 
 
-def _preset(tmp_path: Path, preset_id: str, image: str, model: str):  # noqa: ANN202
+def _preset(tmp_path: Path, preset_id: str, image: str, model: str):
     return load_file(write_preset(tmp_path / "presets", preset_id, **llama_preset_fields(
         image, free_port(), model=model, hf_cache=True)))
 
 
-def _vllm_on_busybox(tmp_path: Path, preset_id: str, image: str, model: str):  # noqa: ANN202
+def _vllm_on_busybox(tmp_path: Path, preset_id: str, image: str, model: str):
     """A vLLM preset on the busybox image: for launches that must stop before the start."""
     return load_file(write_preset(
         tmp_path / "presets", preset_id, title=preset_id, kind="vllm", image=image,
@@ -158,7 +170,7 @@ def test_a_model_the_hub_does_not_have_fails_the_launch_before_anything_is_touch
 
 
 @pytest.fixture
-def tiny_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def tiny_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """HF_HOME on a real 1 MiB tmpfs (needs root, as the CI runs)."""
     mount = tmp_path / "small"
     mount.mkdir()

@@ -25,14 +25,19 @@ import docker
 import docker.errors
 import pytest
 
-from sparkdeck.runtime.spec import ContainerSpec
-from sparkdeck.runtime.errors import LaunchError
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.state import MANAGED, SCOPE
 from sparkdeck.launch.failure import last_failure
 from sparkdeck.launch.sequence import Launcher
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import LaunchError
+from sparkdeck.runtime.spec import ContainerSpec
+from sparkdeck.runtime.state import MANAGED, SCOPE
 from tests.conftest import (
-    base_fields, busybox_preset, free_port, remove_scope, scope_containers, write_preset,
+    base_fields,
+    busybox_preset,
+    free_port,
+    remove_scope,
+    scope_containers,
+    write_preset,
 )
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,14 @@ import pytest
 from safetensors.numpy import save_file
 
 from sparkdeck.models.pull import (
-    ChecksumMismatch, NeedsToken, NoSpace, PullProgress, RepoNotFound, plan_pull, pull)
+    ChecksumMismatch,
+    NeedsToken,
+    NoSpace,
+    PullProgress,
+    RepoNotFound,
+    plan_pull,
+    pull,
+)
 from tests.support.fake_hub import FakeHub, FakeRepo
 
 CONFIG = (Path(__file__).parent / "fixtures" / "model_configs" / "llama-3.1-8b.json").read_bytes()
@@ -37,7 +44,7 @@ def weights(tmp_path: Path, rows: int = 49152) -> bytes:
 
 
 @pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     repo = FakeRepo({"config.json": CONFIG, "model.safetensors": weights(tmp_path)},
                     lfs=("model.safetensors",))
     with FakeHub({REPO: repo}) as fake:

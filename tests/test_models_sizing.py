@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from sparkdeck.engines import get_kind
 from sparkdeck.engines import sglang as sglang_engine
 from sparkdeck.engines import trtllm as trtllm_engine
 from sparkdeck.engines import vllm as vllm_engine
-from sparkdeck.engines import get_kind
 from sparkdeck.models.plan import preset_plan
 from sparkdeck.models.sizing import PlanUnavailable, share_of
 from sparkdeck.presets import Preset, PresetError, load_file
@@ -52,7 +52,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-def preset(tmp_path: Path, kind: str, **fields: Any):  # noqa: ANN201
+def preset(tmp_path: Path, kind: str, **fields: Any):
     base = {"title": "t", "kind": kind, "image": "img:1", "model": REPO}
     return load_file(write_preset(tmp_path / "presets", f"p-{kind}", **{**base, **fields}))
 

@@ -113,7 +113,7 @@ CONFIG = (Path(__file__).parent / "fixtures" / "model_configs" / "llama-3.1-8b.j
 
 
 @pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from tests.support.fake_hub import FakeHub, FakeRepo
 
     weights = b"\x07" * (24 * 2**20)  # huggingface_hub reports every 10 MiB
@@ -128,7 +128,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
         yield fake
 
 
-def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:  # noqa: ANN001
+def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:
     from textual.widgets import DataTable, ProgressBar, Static
 
     from sparkdeck.ui.models.view import ModelsScreen
@@ -164,7 +164,7 @@ def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:  # 
     asyncio.run(scenario())
 
 
-def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> None:  # noqa: ANN001
+def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> None:
     from textual.widgets import DataTable, Static
 
     from sparkdeck.ui.models.view import ModelsScreen
@@ -199,7 +199,7 @@ def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> N
     asyncio.run(scenario())
 
 
-def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:  # noqa: ANN001
+def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
     from sparkdeck.ui.models.view import ModelsScreen
     from sparkdeck.ui.screens.help import HelpScreen
     from tests.test_ui_app import make_app

@@ -20,7 +20,12 @@ from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import (
-    base_fields, busybox_preset, free_port, remove_scope, scope_containers, write_preset,
+    base_fields,
+    busybox_preset,
+    free_port,
+    remove_scope,
+    scope_containers,
+    write_preset,
 )
 from tests.test_ui_app import engine_text, wait_until
 

@@ -13,8 +13,8 @@ from textual.worker import Worker, WorkerState
 from sparkdeck.bench.runner import BenchConfig
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
-from sparkdeck.ui.bench.view import BenchComparison, BenchCompareScreen, bar
 from sparkdeck.ui import STYLESHEET
+from sparkdeck.ui.bench.view import BenchCompareScreen, BenchComparison, bar
 from tests.support.timed_server import running
 from tests.test_bench_store import fp, store_run
 

@@ -24,9 +24,9 @@ from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import default_path
 from sparkdeck.telemetry.sampler import TelemetrySampler
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.history.postmortem import PostMortemScreen, seen_path
 from sparkdeck.ui.history.bars import ScaledBars, bar_lines
 from sparkdeck.ui.history.figures import read_window
+from sparkdeck.ui.history.postmortem import PostMortemScreen, seen_path
 from sparkdeck.ui.history.view import HistoryScreen, clock
 from tests.test_recorder import H200, child
 from tests.test_ui_app import make_app, text_of, wait_until
@@ -108,7 +108,8 @@ def test_the_view_shows_the_rows_figures_and_the_window_keys_change_them(
             assert memory.ceiling == max(r.mem_total or 0 for r in recent)
             assert min(v for v in memory.values if v) == min(r.mem_available or 0 for r in recent)
             line = screen.query_one("#history-tok-s-line", ScaledBars)
-            assert line.display and max(v for v in line.values if v) == 15.5 and line.ceiling == 15.5
+            assert line.display and line.ceiling == 15.5
+            assert max(v for v in line.values if v) == 15.5
             # 1h: the old engine's readings join in
             await pilot.press("2")
             await wait_until(pilot, lambda: "22 readings" in shown(app, "#history-title"),

@@ -16,12 +16,12 @@ import docker
 import pytest
 from textual.pilot import Pilot
 
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.log_pane import LogPane
-from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.test_ui_app import engine_text, text_of, wait_until
 

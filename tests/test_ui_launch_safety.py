@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.launch.failure import last_failure, record_failure
 from sparkdeck.presets import load_catalog
+from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import busybox_preset, scope_containers
 from tests.test_ui_app import engine_text, wait_until
 

@@ -34,7 +34,8 @@ _WORDS = (
     "history party result change morning reason research girl guy moment air teacher force "
     "education foot boy age policy music market sense nation plan college interest death "
     "experience effect class control care field development role effort rate heart drug show "
-    "leader light voice wife police mind price report decision son view relationship town road"
+    "leader light voice wife police mind price report decision son view relationship town "
+    "road"
 ).split()
 
 
@@ -155,8 +156,10 @@ def plan_prompt(counter: Counter, counted_by: str, prompt_tokens: int,
         total = exact(chat_messages(context_words, body_words, 0, 0))
     pad = ""
     for unit in PAD_UNITS if total != target else ():
-        units, padded = fit_words(
-            lambda k: exact(chat_messages(context_words, body_words, 0, 0, unit * k)), target)
+        def padded_by(k: int, unit: str = unit) -> int:
+            return exact(chat_messages(context_words, body_words, 0, 0, unit * k))
+
+        units, padded = fit_words(padded_by, target)
         if abs(padded - target) < abs(total - target):
             pad, total = unit * units, padded
         if total == target:

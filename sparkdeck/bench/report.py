@@ -42,7 +42,7 @@ def _table(rows: Sequence[Sequence[str]], out: IO[str], left: tuple[int, ...] = 
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [cell.ljust(w) if i in left else cell.rjust(w)
-                 for i, (cell, w) in enumerate(zip(row, widths))]
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=False))]
         print("  ".join(cells).rstrip(), file=out)
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -23,9 +23,17 @@ import httpx
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
 from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
 from sparkdeck.bench.server_side import HistogramTotals, burst_reason, read_totals, window
-from sparkdeck.bench.stats import (PointSummary, RequestFigures, RoundFigures, errors_reason,
-                                   fell_behind, refuses_context, request_figures, summarise,
-                                   summarise_point)
+from sparkdeck.bench.stats import (
+    PointSummary,
+    RequestFigures,
+    RoundFigures,
+    errors_reason,
+    fell_behind,
+    refuses_context,
+    request_figures,
+    summarise,
+    summarise_point,
+)
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
 from sparkdeck.http_limits import capped_client
@@ -131,7 +139,7 @@ def _load_average() -> float:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -149,7 +157,7 @@ class BenchRunner:
 
     def __init__(self, base_url: str, kind: EngineKind, config: BenchConfig, *,
                  api_key: str | None = None,
-                 on_progress: Callable[[BenchProgress], None] | None = None,
+                 on_progress: Callable[[BenchProgress], object] | None = None,
                  on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
                  sampler: ResourceSampler | None = None):
         self.base_url, self.kind, self.config = base_url.rstrip("/"), kind, config
@@ -351,7 +359,7 @@ def check_counts(config: BenchConfig, plan: PromptPlan | None,
     found: list[str] = []
     if plan is not None:
         off = sorted({r.prompt_tokens for r in ok if r.prompt_source == "usage"
-                      and r.prompt_tokens != plan.total_tokens})
+                      and r.prompt_tokens is not None and r.prompt_tokens != plan.total_tokens})
         if off:
             found.append(f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
                          f"where the prompt was sized to {plan.total_tokens}")

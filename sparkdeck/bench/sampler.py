@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkdeck.host.meminfo import MemInfoError, MemorySnapshot, read_meminfo
 from sparkdeck.host.nvml import GpuReading, NvmlReader
@@ -59,11 +59,14 @@ class ResourcePeaks:
         return data
 
 
-def _hi(old: float | None, new: float | None) -> float | None:
+Figure = TypeVar("Figure", int, float)
+
+
+def _hi(old: Figure | None, new: Figure | None) -> Figure | None:
     return new if old is None else old if new is None else max(old, new)
 
 
-def _lo(old: float | None, new: float | None) -> float | None:
+def _lo(old: Figure | None, new: Figure | None) -> Figure | None:
     return new if old is None else old if new is None else min(old, new)
 
 

@@ -13,8 +13,14 @@ from dataclasses import replace
 
 from sparkdeck.bench.runner import BenchConfig, BenchProgress, BenchRunner, now_iso
 from sparkdeck.bench.store import BenchStore, StoredRun
-from sparkdeck.bench.target import (LaunchFingerprint, NoBenchTarget, Watch, bench_target,
-                                    fingerprint, read_engine_version)
+from sparkdeck.bench.target import (
+    LaunchFingerprint,
+    NoBenchTarget,
+    Watch,
+    bench_target,
+    fingerprint,
+    read_engine_version,
+)
 from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
 from sparkdeck.endpoints import Endpoint
 from sparkdeck.engines import get_kind
@@ -26,7 +32,7 @@ class BenchSession:
 
     def __init__(self, config: BenchConfig, *, url: str | None = None, kind: str | None = None,
                  store: BenchStore | None = None,
-                 on_progress: Callable[[BenchProgress], None] | None = None):
+                 on_progress: Callable[[BenchProgress], object] | None = None):
         self.config, self.url, self.kind = config, url, kind
         self.store = store or BenchStore()
         self.on_progress = on_progress

@@ -100,7 +100,7 @@ class RequestFigures:
             # not how fast they were decoded. Counted, this gave 1,023 tokens over the few
             # microseconds between two reads: 300k tok/s, and a spread of ±340,499.
             return None
-        after = self.output_tokens - 1
+        after: float = self.output_tokens - 1
         if self.text_chunks > 1 and self.first_batch > 1:
             after *= (self.text_chunks - self.first_batch) / (self.text_chunks - 1)
         return after / (self.last_at - self.first_at)
@@ -320,7 +320,7 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
         prompt_tokens=prompt, prompt_source=prompt_source, output_tokens=output,
         output_source=output_source, cached_tokens=min(cached, prompt or 0),
         text_chunks=len(text_events), finish_reason=finish,
-        first_batch=stamps.count(first_at) if stamps else 1,
-        last_batch=stamps.count(last_at) if stamps else 1,
+        first_batch=stamps.count(first_at) if stamps and first_at is not None else 1,
+        last_batch=stamps.count(last_at) if stamps and last_at is not None else 1,
         server_decode_tps=timings.predicted_per_second if timings else None,
         server_prefill_tps=timings.prompt_per_second if timings else None)

@@ -17,15 +17,15 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sparkdeck import paths
-from sparkdeck.file_lock import FileLock
-from sparkdeck.bench.target import LaunchFingerprint
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
+from sparkdeck.bench.target import LaunchFingerprint
+from sparkdeck.file_lock import FileLock
 
 SCHEMA_VERSION = 1
 # statements, run one by one inside the transaction that creates the file (BenchStore._migrate)
@@ -196,7 +196,7 @@ class BenchStore:
                 lock.release()
                 stale.append(run_id)
         if stale:
-            when = ended_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+            when = ended_at or datetime.now(UTC).isoformat(timespec="seconds")
             with self._db() as conn:
                 conn.executemany(
                     "UPDATE runs SET status = 'interrupted', finished_at = ?, reason = ? "
@@ -236,16 +236,17 @@ class BenchStore:
             rows = conn.execute(f"SELECT * FROM runs {where} ORDER BY id DESC LIMIT ?",
                                 (*args, limit)).fetchall()
             cols = [d[0] for d in conn.execute("SELECT * FROM runs LIMIT 0").description]
-            points = {r[0]: [] for r in rows}
+            points: dict[int, list[StoredPoint]] = {r[0]: [] for r in rows}
             for p in conn.execute(
                     "SELECT run_id, concurrency, requests, errors, ttft_s, decode_tps, "
                     "prefill_tps, total_output_tps, total_decode_tps, summary FROM points "
                     "ORDER BY run_id, concurrency"):
                 if p[0] in points:
-                    points[p[0]].append(StoredPoint(*p[1:9], summary=json.loads(p[9])))
+                    points[p[0]].append(StoredPoint(p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                                                    p[8], json.loads(p[9])))
         found = []
         for row in rows:
-            r = dict(zip(cols, row))
+            r = dict(zip(cols, row, strict=False))
             found.append(StoredRun(
                 r["id"], r["started_at"], r["finished_at"], r["status"], r["reason"],
                 LaunchFingerprint.from_dict(json.loads(r["fingerprint"])),

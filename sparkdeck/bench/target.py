@@ -18,9 +18,9 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
 
-Watch = Callable[[BenchRunner], ContextManager[None]]
+Watch = Callable[[BenchRunner], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
         def loop() -> None:
             try:
                 dog.run(done, lambda: guard.running_hz)
-            except Exception as exc:  # a reader broke: never load the engine unguarded
+            except Exception as exc:  # noqa: BLE001 - a reader broke: never load the engine unguarded
                 runner.cancel(f"memory watchdog failed: {exc}")
 
         thread = threading.Thread(target=loop, name="bench-watchdog", daemon=True)

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparkdeck.host.meminfo import gib
-from sparkdeck.launch.failure import STATUS_LOG_LINES, failure_log, failure_text
 from sparkdeck.launch.events import (
-    LaunchEvent, LaunchListener, PreviousStopped, PreviousStopping,
+    LaunchEvent,
+    LaunchListener,
+    PreviousStopped,
+    PreviousStopping,
 )
-from sparkdeck.launch.printer import LaunchPrinter
+from sparkdeck.launch.failure import STATUS_LOG_LINES, failure_log, failure_text
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, end_text, start_text
 from sparkdeck.presets import PresetCatalog
 from sparkdeck.text_safety import clean
@@ -44,7 +46,7 @@ def print_presets(catalog: PresetCatalog, user_dir: Path,
             for p in catalog.presets.values()]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip())
     if claims:
         print("\nhow each claim was reckoned on this machine (CLAIM ? = cannot be known):")
         for preset_id, claim in claims.items():

@@ -20,29 +20,36 @@ from sparkdeck import __version__, paths
 from sparkdeck.cli import commands
 from sparkdeck.cli.args import endpoint_args
 from sparkdeck.cli.output import (
-    LaunchPrinter, StopPrinter, confirm, print_failure_log, print_presets, print_status,
+    StopPrinter,
+    confirm,
+    print_failure_log,
+    print_presets,
+    print_status,
 )
-from sparkdeck.runtime.errors import (
-    DockerNotAnswering, DockerRuntimeError, DockerUnavailable, EngineExited,
-)
-from sparkdeck.runtime import connect
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.guard import records
-from sparkdeck.guard.own_memory import settle_orphans
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for, resolve
 from sparkdeck.engines import KINDS
+from sparkdeck.file_lock import LockBusy
+from sparkdeck.guard import records
+from sparkdeck.guard.own_memory import settle_orphans
 from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.host.meminfo import MemInfoError, read_meminfo
 from sparkdeck.host.pagecache import FlushNotPermitted
-from sparkdeck.file_lock import LockBusy
 from sparkdeck.launch.failure import clear_failure, last_failure
 from sparkdeck.launch.plan import LaunchFlow
+from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, LaunchInterrupted
+from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
+from sparkdeck.runtime import connect
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import (
+    DockerNotAnswering,
+    DockerRuntimeError,
+    DockerUnavailable,
+    EngineExited,
+)
 from sparkdeck.service.errors import ServiceError
 from sparkdeck.settings import SettingsError, load_settings
 from sparkdeck.text_safety import clean
-from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
-
 
 CommandFailed = commands.CommandFailed
 

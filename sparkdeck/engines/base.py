@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sparkdeck.runtime.spec import GeneratedFile, Mount
 from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.runtime.spec import GeneratedFile, Mount
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, not the presets
@@ -166,7 +166,7 @@ class EngineKind:
         return None
 
     def pull_model(self, base_url: str, model: str,
-                   on_progress: Callable[[PullProgress], None],
+                   on_progress: Callable[[PullProgress], object],
                    cancel: threading.Event | None = None) -> None:
         """Fetch `model` into the running server (only called for what missing_model named)."""
         raise NotImplementedError(f"{self.title} cannot pull models")

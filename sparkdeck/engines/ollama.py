@@ -7,10 +7,10 @@ import math
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.runtime.spec import Mount
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.runtime.spec import Mount
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class Ollama(EngineKind):
         return None if model_present(base_url, preset.model) else preset.model
 
     def pull_model(self, base_url: str, model: str,
-                   on_progress: Callable[[PullProgress], None],
+                   on_progress: Callable[[PullProgress], object],
                    cancel: threading.Event | None = None) -> None:
         from sparkdeck.engines.ollama_models import pull_model
 

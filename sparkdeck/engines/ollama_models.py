@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import httpx
 
-from sparkdeck.runtime.errors import ModelPullError
 from sparkdeck.http_limits import capped_client
+from sparkdeck.runtime.errors import ModelPullError
 from sparkdeck.runtime.pull import PullProgress
 from sparkdeck.text_safety import excerpt
 
@@ -65,7 +65,7 @@ def progress_of(model: str, line: dict[str, object]) -> PullProgress:
                         total if isinstance(total, int) else None)
 
 
-def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], None],
+def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], object],
                cancel: threading.Event | None = None) -> None:
     """Pull `model` into the server, reporting each step; raises ModelPullError when Ollama
     says no or the stream ends without "success", and stops (closing the stream) on cancel."""

@@ -7,7 +7,7 @@ metrics paths, the command, and how much memory the engine will take.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.engines.base import MAX_STATED_GIB, EndpointProbe, EngineKind
 from sparkdeck.metrics.mapping import MetricsMap, map_from_table, table_problems
@@ -29,7 +29,7 @@ class OpenAICompatible(EngineKind):
     detect_order = 99  # the fallback: anything that answers /v1/models
     # sparkdeck cannot know how a custom server gets its model (the preset's `model` is only
     # shown): a launch does not download it first, and the server is not told to be offline
-    offline_env: Mapping[str, str] = {}
+    offline_env: ClassVar[Mapping[str, str]] = {}
     metrics_hint = ("state the server's Prometheus path and what its names mean in the preset: "
                     "[openai] metrics_path = \"/metrics\" and metrics_map = {generation_tokens "
                     "= \"...\", running = \"...\"}")

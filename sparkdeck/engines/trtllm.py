@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.runtime.spec import GeneratedFile
 from sparkdeck.engines.base import (
-    SHARE_CEILING, EndpointProbe, EngineKind, host_pool, share_option, stated_size_option,
-    unsized_claim)
+    SHARE_CEILING,
+    EndpointProbe,
+    EngineKind,
+    host_pool,
+    share_option,
+    stated_size_option,
+    unsized_claim,
+)
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.metrics.mapping import MetricsMap
+from sparkdeck.runtime.spec import GeneratedFile
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:

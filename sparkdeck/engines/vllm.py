@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.engines.base import (
-    SHARE_CEILING, EndpointProbe, EngineKind, host_pool, share_option, unsized_claim)
-from sparkdeck.metrics.mapping import MetricsMap
+    SHARE_CEILING,
+    EndpointProbe,
+    EngineKind,
+    host_pool,
+    share_option,
+    unsized_claim,
+)
 from sparkdeck.guard.claims import MemoryClaim, share_claim
+from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.schema import Option
 
 if TYPE_CHECKING:

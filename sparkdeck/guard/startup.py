@@ -21,7 +21,7 @@ class StartupGuard:
     """Runs `watchdog` in a thread at `hz` until the block ends; feeds `recorder`."""
 
     def __init__(self, watchdog: Watchdog, recorder: TimelineRecorder, hz: float,
-                 on_error: Callable[[Exception], None] | None = None):
+                 on_error: Callable[[Exception], object] | None = None):
         self.watchdog = watchdog
         self.recorder = recorder
         self.hz = hz

@@ -114,7 +114,7 @@ class SwitchWaiter:
 
     def wait(self, *, baseline: int, margin: int, timeout: float, old_pids: Collection[int],
              skip: threading.Event | None = None,
-             on_progress: Callable[[SwitchProgress], None] | None = None) -> SwitchProgress:
+             on_progress: Callable[[SwitchProgress], object] | None = None) -> SwitchProgress:
         skip = skip or threading.Event()
         started = self.clock()
         old = set(old_pids)

@@ -362,5 +362,5 @@ LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | Mode
                | GuardDecided | GuardFailed | TimelineSaved | EngineReady | CleanupStopping
                | CleanupHurried)
 
-EventSink = Callable[[LaunchEvent], None]
+EventSink = Callable[[LaunchEvent], object]  # what it returns is not used
 """Where a launch sends its events (called from the launch's thread)."""

@@ -23,12 +23,26 @@ from pathlib import Path
 
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launch.events import (
-    EventSink, ModelDownloaded, ModelDownloading, ModelDownloadStarted, ModelInCache)
+    EventSink,
+    ModelDownloaded,
+    ModelDownloading,
+    ModelDownloadStarted,
+    ModelInCache,
+)
 from sparkdeck.launch.preflight import PreflightFailed
 from sparkdeck.models.hub_model import cached_snapshot, repo_and_tag
 from sparkdeck.models.pull import (
-    NeedsToken, NoSpace, PullCancelled, PullError, PullPlan, PullProgress, RepoNotFound,
-    free_bytes, plan_pull, pull)
+    NeedsToken,
+    NoSpace,
+    PullCancelled,
+    PullError,
+    PullPlan,
+    PullProgress,
+    RepoNotFound,
+    free_bytes,
+    plan_pull,
+    pull,
+)
 from sparkdeck.presets import HF_CACHE_TARGET, Preset, PresetError
 from sparkdeck.runtime.spec import ContainerSpec
 

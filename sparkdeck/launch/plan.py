@@ -23,11 +23,11 @@ from sparkdeck.presets import Preset
 from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
-    from sparkdeck.runtime.client import DockerRuntime
-    from sparkdeck.runtime.state import EngineState
     from sparkdeck.guard.fit import FitCheck
     from sparkdeck.launch.model_step import ModelSurvey
     from sparkdeck.launch.sequence import Launcher
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
 
 PLAN_FRESH_S = 60.0
 """A plan's fit verdict is used as it is for this long after it was read; a launch run later

@@ -18,9 +18,9 @@ import socket
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from sparkdeck.runtime.spec import ContainerSpec
-from sparkdeck.runtime.errors import LaunchError
 from sparkdeck.presets import Preset, PresetError
+from sparkdeck.runtime.errors import LaunchError
+from sparkdeck.runtime.spec import ContainerSpec
 
 if TYPE_CHECKING:
     import docker

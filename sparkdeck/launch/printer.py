@@ -3,14 +3,29 @@ service sends the same lines to its clients (sparkdeck.service.owner)."""
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Protocol
 
 from sparkdeck.launch.events import (
-    GuardDecided, LaunchEvent, LaunchListener, ModelPullStarted, PullStarted, SwitchWaited,
+    GuardDecided,
+    LaunchEvent,
+    LaunchListener,
+    ModelPullStarted,
+    PullStarted,
+    SwitchWaited,
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 
 __all__ = ["LaunchPrinter"]
+
+
+class TextOut(Protocol):
+    """What the printer writes to: a terminal, a pipe, or the service's line sink."""
+
+    def write(self, s: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 class LaunchPrinter(LaunchListener):
@@ -18,7 +33,7 @@ class LaunchPrinter(LaunchListener):
     updating line on a terminal, and the steps that repeat (the switch wait, the guard's
     readings) only when they change."""
 
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextOut):
         self.out = out
         self.tty = out.isatty()
         self.tracker = PullTracker()

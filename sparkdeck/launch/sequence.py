@@ -20,34 +20,45 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sparkdeck.runtime.spec import ContainerSpec
-from sparkdeck.runtime.errors import DockerRuntimeError, EngineExited, ReadinessTimeout
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.state import EngineState
 from sparkdeck.engines import KINDS
 from sparkdeck.file_lock import FileLock
-from sparkdeck.guard import records
+from sparkdeck.guard import own_memory, records
 from sparkdeck.guard.fit import FitCheck, check_fit
 from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.startup import StartupGuard
-from sparkdeck.guard import own_memory
 from sparkdeck.guard.switch import SwitchProgress
 from sparkdeck.guard.timeline import TimelineRecorder, mark_phases
 from sparkdeck.guard.watchdog import engine_watchdog
-from sparkdeck.launch.events import (
-    PullStarted, ModelPullStarted, FitChecked, PreviousStopping, PreviousStopped,
-    CacheFlushed, FlushSkipped, ContainerStarted, GuardDecided, GuardFailed, TimelineSaved,
-    EngineReady, CleanupStopping, CleanupHurried, EventSink,
-)
-from sparkdeck.launch.failure import clear_failure, record_failure
 from sparkdeck.host.meminfo import MemorySnapshot, read_meminfo
 from sparkdeck.host.nvml import NvmlReader, gpu_process_pids
 from sparkdeck.host.pagecache import FlushReport, flush_page_cache
 from sparkdeck.launch import model_step, preflight
+from sparkdeck.launch.events import (
+    CacheFlushed,
+    CleanupHurried,
+    CleanupStopping,
+    ContainerStarted,
+    EngineReady,
+    EventSink,
+    FitChecked,
+    FlushSkipped,
+    GuardDecided,
+    GuardFailed,
+    ModelPullStarted,
+    PreviousStopped,
+    PreviousStopping,
+    PullStarted,
+    TimelineSaved,
+)
+from sparkdeck.launch.failure import clear_failure, record_failure
 from sparkdeck.launch.lock_holder import lock_busy
 from sparkdeck.launch.returning import still_returning, wait_for_memory
 from sparkdeck.presets import Preset
+from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.runtime.errors import DockerRuntimeError, EngineExited, ReadinessTimeout
+from sparkdeck.runtime.spec import ContainerSpec
+from sparkdeck.runtime.state import EngineState
 from sparkdeck.settings import GuardSettings
 
 LAUNCH_LOCK = "launch"  # one launch or stop at a time, across every sparkdeck process

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 Names = tuple[str, ...]
 
@@ -75,7 +76,8 @@ USER_FIELDS: tuple[str, ...] = tuple(
 
 def map_from_table(table: Mapping[str, str]) -> MetricsMap:
     """A map from a preset's `{field = "sample_name"}` table (keys checked beforehand)."""
-    return MetricsMap(**{key: (name,) for key, name in table.items() if name})
+    names: dict[str, Any] = {key: (name,) for key, name in table.items() if name}
+    return MetricsMap(**names)
 
 
 def table_problems(table: Mapping[str, str]) -> list[str]:

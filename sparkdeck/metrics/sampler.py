@@ -12,7 +12,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sparkdeck.metrics.history import MetricsHistory
@@ -87,7 +87,7 @@ class MetricsSampler:
         self._trail.append(metrics)
         return metrics
 
-    async def run(self, on_metrics: Callable[[EngineMetrics], Awaitable[None] | None],
+    async def run(self, on_metrics: Callable[[EngineMetrics], object],
                   samples: int | None = None, period_s: float = SAMPLE_PERIOD_S) -> None:
         """Sample on a fixed cadence of period_s, `samples` times or until cancelled.
 

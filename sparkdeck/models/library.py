@@ -9,8 +9,8 @@ read is still listed, with the reason instead of facts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,9 +106,10 @@ def _users(model: LocalModel, preset_models: dict[str, str]) -> tuple[str, ...]:
     """Preset ids whose `model` names this one: the repo id, or the GGUF's path or name."""
     users = []
     for preset_id, named in preset_models.items():
-        if model.origin == "hf-cache" and named == model.name:
-            users.append(preset_id)
-        elif model.origin == "gguf" and (named == model.path or Path(named).name == model.name):
+        in_hub = model.origin == "hf-cache" and named == model.name
+        a_gguf = model.origin == "gguf" and (named == model.path
+                                              or Path(named).name == model.name)
+        if in_hub or a_gguf:
             users.append(preset_id)
     return tuple(sorted(users))
 

@@ -121,8 +121,12 @@ def _token() -> str | bool:
 
 def _translate(exc: Exception, repo: str) -> PullError:
     from huggingface_hub.errors import (
-        EntryNotFoundError, GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-        RevisionNotFoundError)
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     has_token = bool(os.environ.get("HF_TOKEN"))
     if isinstance(exc, GatedRepoError):
@@ -227,7 +231,7 @@ def _already_here(cache: Path, repo: str, commit: str, files: Sequence[RemoteFil
 class _Tracker:
     """Adds up the bytes huggingface_hub reports and turns them into PullProgress."""
 
-    def __init__(self, plan: PullPlan, on_progress: Callable[[PullProgress], None],
+    def __init__(self, plan: PullPlan, on_progress: Callable[[PullProgress], object],
                  cancel: threading.Event | None = None) -> None:
         self.plan, self.on_progress, self.cancel = plan, on_progress, cancel
         self.started = time.monotonic()
@@ -268,7 +272,7 @@ class _Tracker:
 
         tracker = self
 
-        class Bar(tqdm):  # type: ignore[misc]
+        class Bar(tqdm):
             """huggingface_hub's byte bar, drawn by sparkdeck instead of on stderr."""
 
             def __init__(self, *args: object, **kwargs: object) -> None:
@@ -284,7 +288,7 @@ class _Tracker:
         return Bar
 
 
-def pull(plan: PullPlan, on_progress: Callable[[PullProgress], None],
+def pull(plan: PullPlan, on_progress: Callable[[PullProgress], object],
          cancel: threading.Event | None = None) -> Path:
     """Fetch every file of the plan; the snapshot directory. Ctrl-C, or `cancel` set (the
     TUI's Esc), raises PullCancelled (completed files stay for the next pull); a file whose
@@ -296,8 +300,7 @@ def pull(plan: PullPlan, on_progress: Callable[[PullProgress], None],
     tracker = _Tracker(plan, on_progress, cancel)
     bar = tracker.bar_class()
     path = ""
-    done = 0
-    for remote in plan.files:
+    for done, remote in enumerate(plan.files):  # done: the files complete before this one
         tracker.file, tracker.file_done, tracker.file_total = remote.name, 0, remote.size
         try:
             path = hf_hub_download(plan.repo, remote.name, revision=plan.commit,
@@ -313,7 +316,6 @@ def pull(plan: PullPlan, on_progress: Callable[[PullProgress], None],
         _verify(Path(path), remote)
         tracker.end_file(remote.size)
         tracker.report()
-        done += 1
     _record_ref(plan)
     snapshot = Path(path)
     for _ in Path(plan.files[-1].name).parts:

@@ -21,17 +21,35 @@ import requests.exceptions
 
 from sparkdeck import paths
 from sparkdeck.runtime.create import create_kwargs
-from sparkdeck.runtime.sdk import daemon_errors
-from sparkdeck.runtime.logs import LogFollower, stamped_lines
-from sparkdeck.runtime.spec import ContainerSpec
-from sparkdeck.runtime.pull import PullProgress, split_reference
-from sparkdeck.runtime.state import (
-    ALIVE_STATES, HEALTH, KIND, MANAGED, METRICS, MODEL, PRESET, SCOPE, SPEC_HASH, URL,
-    EngineState, default_scope, docker_time,
-)
 from sparkdeck.runtime.errors import (
-    DOCKER_TIMEOUT_S, LIFECYCLE_TIMEOUT_S, EngineExited, ImagePullError, LaunchError,
-    NotManaged, ReadinessTimeout, explain_pull_failure, explain_start_failure,
+    DOCKER_TIMEOUT_S,
+    LIFECYCLE_TIMEOUT_S,
+    EngineExited,
+    ImagePullError,
+    LaunchError,
+    NotManaged,
+    ReadinessTimeout,
+    explain_pull_failure,
+    explain_start_failure,
+)
+from sparkdeck.runtime.logs import LogFollower, stamped_lines
+from sparkdeck.runtime.pull import PullProgress, split_reference
+from sparkdeck.runtime.sdk import daemon_errors
+from sparkdeck.runtime.spec import ContainerSpec
+from sparkdeck.runtime.state import (
+    ALIVE_STATES,
+    HEALTH,
+    KIND,
+    MANAGED,
+    METRICS,
+    MODEL,
+    PRESET,
+    SCOPE,
+    SPEC_HASH,
+    URL,
+    EngineState,
+    default_scope,
+    docker_time,
 )
 
 LOG_TAIL_LINES = 50
@@ -138,7 +156,7 @@ class DockerRuntime:
         """The engine that runs now (adopted from Docker), else the latest that stopped."""
         states = self.engines()
         alive = [s for s in states if s.alive]
-        return (alive or states or [None])[0]
+        return alive[0] if alive else states[0] if states else None
 
     def _our_container(self, container_id: str, action: str) -> Any | None:
         """The container when it exists and is ours, None when it is gone.
@@ -226,7 +244,7 @@ class DockerRuntime:
             except docker.errors.ImageNotFound:
                 return False
 
-    def pull(self, image: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
+    def pull(self, image: str, on_progress: Callable[[PullProgress], object] | None = None) -> None:
         """Pull an image, reporting per-layer progress; ImagePullError says why it failed."""
         repository, tag = split_reference(image)
         try:

@@ -13,7 +13,10 @@ import docker.errors
 import requests.exceptions
 
 from sparkdeck.runtime.errors import (
-    DOCKER_TIMEOUT_S, DockerNotAnswering, DockerUnavailable, is_timeout_text,
+    DOCKER_TIMEOUT_S,
+    DockerNotAnswering,
+    DockerUnavailable,
+    is_timeout_text,
     unavailable_message,
 )
 

@@ -105,7 +105,7 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
                 raise ValueError("a JSON object with a string `preset`")
             flush = _FLUSH[body.get("flush", "auto")]
             timeout = body.get("timeout")
-            options = {"flush": flush, "force": bool(body.get("force", False)),
+            options: dict[str, Any] = {"flush": flush, "force": bool(body.get("force", False)),
                        "timeout": float(timeout) if timeout is not None else None,
                        "skip_switch_wait": bool(body.get("skip_switch_wait", False))}
         except (ValueError, KeyError, TypeError) as exc:

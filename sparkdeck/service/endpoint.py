@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sparkdeck.endpoints import answers, managed_endpoint, resolve
+from sparkdeck.endpoints import Endpoint, answers, managed_endpoint, resolve
 from sparkdeck.service.endpoint_refusals import (
     KeyRequired,
     arrival,
@@ -166,6 +166,8 @@ class UpstreamFinder:
             # the follower asks every 2 s; its engine snapshot can predate the container's
             # start, so the endpoint asks the engine's own health check itself meanwhile
             ready = await run_in_threadpool(answers, engine.base_url + engine.health_path)
+        endpoint: Endpoint | None
+        instance: str | None
         if engine is not None and ready:
             endpoint, instance = managed_endpoint(engine), engine.container_id
             why = ""

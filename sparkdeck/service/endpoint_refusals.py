@@ -55,10 +55,11 @@ def log_refusal(log: RequestLog, record: dict[str, Any], response: Response) -> 
     """One request-log line for a refusal: its status and the message the client got."""
     import json
 
+    body = bytes(response.body)
     try:
-        message = json.loads(response.body)["error"]["message"]
+        message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):
-        message = response.body.decode("utf-8", "replace")[:200]
+        message = body.decode("utf-8", "replace")[:200]
     write_record(log, RequestRecord(**record, status=response.status_code, error=message))
 
 

@@ -27,6 +27,7 @@ from sparkdeck.service.hub import EventHub
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
+    from sparkdeck.runtime.watch import EngineEvents
     from sparkdeck.settings import GuardSettings
 
 # Docker's event stream wakes the loop when a container of sparkdeck's changes; it also asks
@@ -56,7 +57,8 @@ class GuardFollower:
         self.ready = False
         self._until: threading.Event | None = None
         self._docker_silent = False
-        self._events = None  # Docker's event stream while it is open (runtime.watch)
+        # Docker's event stream while it is open (runtime.watch)
+        self._events: EngineEvents | None = None
         self._wake = threading.Event()  # look at Docker now (an event, a launch's end)
         # The guard's last stop, kept in memory for `service status`: with the engine gone
         # and a full disk, it is the only place that still says what the guard did and why.

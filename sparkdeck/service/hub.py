@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +64,7 @@ class EventHub:
             self._wakers.append((kind, asyncio.get_running_loop(), flag))
         return flag
 
-    async def subscribe(self) -> AsyncIterator[Event]:
+    async def subscribe(self) -> AsyncGenerator[Event, None]:
         """Every event published from now on, in order, until the caller stops iterating."""
         queue: asyncio.Queue[Event] = asyncio.Queue()
         entry = (asyncio.get_running_loop(), queue)

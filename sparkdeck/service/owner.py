@@ -22,8 +22,14 @@ from typing import TYPE_CHECKING, Any
 from sparkdeck import paths
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
-    ContainerStarted, LaunchEvent, LaunchListener, ModelDownloadStarted, ModelDownloading,
-    ModelPullStarted, PullStarted, SwitchWaited,
+    ContainerStarted,
+    LaunchEvent,
+    LaunchListener,
+    ModelDownloading,
+    ModelDownloadStarted,
+    ModelPullStarted,
+    PullStarted,
+    SwitchWaited,
 )
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.printer import LaunchPrinter
@@ -51,7 +57,7 @@ class _LineSink(io.TextIOBase):
     writes into it, so clients see the same lines `sparkdeck launch` prints, with the same
     thinning of progress (a line per 10 % of a pull, per 5 s of a switch wait)."""
 
-    def __init__(self, publish: Callable[[str], None]):
+    def __init__(self, publish: Callable[[str], object]):
         self._publish = publish
         self._pending = ""
 
@@ -224,7 +230,7 @@ class EngineOwner:
     def _flow(self, flush: bool | None) -> LaunchFlow:
         return LaunchFlow(self._runtime, flush=flush, guard=self.guard)
 
-    def _preset(self, preset_id: str):  # noqa: ANN202 - a Preset
+    def _preset(self, preset_id: str):
         catalog = load_catalog()
         try:
             return catalog.get(preset_id)

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Send
 
 from sparkdeck.service.endpoint_refusals import openai_error
 from sparkdeck.settings import EndpointSettings
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 
 FIND_AFTER_S = 20.0  # longest wait for the endpoint to see the engine a launch made ready
 NO_RETRY = {"x-should-retry": "false"}
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -264,10 +263,10 @@ class SwitchGate:
                                           "switch_failed", NO_RETRY)
             await asyncio.sleep(0.1)
 
-    async def error_in_stream(self, send: Send, error: JSONResponse | bytes) -> None:
+    async def error_in_stream(self, send: Send, error: Response | bytes) -> None:
         """An error after a waiting stream was opened with 200: an SSE `data:` event
         carrying the OpenAI-style error body (the `openai` client raises it), then the end."""
-        body = bytes(error.body) if isinstance(error, JSONResponse) else error
+        body = bytes(error.body) if isinstance(error, Response) else error
         try:
             json.loads(body)
         except ValueError:  # an engine's error that is not JSON: wrapped, never sent raw
@@ -324,7 +323,7 @@ def listed_models(upstream: Upstream | None, catalog: Any) -> dict[str, Any]:
     for one of those is a switch away, or refused naming the switch)."""
     running = upstream.model_ids if upstream is not None else ()
     data = [{**m, "running": True, "preset": upstream.preset_id}
-            for m in (upstream.models if upstream is not None else ())]
+            for m in upstream.models] if upstream is not None else []
     seen = set(running)
     for preset in sorted(catalog.presets.values(), key=lambda p: p.id):
         model = preset.model or preset.id

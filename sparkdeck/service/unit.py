@@ -54,7 +54,8 @@ def install(system: bool, root: Path | None = None) -> Installed:
     """Write the unit (under `root` instead of / and ~ when given: tests)."""
     if system:
         path = (root or Path("/")) / "etc/systemd/system" / UNIT_NAME
-        enable = ("systemctl daemon-reload", f"systemctl enable --now {UNIT_NAME}")
+        enable: tuple[str, ...] = ("systemctl daemon-reload",
+                                   f"systemctl enable --now {UNIT_NAME}")
         note = "a system unit: it starts at boot, before anyone logs in"
     else:
         config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")

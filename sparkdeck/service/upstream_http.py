@@ -82,7 +82,7 @@ class UpstreamPool:
         return self._session
 
     async def send(self, method: str, url: str, headers: list[tuple[bytes, bytes]],
-                   body: bytes) -> UpstreamAnswer:
+                   body: bytes | bytearray) -> UpstreamAnswer:
         """Send a request as given; the answer once its headers are in (UpstreamError when
         the engine does not answer)."""
         import aiohttp

@@ -45,7 +45,7 @@ class TelemetrySnapshot:
         if self.memory is not None:
             data["memory"].update(used=self.memory.used, page_cache=self.memory.page_cache)
         # each GPU's throttle verdict (sparkdeck.host.throttle), so scripts need not re-derive it
-        for gpu, verdict in zip(data["gpu"]["gpus"], reading_verdicts(self.gpu)):
+        for gpu, verdict in zip(data["gpu"]["gpus"], reading_verdicts(self.gpu), strict=False):
             gpu["throttle"] = list(verdict.kinds)
         return data
 
@@ -70,7 +70,7 @@ class TelemetrySampler:
         self._lock = threading.Lock()  # a loop being replaced may still be mid-sample
 
     def run(self, history: History, period: Callable[[], float],
-            emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], None],
+            emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
             stop: threading.Event, keep_going: Callable[[], bool] = lambda: True) -> None:
         """The sampling loop a front end runs in a thread: sample, add to `history`, hand
         both to `emit`, wait `period()` seconds; until `stop` is set or `keep_going()` says

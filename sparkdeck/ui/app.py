@@ -7,10 +7,11 @@ learns into the panels, which own their features' workers (failures: ui.worker_f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
@@ -31,12 +32,19 @@ from sparkdeck.ui.history import HistoryKeeper, PostMortemFound
 from sparkdeck.ui.keymap import BINDINGS, apply_keymap
 from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.messages import (
-    CatalogLoaded, ChatTargetRead, DockerConnectionFailed, EngineStateRead, catalog_loaded,
+    CatalogLoaded,
+    ChatTargetRead,
+    DockerConnectionFailed,
+    EngineStateRead,
+    catalog_loaded,
     read_presets,
 )
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
 from sparkdeck.ui.screens.palette import (
-    PaletteCommand, SparkdeckCommands, key_and_theme_commands, without_duplicates,
+    PaletteCommand,
+    SparkdeckCommands,
+    key_and_theme_commands,
+    without_duplicates,
 )
 from sparkdeck.ui.screens.views import open_view
 from sparkdeck.ui.strip.glance import GlanceStrip
@@ -47,7 +55,9 @@ if TYPE_CHECKING:  # the side tabs' modules load after the first frame (_side_ta
     from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
+    from sparkdeck.ui.chat.tab import ChatTab
     from sparkdeck.ui.dashboard.side_tabs import Sampling, SideTabs
+    from sparkdeck.ui.metrics.tab import MetricsTab
 
 ENGINE_POLL_SECONDS = 2.0
 CatalogLoader = Callable[[], PresetCatalog]
@@ -61,7 +71,8 @@ class SparkdeckApp(App[int]):
     SUB_TITLE = "inference engines on a DGX Spark"
     CSS_PATH = "sparkdeck.tcss"
     COMMANDS = App.COMMANDS | {SparkdeckCommands}
-    BINDINGS = BINDINGS  # sparkdeck.ui.keymap: one id each, remappable in settings.toml
+    # sparkdeck.ui.keymap's: one id each, remappable in settings.toml
+    BINDINGS: ClassVar[list[BindingType]] = [*BINDINGS]
     # Screen classes the stylesheet lays out by (80, 120 and 200 columns: docs/dashboard.md)
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-normal"), (170, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
@@ -88,7 +99,9 @@ class SparkdeckApp(App[int]):
         # (ui.after_first_frame); tests mount them with the rest, to query them from the start
         self._lazy_side_tabs = lazy_side_tabs
         self.side_tabs: SideTabs | None = None
-        self.chat_tab = self.metrics_tab = None  # the side tabs' (chat and its palette commands)
+        # the side tabs' (chat and its palette commands), once they are mounted
+        self.chat_tab: ChatTab | None = None
+        self.metrics_tab: MetricsTab | None = None
         self.catalog_loader = catalog_loader
         self._engine_reader = EngineReader(runtime_factory, health_check)
         self.settings = settings or Settings()
@@ -98,7 +111,8 @@ class SparkdeckApp(App[int]):
                                          engine_poll_seconds)
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
-        self.flight_history = HistoryKeeper(self)  # the history view, the post-mortem check
+        # the history view, the post-mortem check
+        self.flight_history: HistoryKeeper = HistoryKeeper(self)
         self._problems += [("theme not loaded", problem) for problem in theme_problems]
 
     def get_default_screen(self) -> Screen:
@@ -172,7 +186,9 @@ class SparkdeckApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "dismiss_failure":  # offered only while the card shows a failure
-            return self.is_mounted and self.launch_area.failure is not None
+            # (App.is_mounted is a method, always true here: before compose no area exists)
+            area = getattr(self, "launch_area", None)
+            return area is not None and area.failure is not None
         return super().check_action(action, parameters)
 
     def action_refresh(self) -> None:

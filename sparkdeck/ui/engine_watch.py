@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -103,7 +103,7 @@ class EngineWatch:
         return True
 
 
-def _key(message: Message) -> tuple:
+def _key(message: Any) -> tuple:  # a Message that is also a dataclass
     # the messages are dataclasses of frozen values: equal fields, the same news
     return (type(message), *(getattr(message, f.name) for f in fields(message)))
 

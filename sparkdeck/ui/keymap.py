@@ -10,6 +10,7 @@ binding with that id, in the dashboard, its panes and its dialogs alike.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
@@ -51,7 +52,7 @@ BINDINGS = [
 ]
 
 
-def apply_keymap(app: App[object], keys: Mapping[str, str]) -> list[tuple[str, str]]:
+def apply_keymap(app: App[Any], keys: Mapping[str, str]) -> list[tuple[str, str]]:
     """Give `app` the user's keymap; return (title, text) for each dashboard key that now
     does two things (the first binding wins there, so the user should hear of it)."""
     app.set_keymap(dict(keys))

@@ -31,8 +31,11 @@ def breakpoint_class(size: int, breakpoints: list[tuple[int, str]]) -> str | Non
 
 def presized(screen: Screen, app: App) -> Screen:
     try:
-        columns, rows = os.get_terminal_size(sys.__stderr__.fileno())  # Textual draws there
-    except (AttributeError, OSError, ValueError):  # no terminal (or no stdout at all)
+        stderr = sys.__stderr__
+        if stderr is None:  # no stderr at all (a pythonw-like start)
+            return screen
+        columns, rows = os.get_terminal_size(stderr.fileno())  # Textual draws there
+    except (AttributeError, OSError, ValueError):  # no terminal
         return screen
     horizontal = app.HORIZONTAL_BREAKPOINTS or []
     vertical = app.VERTICAL_BREAKPOINTS or []

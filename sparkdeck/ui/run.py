@@ -45,9 +45,14 @@ def _release_captured_streams() -> None:
     import logging
     import sys
 
-    for handler in list(logging._handlerList):
-        handler = handler()
+    loggers = [logging.getLogger(), *(logger for logger in
+                                      logging.Logger.manager.loggerDict.values()
+                                      if isinstance(logger, logging.Logger))]
+    for handler in {h for logger in loggers for h in logger.handlers}:
         if (isinstance(handler, logging.StreamHandler)
                 and type(handler.stream).__module__.startswith("textual")):
-            with handler.lock:  # not setStream: it flushes the dead capture first
+            handler.acquire()  # not setStream: it flushes the dead capture first
+            try:
                 handler.stream = sys.stderr
+            finally:
+                handler.release()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.theme import Theme
@@ -58,7 +59,7 @@ def load_themes(dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]
     return list(themes.values()), problems
 
 
-def install_themes(app: App[object], wanted: str) -> tuple[list[str], list[str]]:
+def install_themes(app: App[Any], wanted: str) -> tuple[list[str], list[str]]:
     """Register the theme files with `app` and choose `wanted` (settings.toml ui.theme);
     return the names `t` cycles through and the problems to tell. Called before the
     stylesheet is first parsed (see _preselect)."""
@@ -73,7 +74,7 @@ def install_themes(app: App[object], wanted: str) -> tuple[list[str], list[str]]
     return names, problems
 
 
-def _preselect(app: App[object], name: str) -> None:
+def _preselect(app: App[Any], name: str) -> None:
     """Choose the theme before the first styling without Textual's theme watcher, which
     re-parses the whole stylesheet and restyles every widget on the next tick (the first
     frame waited ~30 ms for it). Before the first styling, the value and what the watcher
@@ -98,7 +99,7 @@ def next_theme(names: list[str], current: str) -> str:
     return ordered[(ordered.index(current) + 1) % len(ordered)]
 
 
-def keep_theme_saved(app: App[object], saved: str) -> None:
+def keep_theme_saved(app: App[Any], saved: str) -> None:
     """Write each theme the user picks to settings.toml [ui] theme, in a thread worker
     (a newer pick replaces a pending write; the theme already saved is not written again)."""
     from sparkdeck.settings import save_setting

@@ -7,13 +7,15 @@ here (ChatPane, ConversationsScreen), and so does the app, so every failure read
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import App
 from textual.worker import Worker, WorkerState
 
 from sparkdeck.text_safety import excerpt
 
 
-def report_worker_failure(app: App[object], event: Worker.StateChanged) -> None:
+def report_worker_failure(app: App[Any], event: Worker.StateChanged) -> None:
     """Notify when `event` says a worker ended in an error (markup off: the message may
     quote a server or a file, and must be shown as written)."""
     if event.state != WorkerState.ERROR:

@@ -115,7 +115,7 @@ def _run_in_thread(session: BenchSession) -> StoredRun:
     def work() -> None:
         try:
             box["run"] = session.run()
-        except BaseException as exc:  # handed to the main thread, which raises it
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
             box["error"] = exc
 
     worker = threading.Thread(target=work, name="bench-run", daemon=True)

@@ -112,7 +112,7 @@ def _print_window(path: Path, rows: list[RecordedSample], since: str, lines: int
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
     for line in table:
         print("  ".join(cell.ljust(w) if i in (0, 8, 9) else cell.rjust(w)
-                        for i, (cell, w) in enumerate(zip(line, widths))).rstrip())
+                        for i, (cell, w) in enumerate(zip(line, widths, strict=False))).rstrip())
     low, stall = summary.min_available, summary.max_psi_full
     if low is not None and low.mem_available is not None:
         print(f"lowest MemAvailable {gib(low.mem_available)} at {_at(low.t)}"

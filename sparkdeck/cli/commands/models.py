@@ -20,6 +20,7 @@ from sparkdeck.models.pull import PullProgress, human_bytes
 from sparkdeck.presets import load_catalog
 from sparkdeck.text_safety import clean
 
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "models", help="models on this machine (Hugging Face cache, GGUF files) with their "
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [row_cells(m) for m in library.models]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
         for model in library.models:
             if model.problem:
                 print(f"  {clean(model.name)}: {clean(model.problem)}")

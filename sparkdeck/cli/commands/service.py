@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import time
+from typing import Any
 
 from sparkdeck.cli.commands import CommandFailed
 
@@ -114,9 +115,9 @@ def _status(args: argparse.Namespace) -> int:
     life = probe()  # within liveness.HEARTBEAT_S, whatever state the service is in
     client = running() if life.answering else None
     if client is None:
-        report = {"running": False, "stale_holder": _holder_pid(), "liveness": life.to_dict()}
         if args.json:
-            print(json.dumps(report))
+            print(json.dumps({"running": False, "stale_holder": _holder_pid(),
+                              "liveness": life.to_dict()}))
         elif life.state == NOT_ANSWERING:
             print(f"the sparkdeck service is NOT ANSWERING: {life.detail}. It guards no "
                   "engine meanwhile: an open sparkdeck window or `sparkdeck guard` takes "
@@ -127,7 +128,7 @@ def _status(args: argparse.Namespace) -> int:
         # like systemctl status: 3 not running; 4 there but not answering (nothing guards)
         return 4 if life.state == NOT_ANSWERING else 3
     with client:
-        report = {"running": True, **client.status()}
+        report: dict[str, Any] = {"running": True, **client.status()}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -85,10 +85,10 @@ def describe_progress(p: BenchProgress) -> str:
                 p.phase, "benchmark: finishing")
 
 
-SessionFactory = Callable[[BenchStore, Callable[[BenchProgress], None]], BenchSession]
+SessionFactory = Callable[[BenchStore, Callable[[BenchProgress], object]], BenchSession]
 
 
-def default_session(store: BenchStore, on_progress: Callable[[BenchProgress], None]
+def default_session(store: BenchStore, on_progress: Callable[[BenchProgress], object]
                     ) -> BenchSession:
     """The CLI's defaults against the engine sparkdeck runs (or the one attached)."""
     return BenchSession(BenchConfig(), store=store, on_progress=on_progress)
@@ -132,7 +132,8 @@ class BenchComparison(Vertical):
         # Content, not markup: the model name is the server's and the key hints hold square
         # brackets, both shown as they are (markup showed "[\\[ ]] model")
         title.update(Content.assemble(
-            clean(self.model), f": {metric.title} ({metric.unit}, {better} is better)  ",
+            clean(self.model or "?"),
+            f": {metric.title} ({metric.unit}, {better} is better)  ",
             ("m", "bold"), " figure  ", ("[ ]", "bold"), " model"))
         self._fill_table(metric)
         self.query_one("#bench-bars", Static).update(self._bars(metric))
@@ -159,9 +160,9 @@ class BenchComparison(Vertical):
         for level in levels_of(self.runs):
             text.append(f"concurrency {level}\n", style="bold")
             values = [(label, values_by_level(run, metric).get(level))
-                      for label, run in zip(labels, self.runs)]
+                      for label, run in zip(labels, self.runs, strict=False)]
             top = max((v for _, v in values if v is not None), default=0.0)
-            for run, (label, value) in zip(self.runs, values):
+            for run, (label, value) in zip(self.runs, values, strict=False):
                 shown = "-" if value is None else f"{value:.{metric.digits}f} {metric.unit}"
                 text.append(f"  {label:<{label_width}} ")
                 text.append(bar(value or 0.0, top, width), style="bold")

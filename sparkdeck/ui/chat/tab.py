@@ -11,7 +11,8 @@ its stream and HTTP client on unmount.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -32,7 +33,7 @@ class ChatTab(Vertical):
 
     target: reactive[ChatTarget] = reactive(ChatTarget(None))
 
-    def __init__(self, **kwargs: str) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.showing = False
         self._pane_for: ChatTarget | None = None  # what the mounted pane talks to
@@ -86,5 +87,5 @@ def chat_commands(app: App) -> list[PaletteCommand]:
             await pane.run_action(action)
 
     return [PaletteCommand(f"Chat: {b.description}", f"in the chat tab: {b.description}",
-                           lambda action=b.action: run(action))
+                           partial(run, b.action))
             for b in ChatPane.BINDINGS if isinstance(b, Binding)]

@@ -294,9 +294,8 @@ class ConversationsScreen(ModalScreen[Path | None]):
 
     def _selected(self) -> ConversationSummary | None:
         lists = self.query(OptionList)
-        if not lists or lists.first().highlighted is None:
-            return None
-        return self.conversations[lists.first().highlighted]
+        highlighted = lists.first().highlighted if lists else None
+        return None if highlighted is None else self.conversations[highlighted]
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         chosen = self._selected()

@@ -8,11 +8,23 @@ first frame does not wait for the launch machinery (benchmarks/tui_idle.py).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from sparkdeck.launch.events import (
-    CacheFlushed, ContainerStarted, EngineReady, FitChecked, FlushSkipped, LaunchEvent,
-    LaunchListener, ModelDownloading, ModelDownloadStarted, ModelPullStarted, PreviousStopped,
-    PreviousStopping, PullStarted, SwitchWaited,
+    CacheFlushed,
+    ContainerStarted,
+    EngineReady,
+    FitChecked,
+    FlushSkipped,
+    LaunchEvent,
+    LaunchListener,
+    ModelDownloading,
+    ModelDownloadStarted,
+    ModelPullStarted,
+    PreviousStopped,
+    PreviousStopping,
+    PullStarted,
+    SwitchWaited,
 )
 from sparkdeck.launch.stop_countdown import end_text
 from sparkdeck.runtime.pull import PullProgress, PullTracker
@@ -27,7 +39,7 @@ class CardSteps(LaunchListener):
         self.report = report
         self.tracker = tracker
 
-    def _set(self, **changes: object) -> None:
+    def _set(self, **changes: Any) -> None:
         self.report = replace(self.report, **changes)
 
     def pull_started(self, event: PullStarted) -> None:

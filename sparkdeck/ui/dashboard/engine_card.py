@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.reactive import reactive
@@ -204,7 +204,7 @@ class EngineCard(Static):
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
     failure_log: reactive[tuple[str, ...]] = reactive(())  # its engine's last lines
 
-    def __init__(self, wall_clock: Callable[[], float] = time.time, **kwargs: str) -> None:
+    def __init__(self, wall_clock: Callable[[], float] = time.time, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._wall_clock = wall_clock
 

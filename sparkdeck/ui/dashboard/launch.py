@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -31,13 +31,23 @@ from textual.worker import Worker
 
 from sparkdeck.catalog import PresetCatalog
 from sparkdeck.launch.failure import (
-    CARD_LOG_LINES, clear_failure, failure_log, failure_text, last_failure, with_engine_reason,
+    CARD_LOG_LINES,
+    clear_failure,
+    failure_log,
+    failure_text,
+    last_failure,
+    with_engine_reason,
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.errors import ServiceError
 from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.dashboard.engine_card import (
-    DockerFailure, EngineCard, EngineReport, failed_report, launch_report, stop_report,
+    DockerFailure,
+    EngineCard,
+    EngineReport,
+    failed_report,
+    launch_report,
+    stop_report,
 )
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
@@ -137,7 +147,7 @@ class LaunchArea(Vertical):
 
     def __init__(self, runtime: Callable[[], DockerRuntime], flush: bool | None,
                  guard: GuardSettings, hand_over: Callable[[EngineState], None],
-                 **kwargs: str) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._flow_made: LaunchFlow | None = None
         self._flow_args = (flush, guard)

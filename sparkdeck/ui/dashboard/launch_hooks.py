@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkdeck.launch.events import (
-    ContainerStarted, EngineReady, GuardDecided, LaunchListener, SwitchWaited, TimelineSaved,
+    ContainerStarted,
+    EngineReady,
+    GuardDecided,
+    LaunchListener,
+    SwitchWaited,
+    TimelineSaved,
 )
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 

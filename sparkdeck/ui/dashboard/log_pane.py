@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.message import Message
@@ -35,7 +35,7 @@ class LogPane(Log):
         lines: list[str]
 
     def __init__(self, runtime: Callable[[], DockerRuntime] | None = None,
-                 **kwargs: str) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(max_lines=MAX_LINES, highlight=False, auto_scroll=True, **kwargs)
         self._runtime = runtime  # None: lines come only through add_lines (tests, tools)
         self._follower: LogFollower | None = None

@@ -13,7 +13,7 @@ which these tabs feed, is made by the app and handed in.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -61,7 +61,7 @@ class SideTabs(Vertical):
 
     def __init__(self, sampling: Sampling, guard: GuardSettings,
                  preset: Callable[[str], Preset | None], strip: GlanceStrip,
-                 **kwargs: str) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # Held by reference: workers' messages reach them while a dialog is the screen.
         self.machine_tab = MachineTab(

@@ -6,7 +6,7 @@ forwarded: `open_connect` is the key's action, so app.py stays wiring. The scree
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sparkdeck.settings import EndpointSettings
 
 
-def open_connect(app: App[object], settings: EndpointSettings,
+def open_connect(app: App[Any], settings: EndpointSettings,
                  catalog_loader: Callable[[], PresetCatalog]) -> None:
     """Push the connect screen unless it is already the one shown."""
     from sparkdeck.ui.endpoint.view import ConnectScreen

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.reactive import var
@@ -94,7 +94,7 @@ class WatchdogLine(Static):
     launching: var[bool] = var(False)  # a launch or stop runs (it reports its own)
 
     def __init__(self, guard: Callable[[], GuardSettings] = GuardSettings,
-                 runtime: Callable[[], DockerRuntime] | None = None, **kwargs: str) -> None:
+                 runtime: Callable[[], DockerRuntime] | None = None, **kwargs: Any) -> None:
         super().__init__("memory guard: not running", markup=False, **kwargs)
         self._guard = guard  # read at each wait: settings may change while it runs
         self._runtime = runtime  # None: a line that only shows what it is given

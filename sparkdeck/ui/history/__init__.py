@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -33,7 +33,7 @@ class PostMortemFound(Message):
 class HistoryKeeper:
     """Opens the history view and runs the once-per-start post-mortem check for `app`."""
 
-    def __init__(self, app: App[object], recording_path: Path | None = None) -> None:
+    def __init__(self, app: App[Any], recording_path: Path | None = None) -> None:
         self._app = app
         self.recording_path = recording_path  # None: the data dir's (tests point elsewhere)
         self.postmortem_check: Worker[None] | None = None  # the start-up check, once started

@@ -128,7 +128,7 @@ class _Accumulator:
 
 def read_window(path: Path, label: str, end: float, slices: int = SLICES,
                 cancelled: Callable[[], bool] = lambda: False,
-                progress: Callable[[float], None] = lambda share: None,
+                progress: Callable[[float], object] = lambda share: None,
                 ) -> HistoryWindow | None:
     """The window `label` (a WINDOWS label) ending at `end` (epoch seconds); None when
     `cancelled` said so between slices; `progress` hears the share read every tenth of the

@@ -65,7 +65,7 @@ class HistoryScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back", id="history-back"),
         *(Binding(str(n), f"window('{label}')", label, id=f"history-{name}")
-          for n, ((label, _), name) in enumerate(zip(WINDOWS, WINDOW_IDS), start=1)),
+          for n, ((label, _), name) in enumerate(zip(WINDOWS, WINDOW_IDS, strict=False), start=1)),
         Binding("f5", "reload", "Reload", id="history-reload"),
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from textual.content import Content
 from textual.widgets import Static
@@ -41,7 +42,7 @@ class LiveText(Static):
     same, is most of what a 1 Hz panel costs; both are skipped here (see the benchmark).
     """
 
-    def __init__(self, content: Content | str = "", **kwargs: str) -> None:
+    def __init__(self, content: Content | str = "", **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
         self._shown: Content | str = content
 
@@ -56,7 +57,7 @@ class LiveText(Static):
 class SparkRow(LiveText):
     """A label, a fixed-scale sparkline as wide as the row, and the newest value."""
 
-    def __init__(self, label: str, unit: str, **kwargs: str) -> None:
+    def __init__(self, label: str, unit: str, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self.label = label
         self.unit = unit

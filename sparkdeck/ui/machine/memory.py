@@ -4,6 +4,7 @@ and five minutes of memory use and stall rate as sparklines."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -20,7 +21,7 @@ WAITING = Content.styled("reading…", "$text-muted")
 class MemoryPanel(Vertical):
     """Unified memory from /proc/meminfo and memory pressure from /proc/pressure/memory."""
 
-    def __init__(self, guard: GuardSettings = GuardSettings(), **kwargs: str) -> None:
+    def __init__(self, guard: GuardSettings = GuardSettings(), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.guard = guard
 

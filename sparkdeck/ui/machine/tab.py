@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -53,7 +54,7 @@ class MachineTab(Vertical):
 
     def __init__(self, sampler: TelemetrySampler, history: History, guard: GuardSettings,
                  periods: tuple[float, float] = (SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS),
-                 **kwargs: str) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._sampler, self._history, self._guard, self._periods = (
             sampler, history, guard, periods)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -54,7 +54,7 @@ class MetricsTab(Vertical):
     shown: var[bool] = var(False)
 
     def __init__(self, preset: Callable[[str], Preset | None] = lambda _id: None,
-                 **kwargs: str) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._preset = preset  # the catalog's preset of a managed engine, for its plan
         self._reader: MetricsReader | None = None

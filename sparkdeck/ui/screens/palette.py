@@ -6,8 +6,9 @@ the help screen show, so the three never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from textual.app import App
@@ -21,7 +22,7 @@ class PaletteCommand:
 
     name: str
     help: str
-    run: Callable[[], Awaitable[None] | None]
+    run: Callable[[], object]  # Textual's Hit runs it, and awaits what it returns if awaitable
 
 
 def without_duplicates(system: Iterable[Any], ours: Iterable[PaletteCommand]) -> Iterator[Any]:
@@ -34,14 +35,14 @@ def without_duplicates(system: Iterable[Any], ours: Iterable[PaletteCommand]) ->
     return (c for c in system if c.title.casefold() not in names)
 
 
-def key_and_theme_commands(app: App[object], bindings: Iterable[BindingType]
+def key_and_theme_commands(app: App[Any], bindings: Iterable[BindingType]
                            ) -> list[PaletteCommand]:
     """Every key action of `bindings`, and each of the app's themes by name."""
     commands = [PaletteCommand(b.description, b.tooltip or b.description,
-                               lambda action=b.action: app.run_action(action))
+                               partial(app.run_action, b.action))
                 for b in bindings if isinstance(b, Binding)]
     return commands + [PaletteCommand(f"Theme: {name}", f"switch to the {name} theme",
-                                      lambda name=name: setattr(app, "theme", name))
+                                      partial(setattr, app, "theme", name))
                        for name in sorted(app.available_themes)]
 
 

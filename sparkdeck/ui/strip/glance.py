@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.reactive import var
@@ -157,7 +157,7 @@ class GlanceStrip(Static):
 
     docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
 
-    def __init__(self, guard: GuardSettings, **kwargs: str) -> None:
+    def __init__(self, guard: GuardSettings, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self._guard = guard
         self._snapshot: TelemetrySnapshot | None = None
