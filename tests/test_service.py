@@ -49,8 +49,13 @@ def service_pid(env: dict[str, str]) -> int | None:
 def service_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
     env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
     yield env
-    pid = service_pid(env)
+    # whoever holds the service lock, answering or not (a test that failed with the service
+    # stopped or wedged must not leave it behind): asked of the lock, not of the service
+    from sparkdeck.service.liveness import lock_holder
+
+    pid = lock_holder()
     if pid is not None:
+        os.kill(pid, signal.SIGCONT)
         run_cli("service", "stop", env=env, timeout=30)
         try:
             os.kill(pid, signal.SIGKILL)  # one that did not stop is not left behind
