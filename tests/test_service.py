@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.service.client import ServiceClient, ServiceError
 from tests.conftest import (
     free_port,
@@ -28,7 +27,7 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
-from tests.support.memory_hog import MemoryHog
+from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 GIB = 2**30
@@ -91,17 +90,7 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
     """The CLI launches and exits; the service (started by that launch) keeps the watchdog
     on the engine; a real hog takes the host below the stop threshold and the service stops
     the engine with no front end open, writing the decision first."""
-    memory = read_meminfo()
-    hog_size = min(4 * GIB, memory.available // 5) // 4096 * 4096
-    # The stop threshold halfway down the hog's drop: today's MemAvailable is above it by
-    # half a hog (2 GiB at most), and the hog takes it below by as much (other work on a
-    # shared box moves it by less). Raised in settings.toml: the test never endangers the box.
-    start_pct = 100 * memory.available / memory.total
-    stop_pct = start_pct - 50 * hog_size / memory.total
-    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
-    (isolated_dirs["config"] / "settings.toml").write_text(
-        f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
-        f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n")
+    hog_size, stop_pct = stop_line_below_a_hog(isolated_dirs["config"])
     tiny_preset(isolated_dirs, llama_image)
 
     launched = run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60", env=service_env)

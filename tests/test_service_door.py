@@ -83,15 +83,9 @@ def env(isolated_dirs) -> Iterator[dict[str, str]]:
 
 
 def _service_pid(isolated_dirs: dict[str, Path]) -> int | None:
-    from sparkdeck.file_lock import FileLock
-    from sparkdeck.service.server import SERVICE_LOCK
+    from sparkdeck.service.liveness import lock_holder
 
-    lock = FileLock(SERVICE_LOCK)
-    if lock.acquire(blocking=False):
-        lock.release()
-        return None
-    holder = lock.holder()
-    return holder.pid if holder else None
+    return lock_holder()  # this test's data dir is the service's (isolated_dirs)
 
 
 def one_line(stderr: str) -> str:

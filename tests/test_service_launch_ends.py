@@ -42,15 +42,9 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
 
 
 def service_pid() -> int | None:
-    from sparkdeck.file_lock import FileLock
-    from sparkdeck.service.server import SERVICE_LOCK
+    from sparkdeck.service.liveness import lock_holder
 
-    lock = FileLock(SERVICE_LOCK)
-    if lock.acquire(blocking=False):
-        lock.release()
-        return None
-    holder = lock.holder()
-    return holder.pid if holder else None
+    return lock_holder()
 
 
 @pytest.fixture

@@ -26,11 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.service.liveness import HEARTBEAT_S, NOT_ANSWERING, probe
 from tests.conftest import scope_containers
 from tests.support.cpu_hog import cpu_hog
-from tests.support.memory_hog import MemoryHog
+from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
 from tests.test_service import (  # noqa: F401 - service_env is a fixture
     client_for,
     run_cli,
@@ -41,7 +40,6 @@ from tests.test_service import (  # noqa: F401 - service_env is a fixture
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
-GIB = 2**30
 
 
 @contextmanager
@@ -104,15 +102,7 @@ def test_a_stopped_service_is_not_answering_within_2_s_and_the_engine_unguarded(
 
 def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
         service_env, isolated_dirs, scope, docker_client, llama_image):
-    memory = read_meminfo()
-    hog_size = min(4 * GIB, memory.available // 5) // 4096 * 4096
-    # the stop line halfway down the hog's drop (as in test_service.py): never the box's
-    start_pct = 100 * memory.available / memory.total
-    stop_pct = start_pct - 50 * hog_size / memory.total
-    isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
-    (isolated_dirs["config"] / "settings.toml").write_text(
-        f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
-        f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n")
+    hog_size, _ = stop_line_below_a_hog(isolated_dirs["config"])
     _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
                                      llama_image)
     guard = subprocess.Popen([sys.executable, "-m", "sparkdeck", "guard", "--json"],

@@ -41,6 +41,12 @@ class Liveness:
     def answering(self) -> bool:
         return self.state == ANSWERING
 
+    @property
+    def usable(self) -> bool:
+        """It answers, and without an error (a service of another API version answers
+        every request with one: it guards, but this front end cannot follow it)."""
+        return self.state == ANSWERING and not self.detail
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

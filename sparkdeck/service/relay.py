@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from sparkdeck.service.client import ServiceClient
 from sparkdeck.service.errors import ServiceError
-from sparkdeck.service.liveness import ANSWERING, NOT_RUNNING, OFF, Liveness, probe
+from sparkdeck.service.liveness import NOT_RUNNING, OFF, Liveness, probe
 
 if TYPE_CHECKING:
     from sparkdeck.guard.watchdog import Watchdog
@@ -97,12 +97,13 @@ class FrontGuard:
                 self.watchdog.run(self.done, self.hz)
                 return
             client = self._start() if life.state == NOT_RUNNING else None
-            if life.answering:
+            if life.usable:
                 client = _connect()
                 if client is not None:
                     self.calls.note(f"the sparkdeck service (process {life.pid}) guards "
                                     "the engine, with or without this window")
             if client is not None:
+                began = time.monotonic()
                 with client:
                     if relay_guard(client, self.done, self.calls.decision, self.calls.attempt,
                                    self.calls.stopped):
@@ -110,8 +111,13 @@ class FrontGuard:
                 if self.done.is_set():
                     return
                 life = probe(CLASSIFY_S)  # why did the stream end?
-                if life.answering:
-                    continue  # only the stream broke: follow it again
+                if life.usable:
+                    # only the stream broke: follow it again (not in a tight loop when it
+                    # breaks at once, whatever the reason)
+                    if time.monotonic() - began < PROBE_EVERY_S and self.done.wait(
+                            PROBE_EVERY_S):
+                        return
+                    continue
             self.calls.silent(life)
             life = self._guard_until_back()
 
@@ -153,7 +159,7 @@ class FrontGuard:
                 restartable = life.state == NOT_RUNNING and (
                     self._start_failed_at is None
                     or time.monotonic() - self._start_failed_at >= RESTART_EVERY_S)
-                if life.state == ANSWERING or restartable:
+                if life.usable or restartable:
                     break
             until.set()
 
