@@ -2,7 +2,9 @@
 
 settings.toml, presets, themes and attached.toml are all user-editable and can hold anything:
 bytes that are not UTF-8, a syntax error, or tables nested 100,000 deep (tomllib parses
-those recursively and raises RecursionError, which no reader expected). Every reader calls
+those recursively and raises RecursionError, which no reader expected; and a garbage
+collection that runs at that depth makes any finalizer it calls fail too, printing a
+traceback). So the nesting is measured first, without recursion. Every reader calls
 `read_toml`, which turns each of those into one `TomlFileError` naming the file, so a
 reader reports it as its own typed error and a bad file never stops anything else.
 """
@@ -18,6 +20,7 @@ from sparkdeck.text_safety import excerpt
 # Far above any real settings file or preset (a few kB), far below what would take a while
 # to parse: a file larger than this is not one a person wrote for sparkdeck.
 MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 100  # arrays and inline tables inside each other; a real file has a few
 
 
 class TomlFileError(ValueError):
@@ -52,6 +55,8 @@ def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise TomlFileError(path, f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
                             ) from None
+    if nesting(text) > MAX_DEPTH:
+        raise TomlFileError(path, "is not valid TOML: tables or arrays nested too deep")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -59,3 +64,31 @@ def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
     except RecursionError:
         raise TomlFileError(path, "is not valid TOML: tables or arrays nested too deep"
                             ) from None
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of arrays and inline tables in `text`, strings and comments left
+    out; a table header (`[a.b]`, `[[a]]`) opens and closes on its own line. A loop, not a
+    parser: it only has to say "too deep" before tomllib recurses that far."""
+    deepest = depth = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            i += len(quote)
+            while i < n and not text.startswith(quote, i):
+                i += 2 if c == '"' and text[i] == "\\" else 1
+            i += len(quote)
+            continue
+        if c == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return deepest

@@ -197,3 +197,23 @@ def test_a_conversation_file_with_hostile_lines_loads_lists_and_exports(dirs):
     exported = _run(["conversations", "export", path.stem], dirs)
     _no_traceback(exported)
     assert exported.returncode == 0 and "hello" in exported.stdout
+
+
+def test_toml_nesting_is_measured_before_tomllib_recurses(monkeypatch, tmp_path):
+    """A file nested past MAX_DEPTH is refused before tomllib's recursive parser runs: at
+    that depth a garbage collection calls finalizers that then fail too (a urllib3 pool's
+    printed a RecursionError traceback from `status` in CI)."""
+    import tomllib
+
+    from sparkdeck.toml_files import MAX_DEPTH, TomlFileError, nesting, parse_toml
+
+    assert nesting('a = 1\n[x]\nb = [1, [2, {c = [3]}]]\n[[t]]\n') == 4
+    assert nesting('s = "[[[["\nt = \'{{{{\'\n# [[[[\nu = """ [[ \\" ]]"""\n') == 0
+    deep = ("a = " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)).encode()
+
+    def not_called(text: str) -> None:
+        raise AssertionError("tomllib was asked to parse a file nested too deep")
+
+    monkeypatch.setattr(tomllib, "loads", not_called)
+    with pytest.raises(TomlFileError, match="nested too deep"):
+        parse_toml(deep, tmp_path / "deep.toml")
