@@ -90,10 +90,20 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
             assert "tiny-a" in card and "address  http://127.0.0.1:" in card
             assert running(docker_client, scope) == ["tiny-a"]
             log = app.query_one(LogPane)
+            (container,) = scope_containers(docker_client, scope)
+
+            def log_state() -> str:  # what to look at if the lines never come
+                workers = [(w.name, w.state.name, repr(w.error)) for w in app.workers
+                           if w.group == "logs"]
+                return (f"llama-server's log in the pane: it follows {log.container_id!r} "
+                        f"(the engine is {container.id!r}) and holds {list(log.lines)[-5:]!r};"
+                        f" its workers {workers!r}; Docker's log: "
+                        f"{container.logs(tail=5)[-300:]!r}")
+
             await wait_until(pilot, lambda: any("llama" in line.lower()
                                                 or "server" in line.lower()
                                                 for line in log.lines),
-                             timeout=30.0, what="llama-server's log in the pane")
+                             timeout=30.0, what=log_state)
             await wait_until(pilot, lambda: "uptime" in engine_text(app), what="the uptime")
 
             text = await press_and_confirm(pilot, app, "s")

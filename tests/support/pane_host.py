@@ -46,10 +46,12 @@ class PaneHost(App):
 
 
 async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0,
-                     what: str = "condition") -> None:
-    """Let the app run until predicate() holds; fail after `timeout` seconds."""
+                     what: str | Callable[[], str] = "condition") -> None:
+    """Let the app run until predicate() holds; fail after `timeout` seconds (`what`, or
+    what it returns then, says what was awaited and what there was instead)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout} s waiting for {said}")
         await pilot.pause(0.02)
