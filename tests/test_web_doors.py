@@ -32,7 +32,7 @@ def test_host_must_be_an_address_of_this_server_on_its_port() -> None:
 
 def test_a_public_url_adds_its_host_and_port_and_a_wildcard_its_names() -> None:
     d = doors("0.0.0.0", "https://spark.lan", extra=("spark", "192.0.2.7"))
-    assert d.host_ok("spark.lan") is False  # no port means 80, and https's is 443
+    assert d.host_ok("spark.lan")  # no port: the scheme's own (https, behind a proxy)
     assert d.host_ok("spark.lan:443") and d.host_ok("192.0.2.7:8000") and d.host_ok("spark:8000")
     assert not d.host_ok("0.0.0.0:8000")  # the wildcard is no address to be reached at
     assert d.origin_ok("https://spark.lan", required=True)

@@ -135,7 +135,13 @@ class FrontGuard:
             self._start_failed_at = time.monotonic()
             self.calls.note(f"the sparkdeck service did not start: {exc}")
             return None
-        pid = client.heartbeat()["pid"]
+        try:
+            pid = client.heartbeat()["pid"]
+        except ServiceError as exc:  # started, and gone or wedged again at once
+            client.close()
+            self._start_failed_at = time.monotonic()
+            self.calls.note(f"the sparkdeck service started but does not answer: {exc}")
+            return None
         self.calls.note(f"started the sparkdeck service (process {pid}): it guards the "
                         "engine, with or without this window" if started else
                         f"the sparkdeck service (process {pid}) guards the engine, with or "

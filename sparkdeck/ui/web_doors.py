@@ -94,7 +94,9 @@ class Doors:
 
     def host_ok(self, value: str | None) -> bool:
         host, port = _split_host(value or "")
-        return host in self.hosts and (port or 80) in self.ports
+        if port is None:  # the scheme's own port, 80 or 443 (a TLS proxy's public URL)
+            return host in self.hosts and bool({80, 443} & self.ports)
+        return host in self.hosts and port in self.ports
 
     def origin_ok(self, origin: str | None, required: bool) -> bool:
         if origin is None:
