@@ -79,15 +79,11 @@ def process_state(pid: int) -> str | None:
 
 
 def lock_holder() -> int | None:
-    """The process that holds the service lock, if one does (without taking it)."""
+    """The process that holds the service lock, if one does. Never by taking the lock: a
+    probe every second while a service starts would make that start fail."""
     from sparkdeck.file_lock import FileLock
 
-    lock = FileLock("service")
-    if lock.acquire(blocking=False):
-        lock.release()
-        return None
-    holder = lock.holder()
-    return holder.pid if holder else None
+    return FileLock("service").held_by()
 
 
 def probe(timeout: float = HEARTBEAT_S) -> Liveness:

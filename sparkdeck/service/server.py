@@ -179,20 +179,9 @@ def check_before_start() -> None:
 
 
 def _lock_taken(lock: FileLock) -> bool:
-    """Whether a process holds `lock`, as /proc/locks lists it: a front end's check must
-    not take the service's lock even for a moment (a service starting just then would find
-    it taken, and the release erases the holder's name). Where /proc/locks does not name
-    the file (another filesystem's inode numbers), False: the service checks again."""
-    try:
-        info = os.stat(lock.path)
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            table = f.read()
-    except OSError:  # no lock file: never held
-        return False
-    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    # "1: FLOCK  ADVISORY  WRITE <pid> <maj:min:inode> 0 EOF"; waiters have "->" after "1:"
-    return any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == where
-               for fields in (line.split() for line in table.splitlines()))
+    """Whether a process holds `lock` (FileLock.held_by: a front end's check never takes
+    the service's lock; where /proc/locks cannot say, False: the service checks again)."""
+    return lock.held_by() is not None
 
 
 def _start_up() -> tuple[Settings, FileLock, Path, socket.socket]:

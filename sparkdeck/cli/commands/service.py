@@ -80,15 +80,9 @@ def _print_service_notes(status: dict, warnings_only: bool = False) -> None:
 
 
 def _holder_pid() -> int | None:
-    from sparkdeck.file_lock import FileLock
-    from sparkdeck.service.server import SERVICE_LOCK
+    from sparkdeck.service.liveness import lock_holder
 
-    lock = FileLock(SERVICE_LOCK)
-    if lock.acquire(blocking=False):  # nobody holds it: no service
-        lock.release()
-        return None
-    holder = lock.holder()
-    return holder.pid if holder else None
+    return lock_holder()
 
 
 def _stop(args: argparse.Namespace) -> int:
