@@ -56,12 +56,29 @@ def pair_with_log(rnd: RoundFigures, log: list[dict]) -> list[tuple[int, Request
     return [(rnd.concurrency, r, e) for r, e in zip(requests, entries, strict=False)]
 
 
-def kept_the_plan(entry: dict, sent_at: float) -> bool:
-    """The request reached the server promptly and the server sent on schedule: between the
-    planned figures and the reported ones there is then nothing but the runner."""
-    return (0 <= entry["received"] - sent_at < 0.0015
-            and abs(entry["first_sent"] - entry["planned_first"]) < 0.001
-            and abs(entry["last_sent"] - entry["planned_last"]) < 0.001)
+def arrived_promptly(entry: dict, sent_at: float) -> bool:
+    """The server had the request within 1.5 ms of the runner's "sent" (half the 3 ms TTFT
+    tolerance: the rest is for the first token's slip and its delivery)."""
+    return 0 <= entry["received"] - sent_at < 0.0015
+
+
+def on_plan(entry: dict, key: str) -> bool:
+    """The server sent this token within 1 ms of its plan."""
+    return abs(entry[f"{key}_sent"] - entry[f"planned_{key}"]) < 0.001
+
+
+def slips(pairs: list[tuple[int, RequestFigures, dict]]) -> str:
+    """What the server really did against its plan, for a failure message (ms), and how
+    long runnable tasks waited for a CPU meanwhile (/proc/pressure/cpu)."""
+    rows = [f"c={c} arrived {1e3 * (e['received'] - r.sent_at):.2f} "
+            f"first {1e3 * (e['first_sent'] - e['planned_first']):+.2f} "
+            f"last {1e3 * (e['last_sent'] - e['planned_last']):+.2f}" for c, r, e in pairs]
+    try:
+        with open("/proc/pressure/cpu") as pressure:
+            rows.append("cpu pressure: " + pressure.readline().strip())
+    except OSError:
+        pass
+    return "\n".join(rows)
 
 
 # kind "openai" sizes the prompt from usage; "vllm" uses /tokenize, the only count the
@@ -110,18 +127,22 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
         assert point.decode_tps.median == pytest.approx(
             statistics.median(actual_decode(e) for _, e in level), rel=0.005)
 
-    # against the plan, on the requests the busy machine let the server keep it for. Each
-    # kept request is one whose server sent every token within 1 ms of its plan, so one is
+    # against the plan, each figure on the requests for which the server kept the part of the
+    # plan it depends on: TTFT where the request arrived promptly and the first token went
+    # on time, decode where the first and the last token went on time. One such request is
     # enough to judge the runner by (the checks above hold for every request against what
-    # the server really did). A clean-clone CI run saw only 1 and 4 of 25 kept on a host
-    # whose wake-ups are slow; 5 were required then and the test failed with nothing wrong.
-    kept = [r for _, r, e in pairs if kept_the_plan(e, r.sent_at)]
-    assert kept, f"none of {len(pairs)} requests kept the plan: the machine is too busy"
-    assert abs(statistics.median(r.ttft_s for r in kept) - planned_ttft) < 0.003
-    assert statistics.median(r.prefill_tps for r in kept) == pytest.approx(PREFILL_RATE,
-                                                                           rel=0.01)
-    assert statistics.median(r.decode_tps for r in kept) == pytest.approx(DECODE_RATE,
-                                                                          rel=0.005)
+    # the server really did). Requiring all three of one request at once found none of 25 in
+    # a clean-clone CI run on a busy 2-core host; with two CPU hogs beside the run here, 16
+    # of 25 still kept the TTFT part and 21 the decode part.
+    timely = [r for _, r, e in pairs
+              if arrived_promptly(e, r.sent_at) and on_plan(e, "first")]
+    steady = [r for _, r, e in pairs if on_plan(e, "first") and on_plan(e, "last")]
+    assert timely and steady, f"the server kept no plan: the machine is too busy\n{slips(pairs)}"
+    assert abs(statistics.median(r.ttft_s for r in timely) - planned_ttft) < 0.003
+    assert statistics.median(r.prefill_tps for r in timely) == pytest.approx(PREFILL_RATE,
+                                                                             rel=0.01)
+    assert statistics.median(r.decode_tps for r in steady) == pytest.approx(DECODE_RATE,
+                                                                           rel=0.005)
 
     single, four = outcome.points
     # four streams at 50 tok/s each: the decode rates add up, the delivered total ~quadruples
