@@ -36,13 +36,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.stopper import ContainerStopper, container_pids
 from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.spec import ContainerSpec, PortBinding
-from sparkdeck.settings import GuardSettings
 from tests.support.images import ensure_busybox_image
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparkdeck.schema import FileProblem
+from sparkdeck.config.schema import FileProblem
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset

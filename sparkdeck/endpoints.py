@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sparkdeck import paths
+from sparkdeck.config import paths
+from sparkdeck.config.toml_files import TomlFileError, read_toml
 from sparkdeck.engines import EndpointProbe, get_kind, identify
 from sparkdeck.text_safety import excerpt
-from sparkdeck.toml_files import TomlFileError, read_toml
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.state import EngineState
@@ -201,7 +201,7 @@ class AttachedRegistry:
     def _lock(self) -> Any:
         # Read-modify-write: parallel `attach` runs take turns, or the last writer wins and
         # the others' entries vanish although each printed "attached".
-        from sparkdeck.file_lock import FileLock
+        from sparkdeck.config.file_lock import FileLock
 
         return FileLock("attached", "update attached.toml").acquire_or_raise(timeout=30.0)
 

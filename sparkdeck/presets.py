@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck import paths
 from sparkdeck.catalog import PresetCatalog, PresetProblem
+from sparkdeck.config import paths
+from sparkdeck.config.schema import Option, check_table
+from sparkdeck.config.toml_files import TomlFileError, read_toml
 from sparkdeck.engines import KINDS, EngineKind, get_kind
 from sparkdeck.models.facts import KV_DTYPE_BYTES
 from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile, Mount, PortBinding
-from sparkdeck.schema import Option, check_table
-from sparkdeck.toml_files import TomlFileError, read_toml
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.guard.claims import MemoryClaim
-    from sparkdeck.settings import GuardSettings
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import SettingsError, load_settings
 from sparkdeck.endpoints import AttachedRegistry, EndpointError
-from sparkdeck.settings import SettingsError, load_settings
 from sparkdeck.ui.themes import load_themes
 
 ROOT = Path(__file__).parent.parent
@@ -156,8 +156,8 @@ def test_a_claim_that_cannot_be_computed_leaves_the_preset_table_whole(dirs):
     preset's claim unknown; the TUI's table and `presets` keep every row."""
     import dataclasses
 
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import PresetCatalog, load_file
-    from sparkdeck.settings import GuardSettings
     from sparkdeck.ui.readers import preset_rows
 
     good = load_file(_write(dirs, "good", GOOD_PRESET + "memory_gib = 10.0\n"))
@@ -205,7 +205,7 @@ def test_toml_nesting_is_measured_before_tomllib_recurses(monkeypatch, tmp_path)
     printed a RecursionError traceback from `status` in CI)."""
     import tomllib
 
-    from sparkdeck.toml_files import MAX_DEPTH, TomlFileError, nesting, parse_toml
+    from sparkdeck.config.toml_files import MAX_DEPTH, TomlFileError, nesting, parse_toml
 
     assert nesting('a = 1\n[x]\nb = [1, [2, {c = [3]}]]\n[[t]]\n') == 4
     assert nesting('s = "[[[["\nt = \'{{{{\'\n# [[[[\nu = """ [[ \\" ]]"""\n') == 0

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from sparkdeck.service.request_body import HELD_AT_ONCE, MAX_REQUEST
+from sparkdeck.endpoint.request_body import HELD_AT_ONCE, MAX_REQUEST
 from tests.conftest import free_port
 from tests.support.endpoint_service import MODEL, Answer, ask, rows_of, sink_engine
 from tests.test_service import run_cli, service_env, service_pid, wait_for  # noqa: F401

@@ -280,7 +280,7 @@ def test_a_switch_that_fails_gives_the_launchs_error_and_a_stream_gets_it_in_str
 
 
 def test_bad_switch_settings_are_refused_naming_the_file_and_key(tmp_path):
-    from sparkdeck.settings import SettingsError, load_settings
+    from sparkdeck.config.settings import SettingsError, load_settings
 
     path = tmp_path / "settings.toml"
     path.write_text('[endpoint]\nswitch_on_request = "yes"\nqueue = -1\nkeepalive_s = 0\n')

@@ -131,7 +131,7 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
 # ----- JSON lines: whole or not at all ------------------------------------------------------
 
 def record(n: int, pad: int = 0):
-    from sparkdeck.service.request_log import RequestRecord
+    from sparkdeck.endpoint.request_log import RequestRecord
 
     return RequestRecord(time=1000.0 + n, client="127.0.0.1:" + "9" * pad, path="/v1/chat",
                          model="m", status=200, stream=False, prompt_tokens=n)
@@ -139,7 +139,7 @@ def record(n: int, pad: int = 0):
 
 def test_a_request_line_the_full_disk_cut_short_is_cut_back_and_the_next_one_lands_whole(
         small_data_dir):
-    from sparkdeck.service.request_log import RequestLog
+    from sparkdeck.endpoint.request_log import RequestLog
 
     log = RequestLog(small_data_dir / "requests.jsonl")
     line = len(json.dumps(record(1).to_dict(), separators=(",", ":"))) + 1
@@ -160,7 +160,7 @@ def test_a_request_line_the_full_disk_cut_short_is_cut_back_and_the_next_one_lan
 
 
 def test_a_torn_tail_left_by_a_crash_costs_only_itself(small_data_dir):
-    from sparkdeck.service.request_log import RequestLog
+    from sparkdeck.endpoint.request_log import RequestLog
 
     log = RequestLog(small_data_dir / "requests.jsonl")
     log.append(record(1))

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB, read_gguf_shape
 from sparkdeck.guard.fit import DOES_NOT_FIT, FITS, FITS_AFTER_FLUSH, UNKNOWN, check_fit
 from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.presets import load_file
-from sparkdeck.settings import GuardSettings
 from tests.conftest import base_fields, unavailable, write_preset
 from tests.support.tiny_gguf import write_tiny_gguf
 

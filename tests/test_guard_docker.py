@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.fit import DOES_NOT_FIT
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings, Reading
@@ -24,7 +25,6 @@ from sparkdeck.launch.events import FitChecked, GuardDecided, SwitchWaited, Time
 from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, Launcher
 from sparkdeck.presets import load_file
 from sparkdeck.runtime.errors import NotManaged
-from sparkdeck.settings import GuardSettings
 from tests.conftest import (
     base_fields,
     busybox_preset,

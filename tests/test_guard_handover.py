@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard import records
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
@@ -24,7 +25,6 @@ from sparkdeck.guard.stopper import StopAttempt
 from sparkdeck.guard.watchdog import engine_watchdog
 from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.settings import GuardSettings
 from tests.conftest import scope_containers
 from tests.support.memory_hog import MemoryHog
 from tests.test_guard_docker import sleeper

@@ -32,6 +32,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from sparkdeck.config.settings import GuardSettings, Settings
 from sparkdeck.endpoints import HEALTH_TIMEOUT_S
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.readings import HostReadings
@@ -41,7 +42,6 @@ from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import SCOPE
-from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.dashboard.presets import PresetTable

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.policy import OK, STOP, WARN, WatchdogPolicy
 from sparkdeck.guard.readings import Reading
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.watchdog import Watchdog
-from sparkdeck.settings import GuardSettings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "guard"
 

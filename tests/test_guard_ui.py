@@ -7,13 +7,13 @@ import threading
 
 from textual.app import App, ComposeResult
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.guard.fit import check_fit
 from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.switch import switch_progress
 from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
 from sparkdeck.host.meminfo import MemorySnapshot
-from sparkdeck.settings import GuardSettings
 from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart, chart_rows, phase_row

@@ -27,7 +27,7 @@ from tests.support.cpu_hog import cpu_hog
 
 HOLD_LOCK = r"""
 import sys, time
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config.file_lock import FileLock
 lock = FileLock("service", "the sparkdeck service")
 assert lock.acquire(blocking=False)
 print("held", flush=True)

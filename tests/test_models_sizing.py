@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.engines import get_kind
 from sparkdeck.engines import sglang as sglang_engine
 from sparkdeck.engines import trtllm as trtllm_engine
@@ -24,7 +25,6 @@ from sparkdeck.engines import vllm as vllm_engine
 from sparkdeck.models.plan import preset_plan
 from sparkdeck.models.sizing import PlanUnavailable, share_of
 from sparkdeck.presets import Preset, PresetError, load_file
-from sparkdeck.settings import GuardSettings
 from tests.conftest import write_preset
 from tests.support.hf_cache import add_to_cache
 from tests.support.tiny_gguf import write_tiny_gguf

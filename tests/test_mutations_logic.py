@@ -14,6 +14,7 @@ import pytest
 from sparkdeck.bench.stats import request_figures
 from sparkdeck.chat.client import Timed
 from sparkdeck.chat.deltas import Content, Finished, Reasoning
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.guard.fit import DOES_NOT_FIT, FITS, FITS_AFTER_FLUSH, check_fit
 from sparkdeck.guard.policy import OK, STOP, WARN, WatchdogPolicy
@@ -24,7 +25,6 @@ from sparkdeck.metrics.exposition import parse_body
 from sparkdeck.metrics.history import MetricsHistory
 from sparkdeck.metrics.reader import RawSample
 from sparkdeck.presets import PresetError, load_file
-from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.themes import load_theme
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.engines import KINDS
 from sparkdeck.presets import PresetError, load_catalog, load_file
 

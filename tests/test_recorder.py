@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.recorder import FlightRecorder, RecorderBusy, RecorderLimits
 from sparkdeck.recorder.query import last_postmortem, rows_between
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import db_size, read_boot_id
-from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySampler
 from tests.test_guard_real_memory import pcp_free_bytes
 from tools.record_nvml import RecordedNvml
@@ -252,7 +252,7 @@ def test_a_real_memory_hog_shows_in_the_rows_and_the_postmortem(tmp_path: Path) 
 
 def test_settings_toml_sets_the_bounds_and_a_bad_value_names_file_and_key(
         isolated_dirs: dict[str, Path]) -> None:
-    from sparkdeck.settings import Settings, SettingsError, load_settings, settings_path
+    from sparkdeck.config.settings import Settings, SettingsError, load_settings, settings_path
 
     path = settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.recorder import FlightRecorder
 from sparkdeck.recorder.postmortem import judge
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import default_path
-from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySampler
 from tests.test_recorder import child
 

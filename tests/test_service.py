@@ -224,9 +224,9 @@ def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
     names the same engine and the same level."""
     import asyncio
 
+    from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
-    from sparkdeck.settings import Settings
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from tests.support.pane_host import wait_until
@@ -278,9 +278,9 @@ def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
     opened on it: the window starts the service, which guards the engine after it closes."""
     import asyncio
 
+    from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
-    from sparkdeck.settings import Settings
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from tests.support.pane_host import wait_until

@@ -150,9 +150,9 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
 
 def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
         service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
-    from sparkdeck.settings import Settings
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from tests.support.pane_host import wait_until

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.host.psi import PsiError, parse_pressure, read_pressure, stall_rates
-from sparkdeck.settings import (
+from sparkdeck.config.settings import (
     GuardSettings,
     SettingsError,
     load_settings,
     save_setting,
     settings_path,
 )
+from sparkdeck.host.psi import PsiError, parse_pressure, read_pressure, stall_rates
 
 PSI_TEXT = ("some avg10=1.50 avg60=0.75 avg300=0.10 total=1000000\n"
             "full avg10=0.20 avg60=0.05 avg300=0.00 total=200000\n")

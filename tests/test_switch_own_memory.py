@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.records import load_returning
 from sparkdeck.guard.switch import BACK, SwitchWaiter
@@ -23,7 +24,6 @@ from sparkdeck.host.engine_memory import live_pids
 from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.launch.events import FitChecked, SwitchWaited
 from sparkdeck.launch.sequence import Launcher
-from sparkdeck.settings import GuardSettings
 from tests.conftest import busybox_preset
 from tests.test_engine_memory import holder, start_hog, stop_hog
 

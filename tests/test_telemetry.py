@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.hwmon import HWMON_ROOT, HwmonError, PowerRail, read_spark_rails
 from sparkdeck.host.meminfo import parse_meminfo
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.host.psi import PRESSURE_MEMORY
-from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.telemetry.view import (
     gpu_rows,

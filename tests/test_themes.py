@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.ui.themes import load_theme, load_themes
 
 

@@ -21,12 +21,12 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
+from sparkdeck.config.settings import GuardSettings, load_settings, settings_path
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.runtime.state import EngineState
-from sparkdeck.settings import GuardSettings, load_settings, settings_path
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, EngineReport, engine_content
 from sparkdeck.ui.dashboard.presets import PresetTable

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static, TabbedContent, TextArea
 
-from sparkdeck.service.request_log import RequestLog, RequestRecord
+from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 from sparkdeck.ui.endpoint import requests as requests_view
 from sparkdeck.ui.endpoint.view import ConnectScreen
 from sparkdeck.ui.screens.help import HelpScreen

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from sparkdeck.settings import GuardSettings
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.strip.glance import GAP, GlanceStrip, glance_content, glance_parts

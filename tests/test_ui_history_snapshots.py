@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from sparkdeck.config.settings import Settings, UiSettings
 from sparkdeck.recorder import FlightRecorder
 from sparkdeck.recorder.rows import RecordedSample
-from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.history.view import HistoryScreen

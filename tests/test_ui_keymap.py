@@ -13,7 +13,7 @@ import pytest
 from textual.binding import Binding
 from textual.widgets import TabbedContent
 
-from sparkdeck.settings import KEY_IDS, Settings, SettingsError, load_settings
+from sparkdeck.config.settings import KEY_IDS, Settings, SettingsError, load_settings
 from sparkdeck.ui.bench.view import BenchCompareScreen
 from sparkdeck.ui.chat.pane import ChatPane
 from sparkdeck.ui.chat.views import ConversationsScreen

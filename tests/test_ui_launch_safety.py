@@ -27,7 +27,7 @@ SIZE = (120, 40)
 
 HOLD_LOCK = """
 import sys, time
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config.file_lock import FileLock
 FileLock("launch", "a launch of other-preset").acquire_or_raise()
 print("held", flush=True)
 sys.stdin.read()  # until the test closes our stdin

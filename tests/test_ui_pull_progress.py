@@ -27,9 +27,9 @@ pytestmark = pytest.mark.docker
 def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
         service_env, isolated_dirs, scope, docker_client, monkeypatch,
         through_service: bool) -> None:
+    from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
-    from sparkdeck.settings import Settings
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea
     from sparkdeck.ui.dashboard.presets import PresetTable

@@ -41,9 +41,9 @@ def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> th
 
 def test_a_window_launches_switches_and_stops_through_the_service(
         service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
-    from sparkdeck.settings import Settings
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea
     from sparkdeck.ui.dashboard.presets import PresetTable

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from sparkdeck.config.settings import Settings, UiSettings
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.runtime.state import EngineState
-from sparkdeck.settings import Settings, UiSettings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading

@@ -17,13 +17,13 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Button, Static
 
+from sparkdeck.config.settings import GuardSettings, Settings
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.switch import switch_progress
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerRuntimeError
 from sparkdeck.runtime.logs import LogFollower
-from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, engine_content

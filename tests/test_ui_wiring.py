@@ -15,9 +15,9 @@ import pytest
 from textual.message import Message
 from textual.widgets import Input
 
+from sparkdeck.config.settings import GuardSettings, Settings
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.settings import GuardSettings, Settings
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.chat.views import ReplyView
 from sparkdeck.ui.dashboard.presets import PresetTable

@@ -16,11 +16,11 @@ import pytest
 from textual.app import App
 from textual.widgets import ProgressBar, Static
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.recorder import FlightRecorder
 from sparkdeck.recorder.store import default_path
 from sparkdeck.service.hub import EventHub
 from sparkdeck.service.owner import EngineOwner
-from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.history.postmortem import PostMortemScreen
 from sparkdeck.ui.models.view import ModelsScreen
 from tests.conftest import base_fields, free_port, write_preset

@@ -16,13 +16,13 @@ import time
 import tomllib
 from pathlib import Path
 
-from sparkdeck import paths
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.chat.store import ConversationWriter
+from sparkdeck.config import paths
+from sparkdeck.config.file_lock import FileLock
+from sparkdeck.config.settings import load_settings, save_setting, settings_path
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
-from sparkdeck.file_lock import FileLock
 from sparkdeck.guard.records import save_launch_record
-from sparkdeck.settings import load_settings, save_setting, settings_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +69,7 @@ def test_parallel_attach_keeps_every_entry(tmp_path: Path) -> None:
 
 _SAVER = """
 import sys
-from sparkdeck.settings import save_setting
+from sparkdeck.config.settings import save_setting
 save_setting("ui", "theme", "spark-light")
 print("saving", flush=True)
 while True:
@@ -150,7 +150,7 @@ def test_a_saver_waits_for_the_lock_instead_of_losing_its_change() -> None:
     """A save while another process holds the settings lock lands once the lock is free."""
     holder = FileLock("settings", "test holder")
     holder.acquire()
-    saver = _spawn("from sparkdeck.settings import save_setting; "
+    saver = _spawn("from sparkdeck.config.settings import save_setting; "
                    "save_setting('ui', 'theme', 'spark-light'); print('saved')")
     time.sleep(1.0)
     assert saver.poll() is None, "the save did not wait for the lock"

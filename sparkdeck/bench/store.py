@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import paths
 from sparkdeck.bench.runner import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
 from sparkdeck.bench.target import LaunchFingerprint
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config import paths
+from sparkdeck.config.file_lock import FileLock
 
 SCHEMA_VERSION = 1
 # statements, run one by one inside the transaction that creates the file (BenchStore._migrate)

@@ -26,13 +26,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from sparkdeck.bench.runner import BenchRunner
+from sparkdeck.config.settings import load_settings
 from sparkdeck.endpoints import Endpoint, NoEngine, endpoint_for, normalise_url, resolve
 from sparkdeck.engines import get_kind
 from sparkdeck.guard.policy import STOP, Decision
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.watchdog import engine_watchdog
 from sparkdeck.runtime import current_engine
-from sparkdeck.settings import load_settings
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime

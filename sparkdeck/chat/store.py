@@ -3,7 +3,7 @@
 A reply is written while it streams (deltas are batched and each batch is flushed and
 fsynced at most FLUSH_EVERY_S after its first piece, by a timer when the stream stalls), so a
 crash or a power cut loses at most the batch in flight and leaves at most one cut line at the
-end, which loading skips. Each batch is appended whole or not at all (sparkdeck.paths), so a
+end, which loading skips. Each batch is appended whole or not at all (sparkdeck.config.paths), so a
 full disk leaves no torn line, and a new file appears only with its first line in it.
 Nothing is ever rewritten in place: reopening a conversation appends to the same file.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 
 FLUSH_EVERY_S = 0.25  # longest a streamed piece waits in memory before it is on disk
 FLUSH_BYTES = 8192

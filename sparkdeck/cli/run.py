@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import __version__, paths
+from sparkdeck import __version__
 from sparkdeck.cli import commands
 from sparkdeck.cli.args import endpoint_args
 from sparkdeck.cli.output import (
@@ -26,9 +26,11 @@ from sparkdeck.cli.output import (
     print_presets,
     print_status,
 )
+from sparkdeck.config import paths
+from sparkdeck.config.file_lock import LockBusy
+from sparkdeck.config.settings import SettingsError, load_settings
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for, resolve
 from sparkdeck.engines import KINDS
-from sparkdeck.file_lock import LockBusy
 from sparkdeck.guard import records
 from sparkdeck.guard.own_memory import settle_orphans
 from sparkdeck.host.gpu import gpu_presence
@@ -48,7 +50,6 @@ from sparkdeck.runtime.errors import (
     EngineExited,
 )
 from sparkdeck.service.errors import ServiceError
-from sparkdeck.settings import SettingsError, load_settings
 from sparkdeck.text_safety import clean
 
 CommandFailed = commands.CommandFailed

@@ -18,11 +18,11 @@ from typing import Any
 
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import StopPrinter, confirm
+from sparkdeck.endpoint.listener import endpoint_line
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, start_text
 from sparkdeck.service.client import (
     ServiceClient,
     ServiceError,
-    endpoint_line,
     ensure_running,
     other_dirs,
     running,

@@ -11,22 +11,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from sparkdeck.config.schema import Option
 from sparkdeck.guard.claims import MemoryClaim, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.runtime.spec import GeneratedFile, Mount
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:  # httpx and the metrics reader load with the first request, not the presets
     import threading
 
     import httpx
 
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.metrics.reader import MetricsTarget
     from sparkdeck.metrics.sampler import MetricsPlan
     from sparkdeck.models.sizing import MemoryPlan
     from sparkdeck.presets import Preset
     from sparkdeck.runtime.pull import PullProgress
-    from sparkdeck.settings import GuardSettings
 
 # Community-safe ceiling for a share of the unified pool on a Spark (SPARK.md: sparkrun uses
 # 0.8, vLLM recipes cap at 0.85-0.87); above 0.9 the host has too little left and can wedge.

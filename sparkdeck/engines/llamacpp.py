@@ -6,16 +6,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.config.schema import Option
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option, unsized_claim
 from sparkdeck.guard.claims import GIB, GgufUnreadable, MemoryClaim, read_gguf_shape, stated_claim
 from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     import httpx
 
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import Preset
-    from sparkdeck.settings import GuardSettings
 
 
 # llama-server's environment spellings of "no mmap": LLAMA_ARG_NO_MMAP for --no-mmap (older

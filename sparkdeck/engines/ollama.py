@@ -7,11 +7,11 @@ import math
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.config.schema import Option
 from sparkdeck.engines.base import EndpointProbe, EngineKind, stated_size_option
 from sparkdeck.metrics.exposition import Families, MalformedMetrics, Series
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.runtime.spec import Mount
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     import threading

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from sparkdeck.config.schema import Option
 from sparkdeck.engines.base import MAX_STATED_GIB, EndpointProbe, EngineKind
 from sparkdeck.metrics.mapping import MetricsMap, map_from_table, table_problems
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset

@@ -16,8 +16,8 @@ from sparkdeck.guard.claims import GIB, MemoryClaim, share_claim
 from sparkdeck.metrics.mapping import MetricsMap
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import Preset
-    from sparkdeck.settings import GuardSettings
 
 
 class SGLang(EngineKind):

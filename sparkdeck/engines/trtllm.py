@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.config.schema import Option
 from sparkdeck.engines.base import (
     SHARE_CEILING,
     EndpointProbe,
@@ -16,11 +17,10 @@ from sparkdeck.engines.base import (
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.metrics.mapping import MetricsMap
 from sparkdeck.runtime.spec import GeneratedFile
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import Preset
-    from sparkdeck.settings import GuardSettings
 
 OPTIONS_PATH = "/etc/sparkdeck/trtllm-options.yaml"
 

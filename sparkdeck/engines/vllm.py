@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.config.schema import Option
 from sparkdeck.engines.base import (
     SHARE_CEILING,
     EndpointProbe,
@@ -14,13 +15,12 @@ from sparkdeck.engines.base import (
 )
 from sparkdeck.guard.claims import MemoryClaim, share_claim
 from sparkdeck.metrics.mapping import MetricsMap
-from sparkdeck.schema import Option
 
 if TYPE_CHECKING:
     import httpx
 
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import Preset
-    from sparkdeck.settings import GuardSettings
 
 
 class VLLM(EngineKind):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config.file_lock import FileLock
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.records import Returning, Settled, settle_launch_records
 from sparkdeck.guard.switch import HostSample, returned_view

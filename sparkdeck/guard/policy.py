@@ -15,8 +15,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.readings import Reading, rates
-from sparkdeck.settings import GuardSettings
 
 OK, WARN, STOP = "ok", "warn", "stop"
 

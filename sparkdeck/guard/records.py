@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import Reading
 

@@ -24,9 +24,9 @@ from sparkdeck.guard.readings import Reading
 from sparkdeck.guard.stopper import StopAttempt
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
-    from sparkdeck.settings import GuardSettings
 
 WINDOW_S = 60.0  # readings kept, and written with every action
 RETRY_S = 0.5  # a pending stop is tried again at least this often

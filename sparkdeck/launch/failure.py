@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.text_safety import clean, excerpt
 
 # The engine's own last lines say why it failed ("error: invalid argument: ..."): the card

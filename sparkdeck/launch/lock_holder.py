@@ -1,7 +1,9 @@
-"""Who holds the launch lock, in words, for the refusal a second launch or stop gets.
+"""Who holds the launch lock, in words, for the refusal a second launch or stop gets; and
+the engine owner's two refusals (Busy, UnknownPreset), which the endpoint's switching
+names without importing the service.
 
 One launch or stop runs at a time across every sparkdeck process (CLI, TUI, service); the
-lock file (sparkdeck.file_lock) names its holder. This module turns that name into the
+lock file (sparkdeck.config.file_lock) names its holder. This module turns that name into the
 LockBusy a refused caller shows, reading again briefly while a fresh holder writes it.
 """
 
@@ -10,7 +12,15 @@ from __future__ import annotations
 import os
 import time
 
-from sparkdeck.file_lock import FileLock, LockBusy
+from sparkdeck.config.file_lock import FileLock, LockBusy
+
+
+class Busy(Exception):
+    """A launch or stop is in flight in the engine's owner: the message says which."""
+
+
+class UnknownPreset(Exception):
+    """No preset has that id."""
 
 
 def process_alive(pid: int) -> bool:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, can_flush
 from sparkdeck.launch.events import EventSink
 from sparkdeck.presets import Preset
-from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
     from sparkdeck.guard.fit import FitCheck

@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sparkdeck.config.file_lock import FileLock
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.engines import KINDS
-from sparkdeck.file_lock import FileLock
 from sparkdeck.guard import own_memory, records
 from sparkdeck.guard.fit import FitCheck, check_fit
 from sparkdeck.guard.policy import Decision
@@ -59,7 +60,6 @@ from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerRuntimeError, EngineExited, ReadinessTimeout
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import EngineState
-from sparkdeck.settings import GuardSettings
 
 LAUNCH_LOCK = "launch"  # one launch or stop at a time, across every sparkdeck process
 

@@ -327,7 +327,7 @@ def _record_ref(plan: PullPlan) -> None:
     """refs/<ref> holds the commit: the cache's own record of which snapshot a branch is
     (huggingface_hub writes it only for downloads by branch name; files fetched by commit,
     as here so that every file comes from one commit, leave none)."""
-    from sparkdeck.paths import atomic_write_text
+    from sparkdeck.config.paths import atomic_write_text
 
     if plan.ref is None:
         return

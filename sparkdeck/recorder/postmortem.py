@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.meminfo import gib
 from sparkdeck.host.throttle import persistent_kinds
 from sparkdeck.recorder.rows import RecordedSample
-from sparkdeck.settings import GuardSettings
 
 WINDOW_S = 600.0  # the post-mortem looks at the last ten minutes before the end
 

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparkdeck import paths
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config import paths
+from sparkdeck.config.file_lock import FileLock
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.recorder.postmortem import WINDOW_S, PostMortem, judge
 from sparkdeck.recorder.rows import COLUMNS, RecordedSample, column_sql, from_row
-from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySnapshot
 
 if TYPE_CHECKING:
-    from sparkdeck.settings import RecorderSettings
+    from sparkdeck.config.settings import RecorderSettings
 
 SCHEMA_VERSION = 1
 # Rows kept in memory while the disk refuses them (full, gone read-only): the newest ten

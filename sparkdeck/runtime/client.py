@@ -19,7 +19,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.runtime.create import create_kwargs
 from sparkdeck.runtime.errors import (
     DOCKER_TIMEOUT_S,

@@ -14,7 +14,7 @@ from typing import Any
 
 import docker.types
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import container_labels
 

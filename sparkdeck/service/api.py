@@ -33,11 +33,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sparkdeck.file_lock import LockBusy
+from sparkdeck.config.file_lock import LockBusy
+from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.service.hub import EventHub
 from sparkdeck.service.liveness import heartbeat_body
 from sparkdeck.service.location import API_VERSION
-from sparkdeck.service.owner import Busy, EngineOwner, UnknownPreset
+from sparkdeck.service.owner import EngineOwner
 
 VERSION_HEADER = "X-Sparkdeck-Api"
 # a keep-alive comment on the event stream every second: a front end that reads nothing for

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.service import location
 from sparkdeck.service.errors import ServiceError, ServiceVersionMismatch
 from sparkdeck.service.location import API_VERSION
@@ -231,13 +231,19 @@ def other_dirs(status: dict[str, Any]) -> str | None:
             "again to start one with these")
 
 
-def endpoint_line(endpoint: dict[str, Any] | None) -> str | None:
-    """The OpenAI endpoint's own state as the service reports it, in one line (None from a
-    service too old to say)."""
-    if not endpoint:
-        return None
-    if endpoint.get("on"):
-        return f"the OpenAI endpoint is on: {endpoint.get('url')}"
-    where = f" on {endpoint['address']}" if endpoint.get("address") else ""
-    fix = f" ({endpoint['fix']})" if endpoint.get("fix") else ""
-    return f"the OpenAI endpoint is off: {endpoint.get('error')}{where}{fix}"
+def service_state() -> tuple[int | None, str | None, dict[str, Any] | None]:
+    """(pid of the service answering on this user's socket, or None; a problem, if any;
+    its endpoint's own state, as the service reports it)."""
+    try:
+        client = running()
+    except ServiceError as exc:  # ServiceVersionMismatch: it runs, but speaks another API
+        return None, str(exc), None
+    if client is None:
+        return None, None, None
+    try:
+        status = client.status()
+        return int(status.get("pid", 0)) or None, None, status.get("endpoint")
+    except (ServiceError, ValueError, TypeError) as exc:
+        return None, str(exc), None
+    finally:
+        client.close()

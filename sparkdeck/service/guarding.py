@@ -25,10 +25,10 @@ from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
 from sparkdeck.service.hub import EventHub
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.runtime.watch import EngineEvents
-    from sparkdeck.settings import GuardSettings
 
 # Docker's event stream wakes the loop when a container of sparkdeck's changes; it also asks
 # Docker every SAFETY_POLL_S in case an event was missed, and every FOLLOW_S while it has no
@@ -245,7 +245,7 @@ def _launching_elsewhere() -> bool:
     note left by a killed holder names a dead process and counts for nothing."""
     import os
 
-    from sparkdeck.file_lock import FileLock
+    from sparkdeck.config.file_lock import FileLock
     from sparkdeck.launch.sequence import LAUNCH_LOCK
 
     holder = FileLock(LAUNCH_LOCK).holder()

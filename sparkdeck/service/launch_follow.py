@@ -111,7 +111,7 @@ def _cancel(client: ServiceClient, launch_id: int, on_event: OnEvent) -> dict[st
 
 def lost_line(preset: str, mid_launch: bool, exc: Exception) -> str:
     """What happened, what runs now (as Docker says, not as planned), what to do."""
-    from sparkdeck.file_lock import FileLock
+    from sparkdeck.config.file_lock import FileLock
     from sparkdeck.service.server import SERVICE_LOCK
 
     # who held the service lock last, as it wrote itself down (a kill -9 leaves that);

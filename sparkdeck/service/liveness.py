@@ -81,7 +81,7 @@ def process_state(pid: int) -> str | None:
 def lock_holder() -> int | None:
     """The process that holds the service lock, if one does. Never by taking the lock: a
     probe every second while a service starts would make that start fail."""
-    from sparkdeck.file_lock import FileLock
+    from sparkdeck.config.file_lock import FileLock
 
     return FileLock("service").held_by()
 

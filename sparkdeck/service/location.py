@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 
 API_VERSION = 1
 # A Unix socket path must fit in sockaddr_un (108 bytes with its NUL on Linux).

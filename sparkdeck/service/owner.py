@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck import paths
+from sparkdeck.config import paths
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
     ContainerStarted,
@@ -31,25 +32,17 @@ from sparkdeck.launch.events import (
     PullStarted,
     SwitchWaited,
 )
+from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.hub import EventHub
-from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
-
-
-class Busy(Exception):
-    """A launch or stop is in flight in the service: the message says which."""
-
-
-class UnknownPreset(Exception):
-    pass
 
 
 class _LineSink(io.TextIOBase):

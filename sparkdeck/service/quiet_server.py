@@ -7,6 +7,9 @@ loop wakes ten times a second to look for a signal to exit and to refresh its Da
 Here it wakes once a second while a connection is open and not at all while none is: a new
 connection refreshes the Date header itself and starts the ticking, and an exit request
 (a signal, or `request_exit` from the loop) wakes the loop at once.
+
+EndpointListener is the OpenAI endpoint's own such server, which the service runs beside
+its API (the endpoint package is the app; serving it is the service's).
 """
 
 from __future__ import annotations
@@ -18,9 +21,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.listener import open_listener
+
+if TYPE_CHECKING:
+    from sparkdeck.service.guarding import GuardFollower
+    from sparkdeck.service.owner import EngineOwner
 
 TICK_S = 1.0  # housekeeping while connections are open (uvicorn counts tenths)
 
@@ -95,3 +105,30 @@ class QuietServer(uvicorn.Server):
         finally:
             for sig, handler in before.items():
                 signal.signal(sig, handler)
+
+
+class EndpointListener:
+    """The endpoint's own uvicorn server on its TCP socket, served beside the service's API
+    in the same loop. It takes no signals: the API's server does, and stops this one."""
+
+    def __init__(self, settings: EndpointSettings, follower: GuardFollower,
+                 owner: EngineOwner | None = None) -> None:
+        from sparkdeck.endpoint.app import build_endpoint
+
+        self.sock = open_listener(settings)
+        self.address = self.sock.getsockname()[:2]
+        app, self._close = build_endpoint(follower, settings, owner=owner)
+        self._server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off",
+                                                  access_log=False), takes_signals=False)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._server.serve(sockets=[self.sock]),
+                                         name="openai endpoint")
+
+    async def stop(self) -> None:
+        self._server.request_exit()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._close()
+        self.sock.close()

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from sparkdeck.service.hub import EventHub
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import Settings
     from sparkdeck.recorder.store import FlightRecorder
     from sparkdeck.service.engine_metrics import EngineMetricsLoop
     from sparkdeck.service.owner import EngineOwner
-    from sparkdeck.settings import Settings
     from sparkdeck.telemetry.sampler import TelemetrySnapshot
 
 

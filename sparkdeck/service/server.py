@@ -1,6 +1,6 @@
 """`sparkdeck service run`: the service process itself.
 
-One per user: the process holds the `service` lock (sparkdeck.file_lock: flock, dropped by
+One per user: the process holds the `service` lock (sparkdeck.config.file_lock: flock, dropped by
 the kernel however the process ends, so a kill -9 leaves no stale lock) for its whole life.
 The socket is made here, not by uvicorn (which makes its Unix sockets 0666): bound under a
 0177 umask in a 0700 folder and checked 0600 before the first request. A socket file left by
@@ -26,11 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.file_lock import FileLock
+from sparkdeck.config.file_lock import FileLock
+from sparkdeck.config.settings import Settings, SettingsError, load_settings
 from sparkdeck.service import location
 from sparkdeck.service.liveness import protect_from_oom
 from sparkdeck.service.start_report import StartFailed, StartReport
-from sparkdeck.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from sparkdeck.service.engine_metrics import EngineMetricsLoop
@@ -204,7 +204,7 @@ def _start_up() -> tuple[Settings, FileLock, Path, socket.socket]:
     except BaseException:
         lock.release()
         raise
-    from sparkdeck.service.endpoint import EndpointRefused, check_exposure
+    from sparkdeck.endpoint.listener import EndpointRefused, check_exposure
 
     try:
         check_exposure(settings.endpoint)
@@ -266,13 +266,13 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
 
     import uvicorn
 
+    from sparkdeck.endpoint.listener import listen_address
     from sparkdeck.runtime import connect
     from sparkdeck.service.api import build_app
-    from sparkdeck.service.endpoint import EndpointListener, listen_address
     from sparkdeck.service.engine_metrics import EngineMetricsLoop
     from sparkdeck.service.hub import EventHub
     from sparkdeck.service.owner import EngineOwner
-    from sparkdeck.service.quiet_server import QuietServer
+    from sparkdeck.service.quiet_server import EndpointListener, QuietServer
     from sparkdeck.service.recording import ServiceRecording
 
     hub = EventHub()

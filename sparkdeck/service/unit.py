@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkdeck.paths import atomic_write_text
+from sparkdeck.config.paths import atomic_write_text
 from sparkdeck.service import location
 
 UNIT_NAME = "sparkdeck.service"

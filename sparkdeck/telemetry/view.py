@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.meminfo import MemorySnapshot, gib
 from sparkdeck.host.throttle import throttle_verdict
-from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # types only: the TUI's glance strip uses this module before its first
     # frame, and the sampler with every host reader loads after it (ui.after_first_frame)

@@ -19,8 +19,8 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, get_current_worker
 
 from sparkdeck.catalog import PresetCatalog
+from sparkdeck.config.settings import Settings
 from sparkdeck.runtime import connect
-from sparkdeck.settings import Settings
 from sparkdeck.ui import gc_tuning, layout_classes
 from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
 from sparkdeck.ui.dashboard.engine_card import DockerFailure

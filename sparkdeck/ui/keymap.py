@@ -2,7 +2,7 @@
 
 Every binding in the UI carries an id in one style: kebab-case, prefixed with the pane or
 dialog it works in when it is not the dashboard's (`launch`, `tab-chat`, `chat-cancel`,
-`fit-cancel`). settings.toml's `[keys]` maps ids to keys (checked by sparkdeck.settings,
+`fit-cancel`). settings.toml's `[keys]` maps ids to keys (checked by sparkdeck.config.settings,
 which names a bad id or key with its file); Textual's keymap then replaces the key of every
 binding with that id, in the dashboard, its panes and its dialogs alike.
 """

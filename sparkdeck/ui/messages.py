@@ -22,8 +22,8 @@ from sparkdeck.ui.readers import (
 )
 
 if TYPE_CHECKING:  # the preset files' reader loads with the first catalog read
+    from sparkdeck.config.settings import GuardSettings
     from sparkdeck.presets import PresetCatalog
-    from sparkdeck.settings import GuardSettings
 
 
 @dataclass

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.runtime.errors import DockerUnavailable
-from sparkdeck.settings import GuardSettings
 
 if TYPE_CHECKING:  # the docker SDK and the preset files' reader load after the first frame
     from sparkdeck.catalog import PresetCatalog

@@ -7,8 +7,8 @@ build the app with their own readers and never go through here.
 
 from __future__ import annotations
 
+from sparkdeck.config.settings import settings_or_defaults
 from sparkdeck.runtime import connect
-from sparkdeck.settings import settings_or_defaults
 from sparkdeck.ui import gc_tuning, quiet_driver
 from sparkdeck.ui.app import CatalogLoader, RuntimeFactory, SparkdeckApp
 from sparkdeck.ui.messages import read_presets

@@ -13,9 +13,9 @@ from typing import Any
 from textual.app import App
 from textual.theme import Theme
 
-from sparkdeck import paths
-from sparkdeck.schema import FileProblem, Option, check_table
-from sparkdeck.toml_files import TomlFileError, read_toml
+from sparkdeck.config import paths
+from sparkdeck.config.schema import FileProblem, Option, check_table
+from sparkdeck.config.toml_files import TomlFileError, read_toml
 
 _COLOUR = re.compile(r"^#[0-9A-Fa-f]{6}$")
 _COLOURS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
@@ -102,7 +102,7 @@ def next_theme(names: list[str], current: str) -> str:
 def keep_theme_saved(app: App[Any], saved: str) -> None:
     """Write each theme the user picks to settings.toml [ui] theme, in a thread worker
     (a newer pick replaces a pending write; the theme already saved is not written again)."""
-    from sparkdeck.settings import save_setting
+    from sparkdeck.config.settings import save_setting
 
     last = [saved]
 

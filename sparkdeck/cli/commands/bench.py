@@ -27,7 +27,7 @@ from sparkdeck.bench.store import BenchStore, BenchStoreError, StoredRun
 from sparkdeck.bench.target import NoBenchTarget
 from sparkdeck.cli.args import endpoint_args
 from sparkdeck.cli.commands import CommandFailed
-from sparkdeck.paths import atomic_write_text
+from sparkdeck.config.paths import atomic_write_text
 
 
 def _levels(text: str) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from sparkdeck.chat.store import (
     load,
 )
 from sparkdeck.cli.commands import CommandFailed
-from sparkdeck.paths import atomic_write_text
+from sparkdeck.config.paths import atomic_write_text
 
 
 def register(subparsers: Any) -> None:

@@ -3,7 +3,7 @@
 Prints the base URL, whether the service and its endpoint answer, the model names the
 endpoint lists, whether a key is needed (naming the environment variable, never the key),
 and snippets to paste: curl, the `openai` Python client, Open WebUI's connection fields, and
-an `ssh -L` line for a laptop. The text is sparkdeck.service.connect_info's, which the TUI's
+an `ssh -L` line for a laptop. The text is sparkdeck.endpoint.connect_info's, which the TUI's
 connect screen shows too.
 """
 
@@ -23,13 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparkdeck.service.connect_info import as_text, read_connect_info
-    from sparkdeck.settings import SettingsError, load_settings
+    from sparkdeck.config.settings import SettingsError, load_settings
+    from sparkdeck.endpoint.connect_info import as_text, read_connect_info
+    from sparkdeck.service.client import service_state
 
     try:
         settings = load_settings().endpoint
     except SettingsError as exc:
         raise CommandFailed(str(exc)) from exc
-    info = read_connect_info(settings)
+    info = read_connect_info(settings, service_state=service_state)
     print(json.dumps(info.to_json()) if args.json else as_text(info))
     return 0

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.config.settings import load_settings
 from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
@@ -25,7 +26,6 @@ from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
 from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.errors import NotManaged
-from sparkdeck.settings import load_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable

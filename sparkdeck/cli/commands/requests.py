@@ -1,6 +1,6 @@
 """`sparkdeck requests [--json] [--since 10m]`: what went through the OpenAI endpoint.
 
-Reads the service's request log (sparkdeck.service.request_log) from the data dir: one line
+Reads the service's request log (sparkdeck.endpoint.request_log) from the data dir: one line
 per request with its model, status, tokens, TTFT and decode speed. No prompt or reply text
 is ever in it.
 """
@@ -38,7 +38,7 @@ def _cell(value: object, spec: str = "") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparkdeck.service.request_log import RequestLog
+    from sparkdeck.endpoint.request_log import RequestLog
 
     log = RequestLog()
     try:

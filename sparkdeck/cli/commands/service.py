@@ -64,7 +64,8 @@ def _print_service_notes(status: dict, warnings_only: bool = False) -> None:
     `warnings_only`: only what is wrong, on stderr (`start` keeps stdout to its one line)."""
     import sys
 
-    from sparkdeck.service.client import endpoint_line, other_dirs
+    from sparkdeck.endpoint.listener import endpoint_line
+    from sparkdeck.service.client import other_dirs
 
     endpoint = status.get("endpoint") or {}
     line = endpoint_line(endpoint)

@@ -32,10 +32,10 @@ from textual.widgets import Collapsible, Label, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
-from sparkdeck import paths
 from sparkdeck.chat.export import export_markdown, figures_caption
 from sparkdeck.chat.session import ReplyOutcome
 from sparkdeck.chat.store import ConversationSummary, Turn, load
+from sparkdeck.config import paths
 from sparkdeck.text_safety import clean
 from sparkdeck.ui.worker_failures import report_worker_failure
 

@@ -30,6 +30,7 @@ from textual.reactive import var
 from textual.worker import Worker
 
 from sparkdeck.catalog import PresetCatalog
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.launch.failure import (
     CARD_LOG_LINES,
     clear_failure,
@@ -40,7 +41,6 @@ from sparkdeck.launch.failure import (
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.errors import ServiceError
-from sparkdeck.settings import GuardSettings
 from sparkdeck.ui.dashboard.engine_card import (
     DockerFailure,
     EngineCard,

@@ -20,7 +20,7 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
-from sparkdeck.settings import GuardSettings
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 
-from sparkdeck.service.request_log import RequestLog
+from sparkdeck.endpoint.request_log import RequestLog
 from sparkdeck.text_safety import clean
 from sparkdeck.ui.tables import fill_table
 from sparkdeck.ui.worker_failures import report_worker_failure

@@ -1,7 +1,7 @@
 """The connect screen: how to point a client at the service's OpenAI endpoint (a tab), and
 the requests it forwarded (another tab).
 
-The text is sparkdeck.service.connect_info's, the same `sparkdeck endpoint` prints; it is
+The text is sparkdeck.endpoint.connect_info's, the same `sparkdeck endpoint` prints; it is
 read in a thread worker (the service's socket, the endpoint's /v1/models, the preset files)
 on opening and on F5. Each snippet is a read-only TextArea: Tab moves between them, `c`
 copies the focused one (the base URL when none is focused) through the terminal's clipboard
@@ -26,7 +26,8 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker
 
 from sparkdeck.catalog import PresetCatalog
-from sparkdeck.service.connect_info import (
+from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.connect_info import (
     ConnectInfo,
     key_line,
     model_lines,
@@ -34,7 +35,7 @@ from sparkdeck.service.connect_info import (
     read_connect_info,
     service_line,
 )
-from sparkdeck.settings import EndpointSettings
+from sparkdeck.presets import load_catalog
 from sparkdeck.text_safety import clean
 from sparkdeck.ui.endpoint.requests import RequestsPane
 from sparkdeck.ui.worker_failures import report_worker_failure
@@ -107,10 +108,10 @@ class ConnectScreen(Screen[None]):
           description="ask the service, the endpoint's /v1/models and the presets",
           exit_on_error=False)
     def read_info(self) -> None:
-        if self._catalog_loader is None:
-            info = read_connect_info(self._settings)
-        else:
-            info = read_connect_info(self._settings, self._catalog_loader)
+        from sparkdeck.service.client import service_state
+
+        info = read_connect_info(self._settings, self._catalog_loader or load_catalog,
+                                 service_state=service_state)
         self.post_message(self.InfoRead(info))
 
     async def on_connect_screen_info_read(self, message: InfoRead) -> None:

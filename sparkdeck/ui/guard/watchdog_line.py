@@ -21,7 +21,7 @@ from textual.reactive import var
 from textual.widgets import Static
 from textual.worker import Worker
 
-from sparkdeck.settings import GuardSettings
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.worker_failures import report_worker_failure

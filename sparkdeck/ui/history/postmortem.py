@@ -3,7 +3,7 @@ cut, a kill -9), the TUI shows the recorder's post-mortem in a dialog, with a ke
 history view at the end of that run.
 
 "Once" is remembered in the data dir: a small file holding the key of the last post-mortem
-dismissed, written atomically (sparkdeck.paths.atomic_write_text) so a crash mid-write can
+dismissed, written atomically (sparkdeck.config.paths.atomic_write_text) so a crash mid-write can
 neither lose it nor leave half of it. The key is the post-mortem's file and the start of the
 session it judges: the recorder writes one post-mortem per unclean session.
 """
@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 from sparkdeck.recorder.postmortem import PostMortem
 from sparkdeck.recorder.query import last_postmortem
 from sparkdeck.recorder.store import RecorderError

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 
-from sparkdeck.settings import GuardSettings
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySnapshot
 from sparkdeck.telemetry.view import memory_bars, pressure_rows
 from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content

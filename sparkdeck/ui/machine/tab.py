@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 
-from sparkdeck.settings import GuardSettings
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
 from sparkdeck.ui.machine.gpu import GpuPanel

@@ -20,8 +20,8 @@ from textual.content import Content
 from textual.reactive import var
 from textual.widgets import Static
 
+from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.throttle import throttle_verdict
-from sparkdeck.settings import GuardSettings
 from sparkdeck.telemetry.view import NA, spark_text
 from sparkdeck.ui.machine.live import LEVEL_STYLE
 

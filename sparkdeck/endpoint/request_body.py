@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope
 
-from sparkdeck.service.endpoint_refusals import openai_error
+from sparkdeck.endpoint.refusals import openai_error
 
 MAX_REQUEST = 64 * 2**20  # one body
 HELD_AT_ONCE = 64 * 2**20  # every body held at once, together

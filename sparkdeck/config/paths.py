@@ -19,7 +19,7 @@ from typing import Any
 import platformdirs
 
 APP_NAME = "sparkdeck"
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # sparkdeck/, this file being config/paths.py
 
 
 def config_dir() -> Path:

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sparkdeck.service.request_log import RequestLog, RequestRecord
+from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 
 KEY_MISSING = ("this endpoint needs its API key: send `Authorization: Bearer <key>` (the key "
                "is in the service's environment; `sparkdeck endpoint` names the variable)")

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import paths
-from sparkdeck.paths import append_whole, open_for_append
+from sparkdeck.config import paths
+from sparkdeck.config.paths import append_whole, open_for_append
 
 LOG_NAME = "requests.jsonl"
 MAX_BYTES = 4 * 2**20  # ~15k requests a file; two files kept
@@ -72,7 +72,7 @@ class RequestLog:
                     size = 0
                 if size and size + len(line) > self.max_bytes:
                     os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                # one write() of the whole line, cut back if short (sparkdeck.paths):
+                # one write() of the whole line, cut back if short (sparkdeck.config.paths):
                 # a reader never sees half a record, and none swallows the next
                 fd = open_for_append(self.path)
                 try:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sparkdeck import paths
-from sparkdeck.schema import FileProblem, Option, check_table
-from sparkdeck.toml_files import TomlFileError, read_toml
+from sparkdeck.config import paths
+from sparkdeck.config.schema import FileProblem, Option, check_table
+from sparkdeck.config.toml_files import TomlFileError, read_toml
 
 SETTINGS_FILE = "settings.toml"
 
@@ -273,7 +273,7 @@ def save_setting(section: str, key: str, value: Any, path: Path | None = None) -
     """
     import tomlkit  # here: only a save needs it, not every start-up read
 
-    from sparkdeck.file_lock import FileLock
+    from sparkdeck.config.file_lock import FileLock
 
     path = path or settings_path()
     with FileLock("settings", "save settings.toml").acquire_or_raise(timeout=30.0):

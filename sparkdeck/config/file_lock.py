@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from sparkdeck import paths
+from sparkdeck.config import paths
 
 
 class LockBusy(Exception):

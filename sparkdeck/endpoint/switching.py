@@ -36,13 +36,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Send
 
-from sparkdeck.service.endpoint_refusals import openai_error
-from sparkdeck.settings import EndpointSettings
+from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.refusals import openai_error
 
 if TYPE_CHECKING:
-    from sparkdeck.service.endpoint import Upstream, UpstreamFinder
+    from sparkdeck.endpoint.upstream import Upstream, UpstreamFinder
+    from sparkdeck.endpoint.upstream_http import UpstreamAnswer
     from sparkdeck.service.owner import EngineOwner
-    from sparkdeck.service.upstream_http import UpstreamAnswer
 
 FIND_AFTER_S = 20.0  # longest wait for the endpoint to see the engine a launch made ready
 NO_RETRY = {"x-should-retry": "false"}
@@ -186,7 +186,7 @@ class SwitchGate:
             self.last_switch_s = time.monotonic() - switch.started
 
     async def _switch_to(self, switch: _Switch) -> tuple[Upstream | None, JSONResponse | None]:
-        from sparkdeck.service.owner import Busy, UnknownPreset
+        from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 
         owner, preset_id = self._owner, switch.preset_id
         assert owner is not None

@@ -14,9 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.listener import api_key, endpoint_line, is_loopback, listen_address
 from sparkdeck.presets import PresetCatalog, load_catalog
-from sparkdeck.service.endpoint import api_key, is_loopback, listen_address
-from sparkdeck.settings import EndpointSettings
+
+# (the service's pid or None, a problem or None, the endpoint's state as the service reports it)
+ServiceState = Callable[[], tuple[int | None, str | None, dict[str, Any] | None]]
 
 ASK_TIMEOUT_S = 5.0
 NO_MODEL = "MODEL"  # what a snippet says when no model name is known
@@ -123,38 +126,18 @@ def preset_models(catalog: PresetCatalog) -> tuple[ListedModel, ...]:
     return tuple(seen.values())
 
 
-def service_state() -> tuple[int | None, str | None, dict[str, Any] | None]:
-    """(pid of the service answering on this user's socket, or None; a problem, if any;
-    its endpoint's own state, as the service reports it)."""
-    from sparkdeck.service.client import ServiceError, running
-
-    try:
-        client = running()
-    except ServiceError as exc:  # ServiceVersionMismatch: it runs, but speaks another API
-        return None, str(exc), None
-    if client is None:
-        return None, None, None
-    try:
-        status = client.status()
-        return int(status.get("pid", 0)) or None, None, status.get("endpoint")
-    except (ServiceError, ValueError, TypeError) as exc:
-        return None, str(exc), None
-    finally:
-        client.close()
-
-
 def read_connect_info(settings: EndpointSettings,
                       catalog_loader: Callable[[], PresetCatalog] = load_catalog,
-                      ask_service: bool = True) -> ConnectInfo:
-    """Everything the connect screen and `sparkdeck endpoint` show (blocking: a worker's)."""
+                      service_state: ServiceState | None = None) -> ConnectInfo:
+    """Everything the connect screen and `sparkdeck endpoint` show (blocking: a worker's).
+    `service_state` asks the service (the front end's, sparkdeck.service.client.service_state):
+    its pid, a problem, and the endpoint's own state as the service reports it."""
     host, port, base = base_url(settings)
     key = api_key(settings)
-    pid, service_problem, endpoint = service_state() if ask_service else (None, None, None)
+    pid, service_problem, endpoint = service_state() if service_state else (None, None, None)
     endpoint_off = endpoint is not None and not endpoint.get("on", True)
     models: tuple[ListedModel, ...]
     if endpoint_off:  # whatever answers on the port is another program: not asked
-        from sparkdeck.service.client import endpoint_line
-
         models, problem = (), endpoint_line(endpoint)
     else:
         models, problem = ask_models(base, key)
