@@ -118,8 +118,11 @@ class EndpointListener:
         self.sock = open_listener(settings)
         self.address = self.sock.getsockname()[:2]
         app, self._close = build_endpoint(follower, settings, owner=owner)
+        # log_config None: uvicorn's records go to the service's log (service_log), not to
+        # handlers of its own
         self._server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                                  access_log=False), takes_signals=False)
+                                                  access_log=False, log_config=None),
+                                   takes_signals=False)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:

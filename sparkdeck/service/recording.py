@@ -9,7 +9,7 @@ else: the guard runs on, and the reason is published and printed.
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import TYPE_CHECKING
 
 from sparkdeck.service.hub import EventHub
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from sparkdeck.service.owner import EngineOwner
     from sparkdeck.telemetry.sampler import TelemetrySnapshot
 
+
+log = logging.getLogger("sparkdeck.service")
 
 class ServiceRecording:
     def __init__(self, recorder: FlightRecorder, owner: EngineOwner,
@@ -39,13 +41,13 @@ class ServiceRecording:
             recorder, postmortem = FlightRecorder.open(
                 limits=RecorderLimits.from_settings(settings.recorder), guard=settings.guard)
         except (RecorderError, OSError) as exc:
-            print(f"sparkdeck: the flight recorder is off: {exc}", file=sys.stderr, flush=True)
+            log.warning("the flight recorder is off: %s", exc)
             hub.publish("note", text=f"the flight recorder is off: {exc}")
             return None
         if postmortem is not None:
             owner.postmortem = postmortem.to_dict()
             hub.publish("postmortem", **owner.postmortem)
-            print(postmortem.text(), flush=True)
+            log.warning("%s", postmortem.text())
         return cls(recorder, owner, metrics)
 
     def __call__(self, sample: TelemetrySnapshot) -> None:

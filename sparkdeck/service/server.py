@@ -16,10 +16,10 @@ the log, so that command says it at once.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkdeck.config.file_lock import FileLock
 from sparkdeck.config.settings import Settings, SettingsError, load_settings
-from sparkdeck.service import location
+from sparkdeck.service import location, service_log
 from sparkdeck.service.liveness import protect_from_oom
 from sparkdeck.service.start_report import StartFailed, StartReport
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 SERVICE_LOCK = "service"
 TELEMETRY_PERIOD_S = 1.0
 SOCKET_RACE_S = 0.5  # how long a service that just took the lock may take to bind its socket
+
+log = logging.getLogger("sparkdeck.service")
 
 
 def bind_private_socket(path: Path) -> socket.socket:
@@ -125,13 +127,13 @@ def _open_endpoint(make: Callable[[], Any], owner: EngineOwner) -> Any:
                           "fix": "another program holds the port? set [endpoint] port in "
                                  "settings.toml or stop that program, then restart the "
                                  "service: `sparkdeck service stop`, `sparkdeck service start`"}
-        print(f"sparkdeck: the OpenAI endpoint is off: {why} on {owner.endpoint['address']} "
-              f"({owner.endpoint['fix']})", file=sys.stderr, flush=True)
+        log.warning("the OpenAI endpoint is off: %s on %s (%s)", why,
+                    owner.endpoint["address"], owner.endpoint["fix"])
         return None
     host, port = listener.address
     owner.endpoint = {"on": True, "address": _address(host, port),
                       "url": f"http://{_address(host, port)}/v1"}
-    print(f"OpenAI endpoint on http://{host}:{port}/v1", flush=True)
+    log.info("OpenAI endpoint on http://%s:%s/v1", host, port)
     return listener
 
 
@@ -244,19 +246,20 @@ def serve() -> int:
     """Run the service in this process until SIGTERM/SIGINT; 1 if one already runs, 2 if
     something else keeps it from starting (the line on stderr and to the starter says what)."""
     report = StartReport.from_env()
+    _log_to(location.log_path())
     try:
         settings, lock, path, sock = _start_up()
     except StartFailed as exc:
-        print(f"sparkdeck: {exc}" if exc.kind != "failed"
-              else f"sparkdeck: the service will not start: {exc}", file=sys.stderr, flush=True)
+        log.error("%s", exc if exc.kind != "failed" else f"the service will not start: {exc}")
         report.failed(exc)
         return exc.code
     try:
         return _run(settings, path, sock, report)
-    except BaseException as exc:  # a bug: the log has the traceback, the starter a line
+    except Exception as exc:  # a bug: the log has the traceback, the starter a line
+        log.critical("the service failed", exc_info=True)
         report.failed(StartFailed(f"{type(exc).__name__}: {exc} (a bug: the traceback is in "
                                   f"{location.log_path()})"))
-        raise
+        return 70  # EX_SOFTWARE
     finally:
         lock.release()
 
@@ -287,10 +290,9 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
     owner.start()
     telemetry.start()
     config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
-                            access_log=False)
+                            access_log=False, log_config=None)  # records: service_log's
     server = QuietServer(config)
-    print(f"sparkdeck service {os.getpid()} listening on {path}; {protect_from_oom()}",
-          flush=True)
+    log.info("sparkdeck service %d listening on %s; %s", os.getpid(), path, protect_from_oom())
     try:
         asyncio.run(_serve(server, sock, metrics, owner, report, lambda: EndpointListener(
                 settings.endpoint, owner.follower, owner)))
@@ -304,5 +306,16 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
             path.unlink()
         except FileNotFoundError:
             pass
-    print("sparkdeck service stopped (the engine, if any, keeps running)", flush=True)
+    log.info("sparkdeck service stopped (the engine, if any, keeps running)")
     return 0
+
+
+def _log_to(path: Path) -> None:
+    """The rotating log (service_log); where the data dir cannot hold it (unwritable, full),
+    stderr only, and the first record says why."""
+    try:
+        service_log.setup(path)
+    except OSError as exc:
+        logging.basicConfig(level=logging.INFO, format=service_log.FORMAT,
+                            datefmt=service_log.DATE_FORMAT)
+        log.warning("no log file %s (%s): logging to stderr only", path, exc)
