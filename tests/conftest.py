@@ -52,17 +52,30 @@ _VLLM_FIXTURES = frozenset({"vllm_server", "tiny_hf_model", "vllm_python"})
 VLLM_TEST_TIMEOUT = 600
 
 
+# the fixtures that need each real part: a test using one (directly or through another
+# fixture) must carry the part's marker, so `-m "not docker"` and the like select truly
+_NEEDS = {
+    "vllm": _VLLM_FIXTURES,
+    "docker": frozenset({"docker_client", "runtime", "llama_image", "busybox_image"}),
+    "llama": frozenset({"llama_image", "llama_server_binary"}),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that starts or uses vLLM must carry the `vllm` marker, so -m "not vllm" works."""
-    using = [item for item in items if _VLLM_FIXTURES & set(getattr(item, "fixturenames", ()))]
-    unmarked = [item.nodeid for item in using if item.get_closest_marker("vllm") is None]
-    for item in using:
-        if item.get_closest_marker("timeout") is None:
+    """A test that uses a real part's fixtures must carry that part's marker (a usage error
+    names the ones that do not); vLLM's tests get the longer timeout its start needs."""
+    unmarked: list[str] = []
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in _NEEDS.items():
+            if fixtures & used and item.get_closest_marker(marker) is None:
+                unmarked.append(f"{item.nodeid} ({marker})")
+        if _VLLM_FIXTURES & used and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT))
     if unmarked:
-        raise pytest.UsageError("these tests use the vLLM fixtures but lack "
-                                "`pytest.mark.vllm` (add `pytestmark = pytest.mark.vllm`): "
-                                + ", ".join(unmarked))
+        raise pytest.UsageError("these tests use a real part's fixtures but lack its marker "
+                                "(add e.g. `pytestmark = [pytest.mark.docker, "
+                                "pytest.mark.llama]`): " + ", ".join(unmarked))
 
 
 def unavailable(reason: str) -> None:

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import free_port
 from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
 
-pytestmark = [pytest.mark.vllm]
+pytestmark = [pytest.mark.vllm, pytest.mark.docker]
 
 
 def generated(base_url: str) -> float:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import docker
+import pytest
 
 IDLE_APP = """
 import asyncio, json, sys
@@ -56,6 +57,8 @@ async def main():
 asyncio.run(main())
 """
 
+
+pytestmark = pytest.mark.docker
 
 def test_idle_tui_without_an_engine_loads_no_http_client(
         docker_client: docker.DockerClient, scope: str, tmp_path: Path) -> None:
