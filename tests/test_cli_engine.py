@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,14 +17,10 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
+from tests.support.cli import run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 SECRET = "hf_sparkdeck_test_secret_do_not_show"
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +18,7 @@ from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
+from tests.support.cli import run_cli as shared_run_cli
 from tests.test_ui_app import engine_text, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
@@ -28,8 +28,7 @@ SHOWN = "invalid argument: --no-such-flag\u241b[2J"
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=180, stdin=subprocess.DEVNULL)
+    return shared_run_cli(*args, env=env, timeout=180)  # a failing launch's own wait first
 
 
 @pytest.fixture

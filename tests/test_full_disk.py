@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import unavailable
+from tests.support.cli import run_cli
 
 
 def fill(directory: Path) -> Path:
@@ -51,13 +51,6 @@ def small_data_dir(isolated_dirs) -> Iterator[Path]:
     finally:
         if subprocess.run(["umount", str(data)], check=False).returncode != 0:
             subprocess.run(["umount", "-l", str(data)], check=False)  # a process kept it busy
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env or os.environ.copy(), timeout=timeout,
-                          stdin=subprocess.DEVNULL)
 
 
 # ----- the service keeps the guard's decision until the disk has room ----------------------

@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
+from tests.support.cli import cli, run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -51,15 +51,6 @@ def serving(delay: float = 0.0) -> str:
 NEVER_READY = "trap 'exit 0' TERM; sleep 3600 & wait $!"
 IGNORES_TERM = "trap '' TERM; while true; do sleep 1; done"  # only SIGKILL ends it
 LAUNCH_FLAGS = ("--yes", "--no-flush", "--no-switch-wait")
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sparkdeck", *args]
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture

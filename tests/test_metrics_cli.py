@@ -7,8 +7,6 @@ import asyncio
 import itertools
 import json
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,14 +24,10 @@ from sparkdeck.metrics.reader import (
 from sparkdeck.metrics.sampler import MetricsSampler
 from sparkdeck.presets import PresetError, load_file
 from tests.conftest import free_port, write_preset
+from tests.support.cli import run_cli
 from tests.support.metrics_loopback import serving
 
 LLAMA_BODY = (Path(__file__).parent / "fixtures" / "metrics" / "llamacpp-b11434-busy.prom")
-
-
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 ROUTES: dict[str, tuple[int, bytes]] = {}

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,15 +25,11 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
+from tests.support.cli import run_cli, wait_for
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 GIB = 2**30
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def service_pid(env: dict[str, str]) -> int | None:
@@ -65,17 +59,6 @@ def service_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]
 
 def client_for(env: dict[str, str]) -> ServiceClient:
     return ServiceClient(Path(env["SPARKDECK_RUNTIME_DIR"]) / "service.sock")
-
-
-def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for "
-                         f"{what() if callable(what) else what}")
 
 
 def tiny_preset(isolated_dirs, image: str, preset_id: str = "svc-tiny") -> int:

@@ -25,17 +25,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import base_fields, free_port, write_preset
+from tests.support.cli import run_cli
 
 DOOR_S = 2.0  # the promise: the command that asked says it within this long
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sparkdeck", *args]
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def timed_cli(*args: str, env: dict[str, str], tries: int = 3,

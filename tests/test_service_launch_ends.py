@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 
 from sparkdeck.runtime.state import SCOPE
 from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset
+from tests.support.cli import cli, run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -30,15 +30,6 @@ NEVER_READY = "trap 'exit 0' TERM; sleep 3600 & wait $!"
 # sh as PID 1 ignores SIGTERM (and so does httpd, which inherits that): only the SIGKILL
 # after Docker's grace period ends it
 STUBBORN = "trap '' TERM; httpd -f -p 8080 -h /www"
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sparkdeck", *args]
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), capture_output=True, text=True, env=env,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def service_pid() -> int | None:

@@ -14,7 +14,6 @@ import shlex
 import signal
 import socket
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,13 +24,9 @@ import pytest
 
 from sparkdeck.service.client import ServiceClient, ServiceVersionMismatch
 from tests.conftest import unavailable
+from tests.support.cli import run_cli
 
 NOBODY = 65534
-
-
-def run_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from sparkdeck.config.file_lock import FileLock
 from sparkdeck.config.settings import load_settings, save_setting, settings_path
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from sparkdeck.guard.records import save_launch_record
+from tests.support.cli import run_cli as shared_run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,8 +44,7 @@ for r in range(rounds):
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-m", "sparkdeck", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = shared_run_cli(*args, cwd=ROOT)
     return done.returncode, done.stdout, done.stderr
 
 
