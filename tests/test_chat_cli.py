@@ -26,7 +26,9 @@ def _answer(server: LoopbackOpenAI, name: str) -> None:
 
 
 def test_json_carries_reply_reasoning_and_figures(server, capsys):
-    _answer(server, "llamacpp_reasoning_content.sse")
+    # tokens 60 ms apart: a decode long enough for a client rate (sparkdeck.chat.reply)
+    server.answer(Scripted(sse_events((SSE / "llamacpp_reasoning_content.sse").read_text(
+        encoding="utf-8")), pause=0.06))
     code = main(["chat", "Is it?", "--system", "be brief", "--max-tokens", "32", "--json",
                  "--endpoint", server.url, "--kind", "llamacpp"])
     assert code == 0

@@ -26,7 +26,7 @@ from sparkdeck.chat.client import (
     Timed,
 )
 from sparkdeck.chat.deltas import Content, Done, Opened, Timings, Usage
-from sparkdeck.chat.reply import ReplyBuilder
+from sparkdeck.chat.reply import ReplyBuilder, measurable
 from sparkdeck.engines import get_kind
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
@@ -107,10 +107,10 @@ def test_streaming_reply_with_model_usage_and_server_timings(llama_url):
     figures = builder.figures()
     assert figures.tokens_from == "usage" and figures.completion_tokens == 48
     assert figures.ttft_s is not None and 0 < figures.ttft_s < 10
-    if builder.first_batch < builder.pieces:
+    if figures.decode_s is not None and measurable(figures.decode_s, builder.reads):
         assert figures.decode_tps is not None and figures.decode_tps > 0
-    else:  # the whole reply came in one read (a loaded machine, ~10 ms of tiny-model work):
-        assert figures.decode_tps is None  # no decode time to divide by, so no rate (CI)
+    else:  # ~10 ms of tiny-model work, often in one read: too short to time (chat.reply)
+        assert figures.decode_tps is None and "client tok/s not measurable" in figures.summary()
     assert figures.server_tps is not None and figures.server_tps > 0
     assert figures.finish_reason == "length"
     times = [e.at for e in events]

@@ -11,7 +11,7 @@ import pytest
 
 from sparkdeck.chat.client import ChatClient, ChatRequest, HTTPErrorReply
 from sparkdeck.chat.deltas import Content, Done, Opened, Usage
-from sparkdeck.chat.reply import ReplyBuilder
+from sparkdeck.chat.reply import ReplyBuilder, measurable
 from sparkdeck.chat.session import ChatSession, ChatSettings
 from sparkdeck.chat.store import load
 from sparkdeck.engines import get_kind
@@ -43,7 +43,11 @@ def test_streaming_reply_with_usage(vllm_server):
     figures = builder.figures()
     assert figures.tokens_from == "usage" and figures.completion_tokens == 64
     assert figures.prompt_tokens and figures.prompt_tokens > 1
-    assert figures.ttft_s is not None and figures.decode_tps and figures.decode_tps > 0
+    assert figures.ttft_s is not None
+    if figures.decode_s is not None and measurable(figures.decode_s, builder.reads):
+        assert figures.decode_tps is not None and figures.decode_tps > 0
+    else:  # decoded in under 0.1 s or in bursts: too short to time (sparkdeck.chat.reply)
+        assert figures.decode_tps is None and "client tok/s not measurable" in figures.summary()
     assert figures.server_tps is None  # vLLM reports no speed of its own in the stream
     assert builder.text
 

@@ -53,6 +53,7 @@ class ReplyOutcome:
         return {"reply": self.text, "reasoning": self.reasoning,
                 "tool_calls": list(self.tool_calls), "model": self.model,
                 "ttft_s": f.ttft_s, "client_tps": f.decode_tps, "server_tps": f.server_tps,
+                "client_tps_note": f.client_note(),
                 "completion_tokens": f.completion_tokens, "prompt_tokens": f.prompt_tokens,
                 "tokens_from": f.tokens_from, "finish_reason": f.finish_reason,
                 "elapsed_s": f.elapsed_s, "error": self.error, "cancelled": self.cancelled}
