@@ -15,7 +15,9 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import openai
@@ -28,6 +30,21 @@ pytestmark = [pytest.mark.docker, pytest.mark.llama]
 PROMPT = "zebra quartz lantern"  # must never reach the request log
 RUNNING_MODEL = "/models/tiny.gguf"  # llama-server's model id: the -m path
 STREAMED = 2000  # tokens of the streamed answer
+REPO_PRESETS = Path(__file__).resolve().parent.parent / "presets"  # the bundled ones
+
+
+def bundled_models() -> list[tuple[str, str]]:
+    """(model, preset id) of each bundled preset, read here with tomllib: the first preset
+    by id of each model (a preset without a model is listed by its id)."""
+    presets = []
+    for path in REPO_PRESETS.glob("*.toml"):
+        data = tomllib.loads(path.read_text())
+        presets.append((data.get("id", path.stem), data.get("model")))
+    found: dict[str, str] = {}
+    for preset, model in sorted(presets):
+        found.setdefault(model or preset, preset)
+    assert len(found) >= 2, f"no bundled presets in {REPO_PRESETS}"
+    return list(found.items())
 
 
 def llama_metric(port: int, name: str) -> float:
@@ -204,8 +221,12 @@ def test_with_a_key_a_request_without_it_gets_401(endpoint_env, isolated_dirs):
     assert refused.value.body["code"] == "invalid_api_key"
     bare = httpx.post(base + "/chat/completions", json={"messages": []}, timeout=5)
     assert bare.status_code == 401 and "Authorization: Bearer" in bare.json()["error"]["message"]
-    listed = openai.OpenAI(base_url=base, api_key="s3cret-key").models.list()
-    assert listed.data == [] or all(m.id for m in listed.data)
+    listed = httpx.get(base + "/models", headers={"Authorization": "Bearer s3cret-key"},
+                       timeout=5)
+    assert listed.status_code == 200
+    # no engine and no preset of the user's: each bundled preset's model, once, by preset id
+    assert [(m["id"], m["preset"], m["running"]) for m in listed.json()["data"]] == [
+        (model, preset, False) for model, preset in bundled_models()]
     # no engine: a clear OpenAI-style 503
     with pytest.raises(openai.APIStatusError) as none:
         openai.OpenAI(base_url=base, api_key="s3cret-key", max_retries=0

@@ -4,6 +4,7 @@ replays, the history window, the panels' words, and `sparkdeck telemetry`."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,17 @@ def test_this_machines_real_hwmon() -> None:
 # ----- the sampler ---------------------------------------------------------------------------
 
 
+def gpus_listed_by_nvidia_smi() -> int:
+    """How many GPUs `nvidia-smi -L` lists here (0 without it or without a driver)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    if listed.returncode != 0:
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
+
+
 def test_sampler_on_this_machines_real_proc() -> None:
     sampler = TelemetrySampler(gpu=NvmlReader())
     first, second = sampler.sample(), sampler.sample()
@@ -88,8 +100,14 @@ def test_sampler_on_this_machines_real_proc() -> None:
         assert 0.0 <= second.pressure_rates.some_pct <= 100.0
     else:
         assert first.pressure_error and "CONFIG_PSI" in first.pressure_error
-    # Whatever this machine has: a GPU reading, or why there is none (never an exception).
-    assert second.gpu.gpus or second.gpu.error
+    # What this machine has, asked of nvidia-smi: each GPU read without error, or none and
+    # why (never an exception)
+    listed = gpus_listed_by_nvidia_smi()
+    if listed:
+        assert (len(second.gpu.gpus), second.gpu.error) == (listed, None)
+    else:
+        assert second.gpu.gpus == ()
+        assert (second.gpu.error or "").startswith("no NVIDIA driver (NVML: ")
     json.dumps(second.to_dict())
 
 

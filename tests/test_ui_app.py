@@ -21,7 +21,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from sparkdeck.config.settings import GuardSettings, load_settings, settings_path
+from sparkdeck.config.settings import load_settings, settings_path
 from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.runtime.client import DockerRuntime
@@ -33,7 +33,7 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.machine.environment import EnvironmentPanel
 from sparkdeck.ui.machine.tab import MachineTab
 from sparkdeck.ui.messages import DockerConnectionFailed
-from sparkdeck.ui.readers import EngineReading, claim_cell, memory_total, model_cells
+from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.screens.help import HelpScreen
 from tests.support.pane_host import wait_until
 
@@ -142,14 +142,13 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
             await wait_until(pilot, lambda: table.row_count == 2 and "…" not in [
                 table.get_row_at(i)[4] for i in range(2)], what="two rows with model sizes")
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
-            total = memory_total()
-            on_disk = model_cells(list(catalog.presets.values()))
-            expected = [(p.id, claim_cell(p, total, GuardSettings()), p.image, p.model,
-                         on_disk[p.id], p.kind) for _, p in sorted(catalog.presets.items())]
-            assert rows == expected
-            assert [r[0] for r in rows] == ["ollama-test", "tiny-llama"]
-            # the guard's claim: an Ollama preset without memory_gib cannot be sized
-            assert rows[0][1] == "unknown"
+            # by id; neither states memory_gib, so the guard cannot size either (Ollama
+            # keeps its own models, the GGUF path is inside the image: "-" on disk)
+            assert rows == [
+                ("ollama-test", "unknown", "ollama/ollama:test", "tiny:latest", "-", "ollama"),
+                ("tiny-llama", "unknown", "local/llama-server:test", "/models/tiny.gguf", "-",
+                 "llamacpp")]
+            assert sorted(catalog.presets) == ["ollama-test", "tiny-llama"]
             labels = [str(c.label) for c in table.columns.values()]
             assert labels == ["id", "claims", "image", "model", "on disk", "kind"]
 

@@ -104,6 +104,27 @@ MUTANTS = (
            "raise lock_busy(lock, what)", "pass",
            (f"{REAL}::test_while_another_process_holds_the_launch_lock_stop_and_launch_"
             "touch_nothing",)),
+    # Mutants that the weak assertions issue 28 names let live, killed by their replacements.
+    Mutant("W1", "/v1/models lists no preset's model (was: `data == [] or all(ids)`)",
+           "sparkdeck/endpoint/switching.py",
+           "for preset in sorted(catalog.presets.values(), key=lambda p: p.id):",
+           "for preset in []:",
+           ("tests/test_endpoint.py::test_with_a_key_a_request_without_it_gets_401",)),
+    Mutant("W2", "the preset table's on-disk cell wrong (was: expected built with the code's "
+           "own functions)", "sparkdeck/ui/readers.py",
+           'if found is None:\n        return "-"\n    return f"{bytes_on_disk',
+           'if found is None:\n        return "?"\n    return f"{bytes_on_disk',
+           ("tests/test_ui_app.py::test_preset_table_rows_match_the_catalog",)),
+    Mutant("W3", "help rows without what the key does (was: `assert rows`)",
+           "sparkdeck/ui/screens/help.py",
+           'what = f"{binding.description}: {binding.tooltip}" if binding.tooltip',
+           "what = binding.description if binding.tooltip",
+           ("tests/test_models_ui.py::test_o_opens_the_models_view_and_help_lists_it",)),
+    Mutant("W4", "no driver, and the reading does not say so (was: `gpus or error`)",
+           "sparkdeck/host/nvml.py",
+           'self._failure = f"no NVIDIA driver (NVML: {exc})"',
+           'self._failure = f"NVML: {exc}"',
+           ("tests/test_telemetry.py::test_sampler_on_this_machines_real_proc",)),
 )
 
 
