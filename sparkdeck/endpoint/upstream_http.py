@@ -10,6 +10,17 @@ caller sent: no default User-Agent, Accept, Accept-Encoding or Content-Type; no 
 (one caller's cookie would go with the next caller's request); no redirects; and answers
 pass through compressed as they came. The session is made with the first request, in the
 loop that serves it: an idle service never loads aiohttp.
+
+Kept-alive connections and what engines do with them (measured on llama-server b11434,
+2026-12-03): it closes a connection idle for 5 s (its `Keep-Alive: timeout=5`), after 100
+requests (with `Connection: close`), and right after every streamed (chunked) answer
+although that answer said `Keep-Alive`. A pooled connection can so be closed by the engine
+just as the pool hands it to the next request: 50 concurrent streams through the endpoint
+got 23-54 of 500 requests a 502 (ServerDisconnectedError, ClientOSError) that the engine
+never sent. So: a request whose pooled connection the engine closed before the answer's
+status and headers came back is sent once more, on a new connection (nothing had gone to
+the caller yet; once the answer began, nothing is ever sent twice); and the pool lets an
+idle connection go after KEEPALIVE_S, before the engine's own 5 s.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ if TYPE_CHECKING:
     import aiohttp
 
 CONNECT_TIMEOUT_S = 5.0  # no read timeout: a long prefill sends nothing for minutes
+KEEPALIVE_S = 4.0  # below llama-server's 5 s idle close (uvicorn's own default is 5 s too)
 MODELS_TIMEOUT_S = 5.0
 _AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 
@@ -64,40 +76,69 @@ class UpstreamAnswer:
             self._response.close()
 
 
+class _Attempt:
+    """One try of a request: whether the pool gave it a connection it had used before."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
 class UpstreamPool:
-    """One aiohttp session (its connection pool) for every forwarded request."""
+    """One aiohttp session (its connection pool) for every forwarded request, and one of
+    new connections only, for the second try of a request whose pooled connection the
+    engine had closed."""
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
+        self.retried = 0  # requests sent again on a new connection (benchmarks report it)
+        # requests the engine did not answer: the finder looks for the engine again after
+        # one (endpoint/upstream.py), having trusted what it found until then
+        self.failures = 0
 
     def _open(self) -> aiohttp.ClientSession:
-        import aiohttp
-
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),  # no cap below what 32+ streams need
-                timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S),
-                cookie_jar=aiohttp.DummyCookieJar(), skip_auto_headers=_AUTO_HEADERS,
-                auto_decompress=False)
+            self._session = _session(_reuse_traced(), keepalive_timeout=KEEPALIVE_S,
+                                     limit=0)  # no cap below what 32+ streams need
         return self._session
+
+    def _open_fresh(self) -> aiohttp.ClientSession:
+        if self._fresh is None:
+            self._fresh = _session(None, force_close=True, limit=0)
+        return self._fresh
 
     async def send(self, method: str, url: str, headers: list[tuple[bytes, bytes]],
                    body: bytes | bytearray) -> UpstreamAnswer:
         """Send a request as given; the answer once its headers are in (UpstreamError when
-        the engine does not answer)."""
+        the engine does not answer). A pooled connection the engine closed before the
+        answer began is no answer: the request goes again, once, on a new connection."""
         import aiohttp
 
-        session = self._open()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+        attempt = _Attempt()
         try:
-            response = await session.request(method, url, headers=pairs, data=body,
-                                             allow_redirects=False)
+            try:
+                response = await self._open().request(
+                    method, url, headers=pairs, data=body, allow_redirects=False,
+                    trace_request_ctx=attempt)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                # a refused or failed connect (ClientConnectorError) is never a reused
+                # connection: only a connection the engine closed under us is tried again
+                if not attempt.reused:
+                    raise
+                self.retried += 1
+                response = await self._open_fresh().request(
+                    method, url, headers=pairs, data=body, allow_redirects=False)
         except (TimeoutError, aiohttp.ClientError) as exc:
+            self.failures += 1
             raise UpstreamError(type(exc).__name__) from exc
         return UpstreamAnswer(response)
 
     async def get_json(self, url: str) -> Any:
-        """GET `url` and decode its JSON (UpstreamError or ValueError when it cannot)."""
+        """GET `url` and decode its JSON (UpstreamError or ValueError when it cannot).
+        aiohttp itself sends a GET again when its reused connection was closed."""
         import aiohttp
 
         try:
@@ -108,5 +149,29 @@ class UpstreamPool:
             raise UpstreamError(type(exc).__name__) from exc
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+
+
+def _session(traces: aiohttp.TraceConfig | None, **connector: Any) -> aiohttp.ClientSession:
+    import aiohttp
+
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(**connector),
+        timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S),
+        cookie_jar=aiohttp.DummyCookieJar(), skip_auto_headers=_AUTO_HEADERS,
+        auto_decompress=False, trace_configs=[traces] if traces is not None else None)
+
+
+def _reuse_traced() -> aiohttp.TraceConfig:
+    """aiohttp's hook that says a request got a pooled connection: marks its _Attempt."""
+    import aiohttp
+
+    async def reused(_session: Any, context: Any, _params: Any) -> None:
+        if isinstance(context.trace_request_ctx, _Attempt):
+            context.trace_request_ctx.reused = True
+
+    traces = aiohttp.TraceConfig()
+    traces.on_connection_reuseconn.append(reused)
+    return traces

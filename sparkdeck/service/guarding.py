@@ -55,6 +55,10 @@ class GuardFollower:
         self.engine: EngineState | None = None  # the engine guarded now
         self.dog: Watchdog | None = None
         self.ready = False
+        # Bumped after every change of `engine` or `ready` (guarded, ready, gone): the
+        # endpoint keeps the engine it found until this moves, instead of asking again on
+        # a request's path (endpoint/upstream.py)
+        self.changes = 0
         self._until: threading.Event | None = None
         self._docker_silent = False
         # Docker's event stream while it is open (runtime.watch)
@@ -163,11 +167,13 @@ class GuardFollower:
         self._asked_at = now
         if self._health(engine):
             self.ready = True
+            self.changes += 1
             self.hub.publish("engine", state="ready", name=engine.name,
                              preset_id=engine.preset_id)
 
     def _guard(self, runtime: DockerRuntime, engine: EngineState) -> None:
         self.engine, self.ready, self._asked_at = engine, False, 0.0
+        self.changes += 1
         self._check_ready()
         until = self._until = threading.Event()
         self.dog = dog = engine_watchdog(
@@ -195,6 +201,7 @@ class GuardFollower:
         if self._until is not None:
             self._until.set()
         self.engine, self.dog, self._until, self.ready = None, None, None, False
+        self.changes += 1
         if engine is not None:
             self.hub.publish("engine", state="gone", name=engine.name,
                              preset_id=engine.preset_id, why=why)

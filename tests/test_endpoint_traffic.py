@@ -1,0 +1,186 @@
+"""The endpoint under the traffic a home lab sends, in front of the real llama-server.
+
+The engine is the tiny llama-server test image run as a container of this test's own (not a
+sparkdeck engine: no sparkdeck label), attached by URL (`sparkdeck attach`), with the real
+service and its endpoint in front of it (real Docker, real HTTP on loopback).
+
+What a broken endpoint gets wrong here:
+- 502s the engine never sent: its upstream pool reuses a keep-alive connection the engine
+  already closed (llama-server closes one after 5 s idle, or after 100 requests) and fails
+  the request instead of sending it again on a fresh connection (issue 30, item 1).
+- A request after a pause pays for finding the engine again (a health probe on the request
+  path once the last answer was a second old: +25 ms), where it should read what the owner
+  last pushed (issue 30, item 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import httpx
+import pytest
+
+from tests.conftest import free_port
+from tests.support.endpoint_service import log_rows
+from tests.test_service import run_cli, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.llama]
+MODEL = "/models/tiny.gguf"  # llama-server's model id: the -m path
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+STREAM = {**CHAT, "max_tokens": 64, "stream": True}
+
+
+@pytest.fixture
+def attached_llama(isolated_dirs, docker_client, llama_image, scope) -> Iterator[dict[str, Any]]:
+    """A llama-server container of this test's own, attached; the service's endpoint in
+    front of it: {"direct": engine URL, "through": endpoint URL, "env": the CLI's env}."""
+    engine_port, endpoint_port = free_port(), free_port()
+    # -t 1: one compute thread, so the engine leaves a core to the service and the client
+    container = docker_client.containers.run(
+        llama_image, ["-m", MODEL, "--host", "0.0.0.0", "--port", "8080", "-c", "4096",
+                      "-np", "4", "-ngl", "0", "-t", "1", "-tb", "1"],
+        detach=True, init=True, ports={"8080/tcp": ("127.0.0.1", engine_port)},
+        labels={"io.sparkdeck.test-traffic": scope})  # not sparkdeck's: an outside engine
+    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
+           "SPARKDECK_ENDPOINT_PORT": str(endpoint_port)}
+    direct, through = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{endpoint_port}"
+    try:
+        wait_for(lambda: _answers(direct + "/health"), timeout=60, what="llama-server's health")
+        attached = run_cli("attach", direct, "--name", "tiny-llama", env=env)
+        assert attached.returncode == 0, attached.stderr
+        started = run_cli("service", "start", env=env)
+        assert started.returncode == 0, started.stderr
+        wait_for(lambda: _posts(through), timeout=30, every=0.3,
+                 what="the endpoint answering through the attached llama-server")
+        yield {"direct": direct, "through": through, "env": env, "data": isolated_dirs["data"],
+               "container": container}
+    finally:
+        run_cli("service", "stop", env=env)
+        container.remove(force=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _posts(base: str) -> bool:
+    try:
+        return httpx.post(base + "/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def fresh_connection_load(base: str, requests: int, concurrent: int) -> dict[Any, int]:
+    """`requests` streamed chat requests, `concurrent` at a time, each on a new connection
+    (what curl in a loop, or a client that reconnects, sends): {status or error: count}.
+    Streamed: llama-server closes a connection after each streamed answer (though the answer
+    says keep-alive), the race a pool loses; 64 tokens keep 50 streams in flight at once."""
+    outcomes: dict[Any, int] = {}
+    gate = asyncio.Semaphore(concurrent)
+    connector = aiohttp.TCPConnector(force_close=True, limit=0)  # a new connection each
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> None:
+            async with gate:
+                try:
+                    async with session.post(base + "/v1/chat/completions", json=STREAM,
+                                            timeout=aiohttp.ClientTimeout(total=60)) as answer:
+                        await answer.read()
+                        outcome: Any = answer.status
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    outcome = type(exc).__name__
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+        await asyncio.gather(*(one() for _ in range(requests)))
+    return outcomes
+
+
+def test_500_fresh_connection_requests_at_50_concurrent_get_no_502(attached_llama):
+    # the load twice, 6 s apart: the second round starts on a pool whose connections the
+    # engine closed after its 5 s keep-alive
+    rounds = []
+    for pause in (0.0, 6.0):
+        time.sleep(pause)
+        rounds.append(asyncio.run(fresh_connection_load(attached_llama["through"], 500, 50)))
+    failed = [row for row in log_rows(attached_llama["data"]) if row.get("status") == 502]
+    assert all(outcome == {200: 500} for outcome in rounds), (
+        f"through the endpoint: {rounds}; the request log's 502s: {failed[:3]}")
+    # the engine itself answers the same load in full (it sends no 502 of its own)
+    assert asyncio.run(fresh_connection_load(attached_llama["direct"], 500, 50)) == {200: 500}
+
+
+async def _ttft(http: httpx.AsyncClient, base: str) -> float:
+    """Request sent -> first SSE event of a streamed chat reply, taken where it is read."""
+    sent = time.perf_counter()
+    async with http.stream("POST", base + "/v1/chat/completions",
+                           json={**CHAT, "stream": True}) as answer:
+        assert answer.status_code == 200, await answer.aread()
+        first = None
+        async for line in answer.aiter_lines():
+            if first is None and line.startswith("data:"):
+                first = time.perf_counter()
+    assert first is not None, f"{base}: no SSE event"
+    return first - sent
+
+
+async def _paused_ttfts(direct: str, through: str, pairs: int, pause: float
+                        ) -> dict[str, list[float]]:
+    """TTFT of `pairs` requests each way, every one `pause` s after the last request,
+    alternating which goes first; one keep-alive client per way, as a chat UI holds."""
+    ttfts: dict[str, list[float]] = {"direct": [], "through": []}
+    async with httpx.AsyncClient(timeout=30) as to_direct, \
+            httpx.AsyncClient(timeout=30) as to_through:
+        ways = {"direct": (to_direct, direct), "through": (to_through, through)}
+        for way in ways.values():
+            await _ttft(*way)  # connections and the engine's slot warm
+        for i in range(pairs):
+            for name in (("direct", "through") if i % 2 else ("through", "direct")):
+                await asyncio.sleep(pause)
+                ttfts[name].append(await _ttft(*ways[name]))
+    return ttfts
+
+
+def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
+    ttfts = asyncio.run(_paused_ttfts(attached_llama["direct"], attached_llama["through"],
+                                      pairs=9, pause=2.0))
+    direct, through = statistics.median(ttfts["direct"]), statistics.median(ttfts["through"])
+    shown = {k: [round(t * 1000, 2) for t in v] for k, v in ttfts.items()}
+    assert through - direct <= 0.002, (
+        f"added TTFT after a 2 s pause {(through - direct) * 1000:.2f} ms at the median "
+        f"(through {through * 1000:.2f} ms, direct {direct * 1000:.2f} ms): {shown}")
+
+
+def test_a_detach_and_an_attach_reach_the_endpoint_without_a_restart(attached_llama):
+    """The endpoint's engine is pushed, not re-asked: a change of the attached registry
+    (detach, attach again) still reaches the next request."""
+    env, through = attached_llama["env"], attached_llama["through"]
+    assert run_cli("detach", "tiny-llama", env=env).returncode == 0
+    refused = httpx.post(through + "/v1/chat/completions", json=CHAT, timeout=10)
+    assert refused.status_code == 503, refused.text
+    assert run_cli("attach", attached_llama["direct"], "--name", "tiny-llama",
+                   env=env).returncode == 0
+    answered = httpx.post(through + "/v1/chat/completions", json=CHAT, timeout=10)
+    assert answered.status_code == 200, answered.text
+
+
+def test_an_engine_that_went_away_is_a_503_naming_it_not_a_stale_route(attached_llama):
+    """A pushed engine that stops answering: one request finds it gone (502: the engine did
+    not answer), and the next is told no engine answers (503), not sent into the void."""
+    attached_llama["container"].stop(timeout=5)
+    first = httpx.post(attached_llama["through"] + "/v1/chat/completions", json=CHAT,
+                       timeout=10)
+    assert first.status_code in (502, 503), first.text
+    second = httpx.post(attached_llama["through"] + "/v1/chat/completions", json=CHAT,
+                        timeout=10)
+    assert second.status_code == 503, second.text
+    assert "tiny-llama" in second.json()["error"]["message"]
+
