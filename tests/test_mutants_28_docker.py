@@ -14,8 +14,9 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -109,6 +110,7 @@ def test_while_another_process_holds_the_launch_lock_stop_and_launch_touch_nothi
 
 # ----- endpoint/app.py and switching.py, on the real service --------------------------------
 KEY = "k3y-for-mutants"
+GIB = 2**30
 MODEL = "atlas-7b"
 
 
@@ -149,28 +151,42 @@ def chat(model: str) -> bytes:
 
 
 @pytest.fixture
-def keyed_endpoint(service_env, isolated_dirs) -> Iterator[int]:
-    """The service with an API key and switch_on_request left off (its default), a preset
-    that never fits (4000 GiB), and the recorder attached; yields the endpoint's port once
-    a request went through."""
+def keyed_service(service_env, isolated_dirs) -> Iterator[Callable[[bool], int]]:
+    """`start(switch_on_request)`: the service with an API key, a stop line stated in
+    settings.toml (5 % of MemTotal: the headroom a fit check keeps), a preset that never
+    fits (4000 GiB), and the recorder attached; returns the endpoint's port once a request
+    went through."""
     port = free_port()
     env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port), "EP_TEST_KEY": KEY}
-    write_settings(isolated_dirs["config"], {"api_key_env": "EP_TEST_KEY"})
     write_preset(isolated_dirs["config"] / "presets", "rf-huge", **llama_preset_fields(
         "sparkdeck-test/none:0", free_port(), llamacpp={
             "context": 2048, "gpu_layers": 0, "parallel": 2, "memory_gib": 4000.0,
             "no_mmap_flag": ["--load-mode", "none"]}))
     Recorder.seen = []
     with serving_handler(Recorder) as url:
-        attached = run_cli("attach", url, "--name", "recorder", env=env)
-        assert attached.returncode == 0, attached.stderr
-        started = run_cli("service", "start", env=env)
-        assert started.returncode == 0, started.stderr
-        wait_for(lambda: ask(port, "POST", "/v1/chat/completions", chat(MODEL), {
-            "Authorization": f"Bearer {KEY}"}).status == 200, timeout=30, every=0.3,
-            what="the endpoint forwarding to the recorder")
-        Recorder.seen = []
-        yield port
+
+        def start(switch_on_request: bool) -> int:
+            write_settings(isolated_dirs["config"], {"api_key_env": "EP_TEST_KEY",
+                                                    "switch_on_request": switch_on_request})
+            with (isolated_dirs["config"] / "settings.toml").open("a") as settings:
+                settings.write("[guard]\nstop_available_pct = 5.0\n")
+            attached = run_cli("attach", url, "--name", "recorder", env=env)
+            assert attached.returncode == 0, attached.stderr
+            started = run_cli("service", "start", env=env)
+            assert started.returncode == 0, started.stderr
+            wait_for(lambda: ask(port, "POST", "/v1/chat/completions", chat(MODEL), {
+                "Authorization": f"Bearer {KEY}"}).status == 200, timeout=30, every=0.3,
+                what="the endpoint forwarding to the recorder")
+            Recorder.seen = []
+            return port
+
+        yield start
+
+
+@pytest.fixture
+def keyed_endpoint(keyed_service: Callable[[bool], int]) -> int:
+    """The keyed service with switch_on_request left off (its default)."""
+    return keyed_service(False)
 
 
 def test_the_services_api_key_never_reaches_the_engine(keyed_endpoint: int):
@@ -207,4 +223,38 @@ def test_with_switch_on_request_off_a_presets_model_is_refused_not_switched_to(
     assert answer.status == 404, answer.body
     assert answer.error["code"] == "model_not_found"
     assert "switch with `sparkdeck launch rf-huge`" in answer.error["message"]
+    assert Recorder.seen == [] and scope_containers(docker_client, scope) == []
+
+
+def mem_total() -> int:
+    """MemTotal in bytes, read here from /proc/meminfo."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no MemTotal in /proc/meminfo")
+
+
+def test_with_switch_on_request_a_model_that_cannot_fit_is_refused_with_its_numbers(
+        keyed_service: Callable[[bool], int], docker_client, scope: str):
+    """The contract `"4000.00 GiB" in m or "4000" in m` stood for: the 409 states the claim,
+    the headroom kept (the stop line's share of MemTotal) and what the two add up to."""
+    port = keyed_service(True)
+    answer = ask(port, "POST", "/v1/chat/completions", chat("rf-huge"),
+                 {"Authorization": f"Bearer {KEY}"})
+    assert answer.status == 409, answer.body
+    assert answer.error["code"] == "model_does_not_fit"
+    lines = answer.error["message"].splitlines()
+    assert lines[0] == ("rf-huge does not fit in memory, so the endpoint did not switch to it "
+                        "(the running engine keeps running):")
+    headroom = int(0.05 * mem_total())
+    fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in lines[1:]
+              if not line.startswith(" ")}
+    # a stated size: an estimate (~), named as the user's
+    assert fields["claim"].startswith(
+        "~4000.0 GiB (llamacpp.memory_gib = 4000 as stated in the preset)"), fields
+    assert fields["headroom kept"] == (f"{headroom / GIB:.1f} GiB (the watchdog's stop "
+                                       "threshold)")
+    assert fields["verdict"].startswith(
+        f"does not fit: needs {(4000 * GIB + headroom) / GIB:.1f} GiB with headroom, only ")
+    assert answer.headers["x-should-retry"] == "false"
     assert Recorder.seen == [] and scope_containers(docker_client, scope) == []

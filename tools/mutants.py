@@ -125,6 +125,11 @@ MUTANTS = (
            'self._failure = f"no NVIDIA driver (NVML: {exc})"',
            'self._failure = f"NVML: {exc}"',
            ("tests/test_telemetry.py::test_sampler_on_this_machines_real_proc",)),
+    Mutant("W5", "the fit check keeps no headroom (was: `\"4000\" in m`)",
+           "sparkdeck/launch/sequence.py",
+           "headroom=int(self.guard.stop_available_pct / 100", "headroom=int(0.0 / 100",
+           (f"{REAL}::test_with_switch_on_request_a_model_that_cannot_fit_is_refused_with_"
+            "its_numbers",)),
 )
 
 
