@@ -178,7 +178,8 @@ def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
         with client.events() as events:
             assert next(events)[0] == "hello"
             client.launch("svc-b", flush="no", timeout=60)
-            next(d for k, d in events if k == "launch-phase" and d["phase"] == "starting")
+            next(d for k, d in events
+                 if k == "launch-event" and d["event"]["type"] == "ContainerStarted")
             os.kill(client.status()["pid"], signal.SIGKILL)
     killed_at = time.time()
     left = alive_containers(docker_client, scope)

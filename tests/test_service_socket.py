@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from sparkdeck.service.client import ServiceClient, ServiceVersionMismatch
+from sparkdeck.service.location import API_VERSION
 from tests.conftest import unavailable
 from tests.support.cli import run_cli
 
@@ -72,30 +73,32 @@ def test_the_socket_is_private_and_refuses_another_user(service):
     assert answer.startswith("refused") and answer.split()[1] in {"13", "1"}, answer  # EACCES
     # and the owner connects fine
     with ServiceClient(path) as client:
-        assert client.status()["api_version"] == 1
+        assert client.status()["api_version"] == API_VERSION
 
 
 def test_another_api_version_gets_a_clear_message(service):
     _env, path = service
     transport = httpx.HTTPTransport(uds=str(path))
+    v, newer_v = API_VERSION, API_VERSION + 1
     with httpx.Client(transport=transport, base_url="http://sparkdeck") as http:
-        newer = http.get("/v1/status", headers={"X-Sparkdeck-Api": "2"})
+        newer = http.get(f"/v{v}/status", headers={"X-Sparkdeck-Api": str(newer_v)})
         assert newer.status_code == 409
-        assert "speaks API v1, the front end v2" in newer.json()["error"]
+        assert f"speaks API v{v}, the front end v{newer_v}" in newer.json()["error"]
         assert "sparkdeck service stop" in newer.json()["error"]
-        unknown = http.get("/v2/status")
-        assert unknown.status_code == 404 and "speaks API v1" in unknown.json()["error"]
-        assert unknown.headers["X-Sparkdeck-Api"] == "1"
+        unknown = http.get(f"/v{newer_v}/status")
+        assert unknown.status_code == 404 and f"speaks API v{v}" in unknown.json()["error"]
+        assert unknown.headers["X-Sparkdeck-Api"] == str(v)
     # a client of another version reading this service's answers: a typed, clear error
     client = ServiceClient(path)
-    client._http.headers["X-Sparkdeck-Api"] = "1"
+    client._http.headers["X-Sparkdeck-Api"] = str(v)
     import sparkdeck.service.client as module
 
     original = module.API_VERSION
-    module.API_VERSION = 2
+    module.API_VERSION = newer_v
     try:
-        with pytest.raises(ServiceVersionMismatch, match="speaks API v1, this sparkdeck v2"):
-            client._check(client._http.get("/v1/status"))
+        with pytest.raises(ServiceVersionMismatch,
+                           match=f"speaks API v{v}, this sparkdeck v{newer_v}"):
+            client._check(client._http.get(f"/v{v}/status"))
     finally:
         module.API_VERSION = original
         client.close()

@@ -101,15 +101,18 @@ def test_a_window_launches_switches_and_stops_through_the_service(
 
     asyncio.run(scenario())
     # The service ran both launches (their results are its events), and the switch's wait
-    # for svc-a's memory came as the service's launch-switch events.
+    # for svc-a's memory came as the service's typed SwitchWaited events.
     first, second = result_of("svc-a"), result_of("svc-b")
     assert first is not None and first["ok"], first
     assert second is not None and second["ok"], second
-    assert any(k == "launch-switch" and d["launch"] == second["launch"] for k, d in seen)
-    # The card followed the service's launch, phase by phase, with the lines it printed.
+    assert any(k == "launch-event" and d["event"]["type"] == "SwitchWaited"
+               and d["launch"] == second["launch"] for k, d in seen)
+    # The card followed the service's launch step by step as it follows a launch the window
+    # runs itself: the same events reach the same card steps (the one that only a
+    # ContainerStarted sets included), not lines of text the service printed.
     assert ("launching", "the sparkdeck service launches svc-b") in steps, steps
     assert {"stopping", "starting"} <= {phase for phase, _ in steps}, steps
-    assert any("svc-b" in detail and "ready" in detail for _, detail in steps), steps
+    assert ("starting", "waiting for the health endpoint") in steps, steps
     # The window is closed; the service guards what it launched.
     with client_for(service_env) as client:
         guarding = client.status()["guard"]["guarding"]

@@ -19,6 +19,8 @@ from typing import Any
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import StopPrinter, confirm
 from sparkdeck.endpoint.listener import endpoint_line
+from sparkdeck.launch.events import event_from_dict
+from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, start_text
 from sparkdeck.service.client import (
     ServiceClient,
@@ -76,9 +78,15 @@ def launch(args: argparse.Namespace) -> int:
 
 def _follow_launch(client: ServiceClient, preset: str,
                    options: dict[str, Any]) -> dict[str, Any]:
+    """The launch's events, as the service sends them, printed by the printer that prints
+    an in-process launch (one way to say each step, whichever process runs it)."""
+    printer = LaunchPrinter(sys.stdout)
+
     def show(kind: str, data: dict[str, Any]) -> None:
-        if kind == "launch":
-            print(data["text"], flush=True)
+        if kind == "launch-event":
+            printer(event_from_dict(data["event"]))
+
+    print(f"launching {preset} (by the service)", flush=True)
 
     def interrupted() -> None:
         print("cancelling the launch…", file=sys.stderr, flush=True)

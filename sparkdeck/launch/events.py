@@ -12,9 +12,10 @@ loading the docker SDK.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.host.meminfo import gib
 from sparkdeck.runtime.pull import PullProgress
@@ -364,3 +365,19 @@ LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | Mode
 
 EventSink = Callable[[LaunchEvent], object]  # what it returns is not used
 """Where a launch sends its events (called from the launch's thread)."""
+
+
+def event_to_dict(event: LaunchEvent) -> dict[str, Any]:
+    """`event` as the service sends it to its clients (sparkdeck.launch.wire)."""
+    from sparkdeck.launch.wire import event_to_dict as encode
+
+    return encode(event)
+
+
+def event_from_dict(data: dict[str, Any]) -> LaunchEvent:
+    """The event a `launch-event` from the service carries; WireError when it is none this
+    sparkdeck knows (a service of another version)."""
+    from sparkdeck.launch.wire import event_from_dict as decode
+
+    kinds = {cls.__name__: cls for cls in typing.get_args(LaunchEvent)}
+    return decode(data, kinds)

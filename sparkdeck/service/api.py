@@ -6,14 +6,14 @@ header on its request) gets a 409 naming both versions and what to do, instead o
 would misread. Blocking work (Docker, /proc) runs in Starlette's thread pool so one slow call
 never stalls the event streams.
 
-  GET  /v1/heartbeat         the pid and what the watchdog guards, from memory (liveness.py)
-  GET  /v1/status            the engine, the guard, what is in flight, the latest readings
+  GET  /v2/heartbeat         the pid and what the watchdog guards, from memory (liveness.py)
+  GET  /v2/status            the engine, the guard, what is in flight, the latest readings
   GET  /v1/plan?preset=ID    the launch plan (what is stopped, flush, fit with its numbers)
-  POST /v1/launch            {"preset", "flush", "force", "timeout", "skip_switch_wait"}
-  POST /v1/launch/cancel     cancel the launch in flight
-  POST /v1/launch/skip-wait  end its wait for the stopped engine's memory now
-  POST /v1/stop              stop sparkdeck's engine
-  GET  /v1/events            the event stream (engine, launch, guard, telemetry, metrics)
+  POST /v2/launch            {"preset", "flush", "force", "timeout", "skip_switch_wait"}
+  POST /v2/launch/cancel     cancel the launch in flight
+  POST /v2/launch/skip-wait  end its wait for the stopped engine's memory now
+  POST /v2/stop              stop sparkdeck's engine
+  GET  /v2/events            the event stream (engine, launch, guard, telemetry, metrics)
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from sparkdeck.config import paths
 
-API_VERSION = 1
+# 2: launch events cross the socket as typed values (`launch-event`), not printed lines
+API_VERSION = 2
 # A Unix socket path must fit in sockaddr_un (108 bytes with its NUL on Linux).
 MAX_SOCKET_PATH = 107
 

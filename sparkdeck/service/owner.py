@@ -4,19 +4,17 @@ A plain object (no HTTP here; sparkdeck.service.api serves it) so the same code 
 long-running service and in tests. One launch at a time: a second one while the first is in
 flight is refused with what is in progress ("a launch is in progress"), never raced; the
 launch lock of the launch sequence still keeps out launches from other processes (a CLI with
-the service off, an old TUI). Launch events reach every client as the lines the CLI prints
-(`launch` events) plus the step's phase word, and the wait for a stopped engine's memory as
-`launch-switch` events (a window's wait screen, whose skip reaches the launch through
-skip_switch_wait); the result is one `launch-result` event.
+the service off, an old TUI). Each event of a launch reaches every client as the typed value
+itself (`launch-event`: sparkdeck.launch.wire), which a front end hands to the listener it
+uses for a launch it runs itself; the wait screen's skip reaches the launch through
+skip_switch_wait; the result is one `launch-result` event.
 """
 
 from __future__ import annotations
 
-import io
 import itertools
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.config import paths
@@ -30,11 +28,10 @@ from sparkdeck.launch.events import (
     ModelDownloadStarted,
     ModelPullStarted,
     PullStarted,
-    SwitchWaited,
+    event_to_dict,
 )
 from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
-from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.guarding import GuardFollower
@@ -43,27 +40,6 @@ from sparkdeck.service.hub import EventHub
 if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
-
-
-class _LineSink(io.TextIOBase):
-    """A text stream whose every line becomes a `launch` event: the CLI's LaunchPrinter
-    writes into it, so clients see the same lines `sparkdeck launch` prints, with the same
-    thinning of progress (a line per 10 % of a pull, per 5 s of a switch wait)."""
-
-    def __init__(self, publish: Callable[[str], object]):
-        self._publish = publish
-        self._pending = ""
-
-    def isatty(self) -> bool:
-        return False
-
-    def write(self, text: str) -> int:
-        self._pending += text
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
-            if line.strip():
-                self._publish(line)
-        return len(text)
 
 
 class EngineOwner:
@@ -202,8 +178,6 @@ class EngineOwner:
 
         result: dict[str, Any] = {"launch": launch_id, "preset": plan.preset.id, "ok": False}
         try:
-            self.hub.publish("launch", launch=launch_id,
-                             text=f"launching {plan.preset.id} (by the service)")
             engine = flow.run(plan, on_event, cancel, force=force, skip_switch_wait=skip,
                               timeout=timeout)
             result.update(ok=True, engine=engine.to_dict())
@@ -244,15 +218,13 @@ class EngineOwner:
 
 
 class _LaunchRelay(LaunchListener):
-    """The service's sink for one launch's events: each becomes the line the CLI would print
-    and, for a step with a phase word, a `launch-phase` event (the TUI's engine card); a pull
-    or a model download also sends its share done as `launch-pull` events (the card's bar),
-    one per whole percent, and one with `fraction` null when a pull begins."""
+    """The service's sink for one launch's events: each goes to every client as itself
+    (`launch-event`). A pull's progress, which Docker reports many times a second per layer,
+    goes on only when the whole pull's share done moves by a percent, and a download's
+    likewise: a client's tracker still adds up every layer it is sent."""
 
     def __init__(self, owner: EngineOwner, launch_id: int) -> None:
         self.owner, self.launch_id = owner, launch_id
-        self.printer = LaunchPrinter(_LineSink(
-            lambda line: owner.hub.publish("launch", launch=launch_id, text=line)))
         self.tracker, self.percent = PullTracker(), -1  # the pull's layers added up
 
     def __call__(self, event: LaunchEvent) -> None:
@@ -272,37 +244,32 @@ class _LaunchRelay(LaunchListener):
 
     def pull_progress(self, event: PullProgress) -> None:
         self.tracker.update(event)
-        self._pulled(self.tracker.fraction)
-        self.other(event)
+        if self._moved(self.tracker.fraction) or event.status not in ("Downloading",
+                                                                        "Extracting"):
+            self.other(event)
 
     def model_downloading(self, event: ModelDownloading) -> None:
-        self._pulled(event.fraction)
-        self.other(event)
+        if self._moved(event.fraction):
+            self.other(event)
 
     def _pull_begins(self) -> None:
         self.tracker.reset()
         self.percent = -1
-        self.owner.hub.publish("launch-pull", launch=self.launch_id, fraction=None)
 
-    def _pulled(self, fraction: float | None) -> None:
-        if fraction is not None and int(fraction * 100) != self.percent:
-            self.percent = int(fraction * 100)
-            self.owner.hub.publish("launch-pull", launch=self.launch_id, fraction=fraction)
+    def _moved(self, fraction: float | None) -> bool:
+        if fraction is None or int(fraction * 100) == self.percent:
+            return fraction is None and self.percent == -1  # the first, share unknown
+        self.percent = int(fraction * 100)
+        return True
 
     def container_started(self, event: ContainerStarted) -> None:
         # the launch's own start-up watchdog guards it until ready; the follower after that
         self.owner._launching_id = event.engine.container_id
         self.other(event)
 
-    def switch_waited(self, event: SwitchWaited) -> None:
-        self.owner.hub.publish("launch-switch", launch=self.launch_id, engine=event.engine,
-                               progress=asdict(event.progress))
-        self.other(event)
-
     def other(self, event: LaunchEvent) -> None:
-        if event.phase is not None:
-            self.owner.hub.publish("launch-phase", launch=self.launch_id, phase=event.phase)
-        self.printer(event)
+        self.owner.hub.publish("launch-event", launch=self.launch_id,
+                               event=event_to_dict(event))
 
 
 def _healthy(engine: EngineState) -> bool:

@@ -2,7 +2,7 @@
 tok/s, kept whether or not a window is open (sparkdeck.recorder holds the how and why).
 
 Opening the recording tells whether the previous service ended uncleanly (a freeze, a power
-cut, a kill -9); its post-mortem is published to the clients and kept for /v1/status. A
+cut, a kill -9); its post-mortem is published to the clients and kept for /v2/status. A
 recording that cannot be opened (a second recorder, a broken file) costs the service nothing
 else: the guard runs on, and the reason is published and printed.
 """

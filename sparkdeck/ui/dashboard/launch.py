@@ -91,19 +91,10 @@ class LaunchArea(Vertical):
 
     @dataclass
     class ServiceStepped(Message, bubble=False):
-        """A launch the service runs reported a phase word or a line (its event stream)."""
+        """A launch the service runs began (the card says who runs it)."""
 
         phase: str | None = None
         text: str = ""
-
-    @dataclass
-    class ServicePulled(Message, bubble=False):
-        """A pull or model download the service runs moved on (None: one begins)."""
-
-        fraction: float | None
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LaunchArea.ServicePulled)
 
     @dataclass
     class Finished(Message, bubble=False):
@@ -289,17 +280,12 @@ class LaunchArea(Vertical):
             raise ServiceError(result["error"])
 
     def _on_service_event(self, kind: str, data: dict) -> None:
-        if kind == "launch" and not data["text"][:1].isspace():  # headlines, not their
-            self.post_message(self.ServiceStepped(text=data["text"]))  # indented details
-        elif kind == "launch-phase":
-            self.post_message(self.ServiceStepped(phase=data["phase"]))
-        elif kind == "launch-pull":
-            self.post_message(self.ServicePulled(data["fraction"]))
-        elif kind == "launch-switch":
-            from sparkdeck.guard.switch import SwitchProgress
+        """An event of the launch the service runs (in the launch thread)."""
+        match kind:
+            case "launch-event":  # the typed event itself: shown as this window's own are
+                from sparkdeck.launch.events import event_from_dict
 
-            self.post_message(self.SwitchProgressed(
-                SwitchProgress.from_dict(data["progress"]), data["engine"]))
+                self._on_event(event_from_dict(data["event"]), by_service=True)
 
     @work(thread=True, group="launch", name="stop", exit_on_error=False,
           description="stop the engine sparkdeck started")
@@ -314,12 +300,13 @@ class LaunchArea(Vertical):
         finally:
             self.post_message(self.Finished("stop"))
 
-    def _on_event(self, event: LaunchEvent) -> None:
+    def _on_event(self, event: LaunchEvent, by_service: bool = False) -> None:
         """Each launch event, called in the launch thread: its own hook (launch_hooks), then
-        the card's step."""
-        from sparkdeck.ui.dashboard.launch_hooks import LaunchHooks  # with the first event
+        the card's step. `by_service`: the service runs the launch and guards the engine,
+        so nothing is handed to this window's watchdog."""
+        from sparkdeck.ui.dashboard.launch_hooks import LaunchHooks, ServiceLaunchHooks
 
-        event.deliver(LaunchHooks(self))
+        event.deliver(ServiceLaunchHooks(self) if by_service else LaunchHooks(self))
         self.post_message(self.Progressed(event))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -379,9 +366,6 @@ class LaunchArea(Vertical):
     def on_launch_area_service_stepped(self, message: ServiceStepped) -> None:
         self.report = replace(self.report, phase=message.phase or self.report.phase,
                               detail=message.text or self.report.detail)
-
-    def on_launch_area_service_pulled(self, message: ServicePulled) -> None:
-        self.report = replace(self.report, phase="pulling", pull_fraction=message.fraction)
 
     async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
         from sparkdeck.guard.switch import TIMED_OUT  # loaded with the event that brought it

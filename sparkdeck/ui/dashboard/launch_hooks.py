@@ -46,3 +46,14 @@ class LaunchHooks(LaunchListener):
 
     def timeline_saved(self, event: TimelineSaved) -> None:
         self.area.post_message(self.area.TimelineRecorded(event.timeline))
+
+
+class ServiceLaunchHooks(LaunchHooks):
+    """The same, for a launch the service runs: its start-up watchdog and then its guard
+    follower guard the engine, so this window covers nothing and takes nothing over."""
+
+    def container_started(self, event: ContainerStarted) -> None:
+        pass
+
+    def engine_ready(self, event: EngineReady) -> None:
+        pass
