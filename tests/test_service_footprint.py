@@ -65,7 +65,7 @@ def test_the_idle_service_holds_no_http_client_and_no_charset_detector(isolated_
     lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
     assert lines, (done.stdout, done.stderr)
     probe = json.loads(lines[0][len("PROBE "):])
-    assert "OpenAI endpoint on http://127.0.0.1:" in done.stdout  # the endpoint listens
+    assert "OpenAI endpoint on http://127.0.0.1:" in done.stderr  # the endpoint listens (the log)
     assert probe["loaded"] == {"httpx": False, "httpcore": False, "aiohttp": False,
                                "charset_normalizer": False, "docker": True}
     # the SDK still reads Docker's JSON and its error message without a detector
