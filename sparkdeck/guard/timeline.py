@@ -3,14 +3,20 @@
 Memory is sampled at the guard's start-up rate; phases (weights loading, KV-cache
 allocation, CUDA graph capture, ready) come from the first log line matching each of the
 engine kind's `startup_phases` patterns. Times are seconds since the container started.
+
+Whoever runs a launch (a window, the CLI, the service) saves its timeline in the launch's
+record (sparkdeck.guard.records); `latest_recorded` reads the newest one back, so a window can
+draw the start-up of a launch it did not run itself.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sparkdeck.guard.readings import Reading
@@ -86,3 +92,37 @@ class TimelineRecorder:
     def timeline(self, marks: Sequence[PhaseMark] = ()) -> StartupTimeline:
         with self._lock:
             return StartupTimeline(tuple(self._points), tuple(marks), self._total)
+
+
+@dataclass(frozen=True)
+class RecordedStartup:
+    """A start-up timeline as a launch record keeps it, with the launch it belongs to."""
+
+    preset_id: str
+    container_name: str
+    saved_at: float  # the record's modification time (time.time() clock)
+    timeline: StartupTimeline
+
+
+def latest_recorded(launches: Path) -> RecordedStartup | None:
+    """The newest launch record in `launches` that holds a start-up timeline (an adopted
+    engine's record has none); None when there is none. A record that cannot be read or
+    parsed (being replaced, damaged, of another version) is passed over: the chart then
+    shows the newest one that can be, never an error."""
+    found = []
+    for path in launches.glob("*.json"):  # none when there is no launches dir yet
+        try:
+            found.append((path.stat().st_mtime, path))
+        except OSError:  # dropped while it was listed (its container is gone)
+            continue
+    for saved_at, path in sorted(found, reverse=True):
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or not isinstance(data.get("timeline"), dict):
+                continue
+            return RecordedStartup(str(data.get("preset_id") or "?"),
+                                   str(data.get("container_name") or path.stem[:12]),
+                                   saved_at, StartupTimeline.from_dict(data["timeline"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return None
