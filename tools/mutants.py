@@ -141,8 +141,12 @@ def pytest_run(tree: Path, tests: tuple[str, ...]) -> subprocess.CompletedProces
 
 
 def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    """pytest's summary line, and for a failure the first line of what failed (so that a
+    kill can be told from a test that broke for another reason)."""
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {done.returncode}"
+    summary = lines[-1] if lines else f"exit status {done.returncode}"
+    failed = next((line[1:].strip() for line in lines if line.startswith("E ")), None)
+    return f"{summary}: {failed[:160]}" if failed and done.returncode == 1 else summary
 
 
 def check(tree: Path, chosen: list[Mutant]) -> list[tuple[Mutant, str, str]]:
