@@ -71,6 +71,9 @@ class SparkdeckApp(App[int]):
     SUB_TITLE = "inference engines on a DGX Spark"
     CSS_PATH = "sparkdeck.tcss"
     COMMANDS = App.COMMANDS | {SparkdeckCommands}
+    # The arrows and `l` work on the presets from the start. Textual's default ("*") found the
+    # log pane first, hidden while no engine runs: the arrows moved nothing on screen.
+    AUTO_FOCUS = "#preset-table"
     # sparkdeck.ui.keymap's: one id each, remappable in settings.toml
     BINDINGS: ClassVar[list[BindingType]] = [*BINDINGS]
     # Screen classes the stylesheet lays out by (80, 120 and 200 columns: docs/dashboard.md)
@@ -209,8 +212,16 @@ class SparkdeckApp(App[int]):
         self.flight_history.show(message)
 
     async def action_show_tab(self, tab: str) -> None:
-        if self.side_tabs is not None:  # None in the moment before the first frame
-            await self.side_tabs.show(tab)
+        """Open a side tab. Leaving the chat (or any tab the keys were in) for another gives
+        the keys back to the presets: the arrows move them and `l` launches the one they
+        highlight, without Tab presses (they were left on the tab bar before)."""
+        if self.side_tabs is None:  # None in the moment before the first frame
+            return
+        focused = self.screen.focused
+        if tab != "chat-tab" and focused is not None and self.side_tabs in focused.ancestors:
+            # now, not after the next message (Widget.focus): the tabs ask where focus is
+            self.screen.set_focus(self.launch_area.query_one("#preset-table"))
+        await self.side_tabs.show(tab)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from without_duplicates(super().get_system_commands(screen),

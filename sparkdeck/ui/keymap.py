@@ -15,6 +15,10 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
+# The four side tabs' keys share one footer item ("m e c g tabs", in the tab bar's order): as
+# four items they took 44 of 80 columns and the footer cut Bench, Models and Quit there.
+TABS = Binding.Group("tabs")
+
 # The footer shows them in this order and cuts what does not fit: Help comes first so that at
 # 80 columns the one key that lists every other is always on screen.
 BINDINGS = [
@@ -29,13 +33,13 @@ BINDINGS = [
     Binding("r", "refresh", "Refresh", tooltip="Read presets and Docker again", id="refresh",
             show=False),
     Binding("m", "show_tab('machine-tab')", "Machine", tooltip="Memory, PSI, GPU and "
-            "environment tab", id="tab-machine"),
+            "environment tab", id="tab-machine", group=TABS),
     Binding("e", "show_tab('metrics-tab')", "Metrics", tooltip="The engine's own numbers "
-            "tab: tok/s, queue, KV cache, TTFT", id="tab-metrics"),
+            "tab: tok/s, queue, KV cache, TTFT", id="tab-metrics", group=TABS),
     Binding("c", "show_tab('chat-tab')", "Chat", tooltip="Chat with the ready engine "
-            "(Enter sends)", id="tab-chat"),
+            "(Enter sends)", id="tab-chat", group=TABS),
     Binding("g", "show_tab('guard-tab')", "Guard", tooltip="Memory guard tab: the last "
-            "start-up's memory timeline", id="tab-guard"),
+            "start-up's memory timeline", id="tab-guard", group=TABS),
     Binding("b", "open('bench')", "Bench", tooltip="Benchmark comparison of the presets on one "
             "model; b there benchmarks the running engine", id="bench"),
     Binding("o", "open('models')", "Models", tooltip="Models on this machine; pull one from the "

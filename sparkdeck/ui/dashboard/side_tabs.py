@@ -113,4 +113,8 @@ class SideTabs(Vertical):
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.metrics_tab.shown = event.pane.id == "metrics-tab"
-        await self.chat_tab.show(event.pane.id == "chat-tab")
+        chat = event.pane.id == "chat-tab"
+        # the screen's class: the stylesheet gives the chat the presets' and the log's room
+        # on small terminals (sparkdeck.tcss, `-chat-open`)
+        self.screen.set_class(chat, "-chat-open")
+        await self.chat_tab.show(chat)

@@ -19,9 +19,10 @@ LEVEL_STYLE = {"": "", "muted": "$text-muted", "success": "$success", "warning":
 
 
 def rows_content(rows: list[Row], label_width: int = LABEL_WIDTH) -> Content:
-    """Label in bold, then the text in its level's colour; one row a line."""
+    """Label in bold, then the text in its level's colour; one row a line. A label as long
+    as the column still gets a space after it (a rail's ` dc_input` ran into its watts)."""
     return Content("\n").join(
-        Content.assemble((row.label.ljust(label_width), "bold"),
+        Content.assemble((f"{row.label:<{label_width - 1}} ", "bold"),
                          (row.value, LEVEL_STYLE[row.level]))
         for row in rows)
 
