@@ -40,14 +40,16 @@ def running_presets(docker_client, scope: str) -> list[str]:
 def switching(service_env, isolated_dirs, llama_image, docker_client, scope
               ) -> Iterator[Callable[..., dict]]:
     """Start the service with [endpoint] settings, presets sw-a (launched) and sw-b (not),
-    and a sw-huge whose stated claim (4000 GiB) can never fit."""
+    and a sw-huge whose stated claim (4000 GiB) can never fit. No hold after a switch
+    (min_hold_s = 0) unless a test asks for one: these tests time the switch itself."""
 
     def start(**endpoint: object) -> dict:
         env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(free_port())}
         config = isolated_dirs["config"]
         config.mkdir(parents=True, exist_ok=True)
         lines = [f"{k} = {json.dumps(v)}" for k, v in
-                 {"switch_on_request": True, "switch_flush": False, **endpoint}.items()]
+                 {"switch_on_request": True, "switch_flush": False, "min_hold_s": 0.0,
+                  **endpoint}.items()]
         (config / "settings.toml").write_text("[endpoint]\n" + "\n".join(lines) + "\n")
         ports = {"sw-a": free_port(), "sw-b": free_port()}
         for preset_id, port in ports.items():
@@ -283,16 +285,18 @@ def test_bad_switch_settings_are_refused_naming_the_file_and_key(tmp_path):
     from sparkdeck.config.settings import SettingsError, load_settings
 
     path = tmp_path / "settings.toml"
-    path.write_text('[endpoint]\nswitch_on_request = "yes"\nqueue = -1\nkeepalive_s = 0\n')
+    path.write_text('[endpoint]\nswitch_on_request = "yes"\nqueue = -1\nkeepalive_s = 0\n'
+                    'min_hold_s = -1\n')
     with pytest.raises(SettingsError) as refused:
         load_settings(path)
     text = str(refused.value)
-    for key in ("endpoint.switch_on_request", "endpoint.queue", "endpoint.keepalive_s"):
+    for key in ("endpoint.switch_on_request", "endpoint.queue", "endpoint.keepalive_s",
+                "endpoint.min_hold_s"):
         assert key in text and str(path) in text
     path.write_text("[endpoint]\nswitch_on_request = true\nqueue = 0\n")
     loaded = load_settings(path).endpoint
     assert (loaded.switch_on_request, loaded.queue, loaded.loading_notice,
-            loaded.keepalive_s) == (True, 0, False, 3.0)
+            loaded.keepalive_s, loaded.min_hold_s) == (True, 0, False, 3.0, 10.0)
 
 
 def test_a_waiter_that_gives_up_frees_its_place_in_the_queue(switching):
@@ -355,3 +359,74 @@ def test_a_request_during_a_switch_a_front_end_asked_for_waits_for_the_new_engin
     row = wait_for(lambda: [r for r in log_rows(ep["data"]) if r["status"] == 200],
                    timeout=5, what="the request logged")[0]
     assert row["waited_s"] > 0 and row["engine"].startswith("sparkdeck-sw-b")
+
+
+class ServiceEvents:
+    """The service's event stream, read in a thread: (kind, data) with the hub's wall
+    clock `at`, for the figures the service itself gives (a launch's start and result)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from tests.test_service import client_for
+
+        self.seen: list[tuple[str, dict]] = []
+        self._client = client_for(env)
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self._ready.wait(10), "the service's event stream did not open"
+
+    def _read(self) -> None:
+        try:
+            with self._client.events(read_timeout=None) as pairs:
+                for kind, data in pairs:
+                    self._ready.set()
+                    self.seen.append((kind, data))
+        except Exception:  # noqa: BLE001 - close() ends the stream under the reader
+            pass
+
+    def launches(self) -> list[dict]:
+        """Each launch the service ran: preset, began (its first event) and ended (its
+        result), wall clock, and whether it succeeded."""
+        began: dict[int, float] = {}
+        for kind, data in self.seen:  # `launch` lines once, `launch-event` values now
+            if kind != "launch-result" and isinstance(data.get("launch"), int):
+                began.setdefault(data["launch"], data["at"])
+        return [{"preset": d["preset"], "began": began[d["launch"]], "ended": d["at"],
+                 "ok": d["ok"]} for k, d in self.seen
+                if k == "launch-result" and d["launch"] in began]
+
+    def kinds(self) -> list[str]:
+        return sorted({kind for kind, _ in self.seen})
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def test_a_stream_waiting_for_a_switch_ends_its_wait_when_the_switch_ends(switching):
+    """keepalive_s at its default (3 s): a stream that waits for a switch gets its answer
+    when the new engine is ready, not at the next keep-alive tick. Each request's wait
+    (the request log's waited_s) is judged against that switch's own time, as the service
+    published it (the launch's first event to its launch-result): within 0.5 s of it."""
+    ep = switching()
+    events = ServiceEvents(ep["env"])
+    targets = ("sw-b", "sw-a", "sw-b", "sw-a")
+    try:
+        for target in targets:
+            with httpx.stream("POST", ep["base"] + "/chat/completions", timeout=120, json={
+                    "model": target, "messages": HI, "max_tokens": 4, "stream": True,
+                    **FIXED}) as r:
+                lines = list(sse_lines(r))
+            assert r.status_code == 200 and "data: [DONE]" in lines, lines
+            assert not any('"error"' in line for line in lines), lines
+        launches = wait_for(lambda: len(x := events.launches()) >= len(targets) and x,
+                            timeout=10, what=f"the four launches' events in {events.kinds()}")
+    finally:
+        events.close()
+    rows = wait_for(lambda: len(r := [x for x in log_rows(ep["data"]) if x["stream"]])
+                    >= len(targets) and r, timeout=5, what="four streams logged")
+    assert [x["preset"] for x in launches] == list(targets)
+    assert all(x["ok"] for x in launches) and all(r["status"] == 200 for r in rows)
+    figures = [(r["waited_s"], round(x["ended"] - x["began"], 3))
+               for r, x in zip(rows, launches, strict=True)]
+    print("stream waits against the switches' own times (s):", figures)
+    for waited, switch in figures:
+        assert switch <= waited <= switch + 0.5, figures

@@ -68,6 +68,9 @@ class EndpointSettings:
     queue: int = 16  # requests that may wait behind a switch; more get 503 + Retry-After
     switch_flush: bool = True  # a switch on request flushes the page cache when it may
     keepalive_s: float = 3.0  # between SSE comments to a stream waiting for a switch
+    # a model that just loaded serves its queue at least this long before the next switch:
+    # two clients on two models get batches, not a switch per request (docs/endpoint.md)
+    min_hold_s: float = 10.0
     # loopback is open to every user of the machine: true makes the service refuse to start
     # the endpoint without a key, as it does for a LAN address
     require_key_on_loopback: bool = False
@@ -185,6 +188,9 @@ _SCHEMA: dict[str, dict[str, Option]] = {
         "keepalive_s": Option("float", EndpointSettings.keepalive_s, "seconds between the "
                               "keep-alive comments a stream waiting for a switch gets",
                               minimum=0.1, maximum=60.0),
+        "min_hold_s": Option("float", EndpointSettings.min_hold_s, "seconds a model that "
+                             "just loaded serves its queue before the next switch",
+                             minimum=0.0, maximum=3600.0),
         "require_key_on_loopback": Option(
             "bool", EndpointSettings.require_key_on_loopback, "refuse to start the endpoint "
             "on 127.0.0.1/::1 without an API key too (without one, every user of this "

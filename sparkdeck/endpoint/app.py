@@ -81,6 +81,7 @@ class Forwarder:
             await self._forward(scope, receive, send, arrived, record, held)
         finally:
             held.release()
+            self.gate.finished(record)  # out of flight: a switch may be the queue's turn
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, arrived: float,
                        record: dict[str, Any], held: HeldBody) -> None:

@@ -1,25 +1,33 @@
-"""Switch on request: a request naming another preset's model, and the queue behind a switch.
+"""Switch on request as a scheduler: one FIFO queue of requests by model.
 
 With `[endpoint] switch_on_request = true` a request for a preset's model that does not run
 makes the service do the switch the TUI does (EngineOwner.plan: what is stopped, the fit
 check with its numbers; EngineOwner.launch: stop, wait for the memory to come back, flush,
-start, ready), while that request waits. One switch at a time: it is one asyncio task that
-every waiting request awaits, so the requests that arrive meanwhile (for any model) wait
-behind it, up to `[endpoint] queue` of them, and then go to the new engine or get the same
-error as the request that asked for the switch. Over the bound: 503 with Retry-After. A
-launch that a front end asked the service for (a window's switch, `sparkdeck launch`) is
-queued behind the same way: requests that arrive while it runs wait for its engine instead of
-finding none.
+start, ready; switch_runs.py), while that request waits. The endpoint keeps one queue:
 
-A waiting stream is answered at once (200, text/event-stream) once the fit check has passed,
-and gets an SSE comment (`: loading <model>`) every `[endpoint] keepalive_s` (3 s) so
-clients and proxies with an idle timeout do not give up on it; with `[endpoint]
-loading_notice = true` also a visible chunk whose `reasoning_content` says "loading
-<model>…". Its status is then spent: a failure after that
-point is an SSE `data: {"error": ...}` event, which OpenAI clients raise as an API error.
-Refusals before any byte went out keep their own status: 409 for a switch that does not fit
-or that a launch already in progress keeps out (both clear once the user acts; 409 and not
-507, which clients read as a fault of the server), 503 for a failed launch. All carry
+- a request the running engine serves goes through at once, unless requests for another
+  model wait and the running model's hold is over (then it queues behind them, so a busy
+  client cannot keep the other one's model out forever);
+- a request for another preset queues; the oldest waiter decides the next switch, which
+  starts once the requests in flight on the running engine are done (a switch never cuts a
+  reply off) and the model that loaded last has served for `[endpoint] min_hold_s`; when an
+  engine is ready, every waiter it serves goes to it, in arrival order;
+- a launch a front end asked the service for (a window's switch, `sparkdeck launch`) is one
+  more switch in the same queue: requests that arrive while it runs wait for its engine,
+  and are then served by it or switched for;
+- a model no preset serves is refused at once (404, app.py), as with switching off.
+
+At most `[endpoint] queue` requests wait (the one a running switch is for not counted);
+more get 503 with Retry-After. A waiting stream is answered at once (200,
+text/event-stream) once a switch's fit check has passed, or after `[endpoint] keepalive_s`
+of waiting, and gets an SSE comment (`: loading <model>`) every `keepalive_s` so clients and
+proxies with an idle timeout do not give up on it; with `[endpoint] loading_notice = true`
+also a visible chunk whose `reasoning_content` says "loading <model>…". The wait ends the
+moment the engine is ready (the keep-alive timer does not hold it). Its status is then
+spent: a failure after that point is an SSE `data: {"error": ...}` event, which OpenAI
+clients raise as an API error. Refusals before any byte went out keep their own status:
+409 for a switch that does not fit (it clears once the user acts; 409 and not 507, which
+clients read as a fault of the server), 503 for a failed launch. All carry
 `x-should-retry: false` (the `openai` client retries 409 and 5xx otherwise).
 """
 
@@ -28,24 +36,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Send
 
 from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.refusals import openai_error
+from sparkdeck.endpoint.switch_runs import NO_RETRY, Outcome, SwitchRunner
 
 if TYPE_CHECKING:
     from sparkdeck.endpoint.upstream import Upstream, UpstreamFinder
     from sparkdeck.endpoint.upstream_http import UpstreamAnswer
     from sparkdeck.service.owner import EngineOwner
-
-FIND_AFTER_S = 20.0  # longest wait for the endpoint to see the engine a launch made ready
-NO_RETRY = {"x-should-retry": "false"}
 
 
 @dataclass(frozen=True)
@@ -58,210 +62,247 @@ class Admission:
     waited_s: float
 
 
-@dataclass
+@dataclass(eq=False)
+class _Waiter:
+    """One queued request: the model it names and the preset that serves it (None: no
+    switch is made for it; it goes to whatever engine runs when its turn comes)."""
+
+    key: int  # its request record's id: the same key marks it in flight once admitted
+    model: str | None
+    preset: str | None
+    result: asyncio.Future[Outcome]
+    opening: asyncio.Event = field(default_factory=asyncio.Event)  # a stream may open
+    counted: bool = True  # against [endpoint] queue (the one a switch runs for is not)
+
+
+@dataclass(eq=False)
 class _Switch:
     preset_id: str
     model: str
     started: float
-    planned: asyncio.Event  # set once the fit check passed (a stream may open then)
-    task: asyncio.Task | None = None  # -> (Upstream | None, JSONResponse | None)
+    planned: bool = False  # the fit check passed (a stream may open)
+    task: asyncio.Task[None] | None = None
 
 
 class SwitchGate:
-    """Decides whether a request waits for a switch, runs the switch, bounds the queue."""
+    """The endpoint's scheduler: serves, queues, switches, bounds the queue."""
 
     def __init__(self, owner: EngineOwner | None, settings: EndpointSettings,
                  finder: UpstreamFinder) -> None:
         self._owner, self._settings, self._finder = owner, settings, finder
+        self._runner = (SwitchRunner(owner, finder, settings.switch_flush)
+                        if owner is not None else None)
         self._switch: _Switch | None = None
-        self._waiting = 0  # requests queued behind the switch (not the one that asked)
+        self._queue: list[_Waiter] = []
+        self._serving: set[int] = set()  # the records of requests admitted and not done
+        self._engine: Upstream | None = None  # what runs, as last found or switched to
+        self._hold_until = 0.0  # the model that loaded last serves until then at least
+        self._timer: asyncio.TimerHandle | None = None
         self.last_switch_s: float | None = None
 
     async def admit(self, record: dict[str, Any], upstream: Upstream | None,
                     receive: Receive, send: Send) -> Admission:
-        """Where the request goes: `upstream` as found when no switch concerns it, else
-        after waiting for the switch that runs or the one its model starts (the wait is
-        written into its request-log `record`)."""
-        model, path, stream = record["model"], record["path"], record["stream"]
-        switch = self._switch
-        if switch is None:
-            preset = await self._target(model, upstream)
-            if preset is None:
-                if self._switch is None and self._owner is not None and (
-                        self._owner.in_flight is not None):
-                    self._switch = self._behind(*self._owner.in_flight)
-                if self._switch is None:
-                    return Admission(upstream, None, False, 0.0)
-                return await self._queued(self._switch, record, path, stream, receive, send)
-            if self._switch is None:  # no other request started one while the catalog read
-                self._switch = switch = _Switch(preset.id, model or preset.id,
-                                                time.monotonic(), asyncio.Event())
-                switch.task = asyncio.ensure_future(self._run(switch))
-            else:
-                switch = self._switch
-            return await self._wait(switch, record, path, stream, receive, send)
-        return await self._queued(switch, record, path, stream, receive, send)
+        """Where the request goes: `upstream` as found when nothing is scheduled ahead of
+        it, else after its turn in the queue (the wait is written into its request-log
+        `record`). Every admitted request is in flight until `finished(record)`."""
+        model, key = record["model"], id(record)
+        if (self._switch is None and not self._queue and self._serves(upstream, model)
+                and (self._owner is None or self._owner.in_flight is None)):  # the hot path
+            self._engine = upstream
+            self._serving.add(key)
+            return Admission(upstream, None, False, 0.0)
+        preset = await self._home(model, upstream)
+        self._follow_front_end()
+        if self._switch is None:
+            self._engine = upstream
+            serves = self._serves(upstream, model)
+            if (serves and (not self._queue or time.monotonic() < self._hold_until)) or (
+                    not serves and preset is None):  # served, or refused by app.py
+                self._serving.add(key)
+                return Admission(upstream, None, False, 0.0)
+        waiting = sum(w.counted for w in self._queue)
+        if waiting >= self._settings.queue:
+            return Admission(None, self._queue_full(waiting), False, 0.0)
+        waiter = _Waiter(key, model, preset, asyncio.get_running_loop().create_future())
+        if self._switch is not None and self._switch.planned:
+            waiter.opening.set()
+        self._queue.append(waiter)
+        self._dispatch()
+        return await self._wait(waiter, record, receive, send)
 
-    async def _queued(self, switch: _Switch, record: dict[str, Any], path: str, stream: bool,
-                      receive: Receive, send: Send) -> Admission:
-        """Wait behind a running switch, one of at most `[endpoint] queue`."""
-        if self._waiting >= self._settings.queue:
-            left = max(1, round((self.last_switch_s or 10.0)
-                                - (time.monotonic() - switch.started)))
-            return Admission(None, openai_error(
-                503, f"the endpoint is switching to {switch.model!r} and {self._waiting} "
-                "requests already wait for it ([endpoint] queue): retry shortly",
-                "service_unavailable", "switch_queue_full", {"Retry-After": str(left)}),
-                False, 0.0)
-        self._waiting += 1
-        try:
-            return await self._wait(switch, record, path, stream, receive, send)
-        finally:
-            self._waiting -= 1
+    def finished(self, record: dict[str, Any]) -> None:
+        """The request is done (answered, refused or gone): a switch may be its turn."""
+        key = id(record)
+        if key in self._serving:
+            self._serving.discard(key)
+            if not self._serving and self._queue:
+                self._dispatch()
 
-    def _behind(self, launch_id: int, preset_id: str) -> _Switch:
-        """A switch that follows the service's launch in flight (a front end asked for it):
-        the requests wait for its engine. Its plan was confirmed already: a stream may open."""
-        switch = _Switch(preset_id, preset_id, time.monotonic(), asyncio.Event())
-        switch.planned.set()
-        switch.task = asyncio.ensure_future(self._run(switch, launch_id))
-        return switch
+    # ----- the queue -----------------------------------------------------------------------
 
-    async def _target(self, model: str | None, upstream: Upstream | None) -> Any:
-        """The preset a request's model names, when switching is on and it does not run."""
+    @staticmethod
+    def _serves(engine: Upstream | None, model: str | None) -> bool:
+        return engine is not None and (model is None or model in engine.model_ids
+                                       or model in engine.aliases)
+
+    async def _home(self, model: str | None, upstream: Upstream | None) -> str | None:
+        """The preset a switch for this model goes to (None: no switch is made for it)."""
         if not self._settings.switch_on_request or self._owner is None or model is None:
             return None
-        if upstream is not None and (model in upstream.model_ids or model in upstream.aliases):
-            return None
+        if self._serves(upstream, model):
+            return upstream.preset_id if upstream is not None else None
         starting = self._owner.follower.engine  # one on its way up is waited for, not re-run
         if starting is not None and model in (starting.preset_id, starting.name):
             return None
         catalog = await self._finder.presets()
         named = [p for p in sorted(catalog.presets.values(), key=lambda p: p.id)
                  if model in (p.id, p.model)]
-        return named[0] if named else None
+        return named[0].id if named else None
 
-    async def _wait(self, switch: _Switch, record: dict[str, Any], path: str, stream: bool,
-                    receive: Receive, send: Send) -> Admission:
-        began, opened = time.monotonic(), False
-        assert switch.task is not None
-        # a client that gives up while it waits leaves the queue at once (its place is not
-        # held until the switch ends); the switch itself goes on for the others
-        gone = asyncio.ensure_future(_disconnect(receive))
-        planned = asyncio.ensure_future(switch.planned.wait())
+    def _follow_front_end(self) -> None:
+        """A launch a front end asked the service for is a switch of the queue's own."""
+        flight = self._owner.in_flight if self._owner is not None else None
+        if self._switch is None and flight is not None and self._runner is not None:
+            launch_id, preset_id = flight
+            switch = _Switch(preset_id, preset_id, time.monotonic())
+            self._start(switch, self._runner.follow(launch_id, preset_id))
+            self._planned(switch)  # its plan was confirmed already: a stream may open
+
+    def _dispatch(self, loaded: bool = False) -> None:
+        """Hand the engine that runs the waiters it serves; start the next switch when its
+        turn came (hold over, nothing in flight). An engine that just `loaded` gets every
+        waiter it serves; else only those ahead of the first that waits for a switch."""
+        if self._switch is not None:
+            return
+        engine, blocked = self._engine, False
+        for waiter in list(self._queue):
+            if self._serves(engine, waiter.model):
+                if loaded or not blocked:
+                    self._admit(waiter, (engine, None))
+            elif waiter.preset is None or (loaded and engine is not None
+                                           and waiter.preset == engine.preset_id):
+                # no switch serves it (app.py refuses it now), or the switch made for it
+                # ran: the engine answers (or refuses) it, never a second switch to the same
+                self._admit(waiter, (engine, None))
+            else:
+                blocked = True
+        if not self._queue:
+            return
+        left = self._hold_until - time.monotonic()
+        if left > 0:
+            if self._timer is None:
+                def again() -> None:
+                    self._timer = None
+                    self._dispatch()
+                self._timer = asyncio.get_running_loop().call_later(left, again)
+            return
+        if self._serving or self._runner is None:
+            return  # finished() calls again once the last request in flight is done
+        if self._owner is not None and self._owner.in_flight is not None:
+            self._follow_front_end()
+            return
+        head = self._queue[0]
+        assert head.preset is not None
+        head.counted = False
+        switch = _Switch(head.preset, head.model or head.preset, time.monotonic())
+        self._start(switch, self._runner.switch_to(head.preset,
+                                                   lambda: self._planned(switch)))
+
+    def _start(self, switch: _Switch, run: Any) -> None:
+        self._switch = switch
+        switch.task = asyncio.ensure_future(self._run(switch, run))
+
+    def _planned(self, switch: _Switch) -> None:
+        switch.planned = True
+        for waiter in self._queue:
+            waiter.opening.set()
+
+    async def _run(self, switch: _Switch, run: Any) -> None:
+        runner = self._runner
+        assert runner is not None
         try:
-            await asyncio.wait((switch.task, gone, *((planned,) if stream else ())),
+            upstream, refusal = await run
+        except Exception as exc:  # noqa: BLE001 - every waiting request gets the reason
+            upstream, refusal = None, openai_error(
+                503, f"switching to {switch.preset_id} failed: {exc}", "server_error",
+                "switch_failed", NO_RETRY)
+        if upstream is None:
+            try:
+                upstream = await runner.engine_now()
+            except Exception:  # noqa: BLE001 - no engine known: waiters get "no engine"
+                upstream = None
+        else:  # a model that just loaded serves its queue for min_hold_s at least
+            self._hold_until = time.monotonic() + self._settings.min_hold_s
+        self._engine = upstream
+        self._switch = None
+        self.last_switch_s = time.monotonic() - switch.started
+        if refusal is not None:  # those that wait for this preset get why it did not run
+            for waiter in list(self._queue):
+                if waiter.preset == switch.preset_id:
+                    self._admit(waiter, (None, refusal))
+        self._dispatch(loaded=True)
+
+    def _admit(self, waiter: _Waiter, outcome: Outcome) -> None:
+        self._queue.remove(waiter)
+        if not waiter.result.done():
+            waiter.result.set_result(outcome)
+            if outcome[1] is None:
+                self._serving.add(waiter.key)
+
+    def _queue_full(self, waiting: int) -> JSONResponse:
+        switch, last = self._switch, self.last_switch_s or 10.0
+        if switch is not None:
+            left, what = last - (time.monotonic() - switch.started), f"to {switch.model!r}"
+        else:
+            left, what = max(0.0, self._hold_until - time.monotonic()) + last, "engines"
+        return openai_error(
+            503, f"the endpoint is switching {what} and {waiting} requests already wait "
+            "([endpoint] queue): retry shortly", "service_unavailable", "switch_queue_full",
+            {"Retry-After": str(max(1, round(left)))})
+
+    async def _wait(self, waiter: _Waiter, record: dict[str, Any], receive: Receive,
+                    send: Send) -> Admission:
+        began, opened, stream = time.monotonic(), False, record["stream"]
+        # a client that gives up while it waits leaves the queue at once (its place is not
+        # held until its turn); a switch that runs goes on for the others
+        gone = asyncio.ensure_future(_disconnect(receive))
+        opening = asyncio.ensure_future(waiter.opening.wait())
+        every = self._settings.keepalive_s
+        try:
+            await asyncio.wait((waiter.result, gone, *((opening,) if stream else ())),
+                               timeout=every if stream else None,
                                return_when=asyncio.FIRST_COMPLETED)
-            while stream and not switch.task.done() and not gone.done():
+            while stream and not waiter.result.done() and not gone.done():
+                model = self._switch.model if self._switch is not None else (
+                    waiter.model or waiter.preset or "the model")
                 if not opened:
                     opened = True
                     await send({"type": "http.response.start", "status": 200, "headers": [
                         (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-                    if self._settings.loading_notice and path.endswith("/chat/completions"):
-                        await send(_body(_notice(switch.model)))
-                await send(_body(f": loading {switch.model}\n\n".encode()))
-                await asyncio.wait((switch.task, gone), timeout=self._settings.keepalive_s)
+                    if self._settings.loading_notice and record["path"].endswith(
+                            "/chat/completions"):
+                        await send(_body(_notice(model)))
+                await send(_body(f": loading {model}\n\n".encode()))
+                # the first of the two ends the pause: the switch being over, or the client
+                # gone (waiting for both held every stream for the whole keep-alive period)
+                await asyncio.wait((waiter.result, gone), timeout=every,
+                                   return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-            planned.cancel()
+            opening.cancel()
+            if not waiter.result.done():  # gone: out of the queue, the turn passes on
+                waiter.result.cancel()
+                if waiter in self._queue:
+                    self._queue.remove(waiter)
+                self._dispatch()
         record["waited_s"] = waited = round(time.monotonic() - began, 3)
-        if not switch.task.done():  # gone: 499 (nginx's "client closed request"), logged only
+        if waiter.result.cancelled():  # gone: 499 (nginx's "client closed request"), logged
             return Admission(None, openai_error(
-                499, f"the client disconnected while waiting for the switch to {switch.model!r}",
-                "client_closed", "client_disconnected"), opened, waited)
-        upstream, refusal = switch.task.result()
+                499, "the client disconnected while waiting for the switch to "
+                f"{waiter.preset or waiter.model or 'the next engine'!r}", "client_closed",
+                "client_disconnected"), opened, waited)
+        upstream, refusal = waiter.result.result()
         return Admission(upstream, refusal, opened, waited)
-
-    async def _run(self, switch: _Switch, launch_id: int | None = None
-                   ) -> tuple[Upstream | None, JSONResponse | None]:
-        try:
-            if launch_id is not None:
-                return await self._follow(switch, launch_id)
-            return await self._switch_to(switch)
-        except Exception as exc:  # noqa: BLE001 - every waiting request gets the reason
-            return None, openai_error(503, f"switching to {switch.preset_id} failed: {exc}",
-                                      "server_error", "switch_failed", NO_RETRY)
-        finally:
-            self._switch = None
-            self.last_switch_s = time.monotonic() - switch.started
-
-    async def _switch_to(self, switch: _Switch) -> tuple[Upstream | None, JSONResponse | None]:
-        from sparkdeck.launch.lock_holder import Busy, UnknownPreset
-
-        owner, preset_id = self._owner, switch.preset_id
-        assert owner is not None
-        flush = None if self._settings.switch_flush else False
-        plan = await run_in_threadpool(owner.plan, preset_id, flush)
-        if plan["fit"] is not None and not plan["fit"]["allowed"]:
-            return None, openai_error(
-                409, f"{preset_id} does not fit in memory, so the endpoint did not switch to "
-                "it (the running engine keeps running):\n" + "\n".join(plan["fit_lines"]),
-                "invalid_request_error", "model_does_not_fit", NO_RETRY)
-        switch.planned.set()
-
-        async def start() -> int | None:
-            return await run_in_threadpool(owner.launch, preset_id, flush=flush)
-
-        try:
-            result = await self._result_of(start)
-        except (Busy, UnknownPreset) as exc:
-            return None, openai_error(409, f"cannot switch to {preset_id}: {exc}",
-                                      "invalid_request_error", "switch_refused", NO_RETRY)
-        return await self._engine_after(preset_id, result)
-
-    async def _follow(self, switch: _Switch, launch_id: int
-                      ) -> tuple[Upstream | None, JSONResponse | None]:
-        """The engine of a launch a front end asked the service for, once it is ready."""
-        owner = self._owner
-        assert owner is not None
-
-        async def running() -> int | None:  # None: it ended before the subscription
-            flight = owner.in_flight
-            return launch_id if flight is not None and flight[0] == launch_id else None
-
-        return await self._engine_after(switch.preset_id, await self._result_of(running))
-
-    async def _result_of(self, launched: Callable[[], Awaitable[int | None]]
-                         ) -> dict[str, Any] | None:
-        """The launch-result of the launch `launched` names (None: it had ended already).
-        The subscription is in place first, so a result published after it is not missed."""
-        owner = self._owner
-        assert owner is not None
-        events = owner.hub.subscribe()
-        first = asyncio.ensure_future(events.__anext__())
-        await asyncio.sleep(0)  # the subscription is in place before the launch can finish
-        try:
-            launch_id = await launched()
-            if launch_id is None:
-                return None
-            event = await first
-            while not (event.kind == "launch-result" and event.data.get("launch") == launch_id):
-                event = await events.__anext__()
-            return event.data
-        finally:
-            first.cancel()  # (done already, unless the launch was refused or had ended)
-            await asyncio.gather(first, return_exceptions=True)  # the generator is let go
-            await events.aclose()
-
-    async def _engine_after(self, preset_id: str, result: dict[str, Any] | None
-                            ) -> tuple[Upstream | None, JSONResponse | None]:
-        """After the launch: its failure for every waiting request, or the new engine."""
-        if result is not None and not result.get("ok"):
-            tail = "\n".join((result.get("log_tail") or [])[-5:])
-            return None, openai_error(
-                503, f"switching to {preset_id} failed: {result.get('error')}"
-                + (f"\nthe engine's last log lines:\n{tail}" if tail else ""),
-                "server_error", "switch_failed", NO_RETRY)
-        deadline = time.monotonic() + FIND_AFTER_S
-        while True:  # the finder trusts what it saw for a second: asked afresh
-            upstream, why = await self._finder.find(fresh=True)
-            if upstream is not None and upstream.preset_id == preset_id:
-                return upstream, None
-            if time.monotonic() > deadline:
-                return None, openai_error(503, f"{preset_id} started but the endpoint does "
-                                          f"not reach it: {why}", "server_error",
-                                          "switch_failed", NO_RETRY)
-            await asyncio.sleep(0.1)
 
     async def error_in_stream(self, send: Send, error: Response | bytes) -> None:
         """An error after a waiting stream was opened with 200: an SSE `data:` event
