@@ -46,8 +46,8 @@ def measurable(decode_s: float, reads: int) -> bool:
 def unmeasured_reason(decode_s: float | None, reads: int | None) -> str:
     """Why a reply got no client rate, in a few words."""
     if not reads or not decode_s:
-        return "too short: one read"
-    return f"too short: {reads + 1} reads in {decode_s * 1000:.0f} ms"
+        return "all in one read"
+    return f"{reads + 1} reads in {decode_s * 1000:.0f} ms"
 
 
 @dataclass(frozen=True)
