@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from textual.app import App, ComposeResult
-
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB, MemoryClaim
 from sparkdeck.guard.fit import check_fit
@@ -14,25 +12,14 @@ from sparkdeck.guard.policy import WatchdogPolicy
 from sparkdeck.guard.switch import switch_progress
 from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
 from sparkdeck.host.meminfo import MemorySnapshot
-from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart, chart_rows, phase_row
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+from tests.support.pane_host import WidgetHost
 from tests.test_guard_policy import recording
 
 TOTAL = 100 * GIB  # fake pool size for the pictures
 
-
-class Host(App[None]):
-    CSS_PATH = STYLESHEET
-
-    def __init__(self, *widgets) -> None:
-        super().__init__()
-        self.widgets = widgets
-        self.results: list = []
-
-    def compose(self) -> ComposeResult:
-        yield from self.widgets
 
 
 def does_not_fit():
@@ -45,7 +32,7 @@ def test_fit_modal_shows_numbers_and_cancels_by_default():
 
 
 async def _test_fit_modal_shows_numbers_and_cancels_by_default():
-    app = Host()
+    app = WidgetHost()
     async with app.run_test() as pilot:
         app.push_screen(FitModal("big", does_not_fit()), app.results.append)
         await pilot.pause()
@@ -68,7 +55,7 @@ def test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press(
 
 async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
     skip = threading.Event()
-    app = Host()
+    app = WidgetHost()
     args = dict(baseline=100 * GIB, margin=2 * GIB, timeout=120, gpu_pids_left=None)
     async with app.run_test() as pilot:
         screen = SwitchWaitScreen("sparkdeck-old", skip)
@@ -94,7 +81,7 @@ def test_switch_wait_screen_closes_itself_when_memory_is_back():
 
 
 async def _test_switch_wait_screen_closes_itself_when_memory_is_back():
-    app = Host()
+    app = WidgetHost()
     async with app.run_test() as pilot:
         screen = SwitchWaitScreen("sparkdeck-old", threading.Event())
         app.push_screen(screen, app.results.append)
@@ -126,7 +113,7 @@ def test_timeline_chart_draws_and_lists_the_phases():
 
 async def _test_timeline_chart_draws_and_lists_the_phases():
     chart = TimelineChart()
-    app = Host(chart)
+    app = WidgetHost(chart)
     async with app.run_test(size=(60, 20)) as pilot:
         assert "no start-up recorded yet" in str(chart.render())
         chart.timeline = ramp_timeline()
@@ -142,7 +129,7 @@ def test_watchdog_line_shows_each_level():
 
 async def _test_watchdog_line_shows_each_level():
     line = WatchdogLine()
-    app = Host(line)
+    app = WidgetHost(line)
     _, readings = recording("ramp_to_wedge")
     policy = WatchdogPolicy(GuardSettings())
     async with app.run_test() as pilot:

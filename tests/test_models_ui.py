@@ -12,14 +12,14 @@ import os
 from pathlib import Path
 
 import pytest
-from textual.app import App, ComposeResult
+from textual.app import App
 
 from sparkdeck.presets import load_file
 from sparkdeck.ui.dashboard.presets import ON_DISK, PresetTable
 from sparkdeck.ui.readers import model_cell
 from tests.conftest import base_fields, write_preset
 from tests.support.hf_cache import add_to_cache
-from tests.support.pane_host import wait_until
+from tests.support.pane_host import WidgetHost, wait_until
 
 GIB = 2**30
 
@@ -56,20 +56,20 @@ def presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     return {key: load_file(path) for key, path in made.items()}
 
 
+def host() -> WidgetHost:
+    """The preset table alone, with its own default styles."""
+    return WidgetHost(PresetTable(id="preset-table"), css_path=None)
+
 def test_the_cell_says_the_size_missing_or_that_it_cannot_tell(presets: dict) -> None:
     cells = {key: model_cell(preset) for key, preset in presets.items()}
     assert cells == {"here": "1.5 GiB", "absent": "missing", "no-mount": "-",
                      "ollama": "-", "gguf": "0.5 GiB"}
 
 
-class Host(App[None]):
-    def compose(self) -> ComposeResult:
-        yield PresetTable(id="preset-table")
-
 
 def test_the_table_shows_rows_first_then_the_sizes_from_a_worker(presets: dict) -> None:
     async def scenario() -> None:
-        async with Host().run_test(size=(140, 12)) as pilot:
+        async with host().run_test(size=(140, 12)) as pilot:
             table = pilot.app.query_one(PresetTable)
             rows = [(p.id, "1.0 GiB", p.image, p.model, p.kind)
                     for _, p in sorted(presets.items())]

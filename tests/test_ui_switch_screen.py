@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.widgets import Button, Static
 
 from sparkdeck.config.settings import GuardSettings, Settings
@@ -24,13 +24,13 @@ from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerRuntimeError
 from sparkdeck.runtime.logs import LogFollower
-from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, engine_content
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.screens import SKIP_RISK, SwitchWaitScreen
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import busybox_preset
+from tests.support.pane_host import WidgetHost
 from tests.test_ui_app import engine_text, wait_until
 
 # sh stays PID 1 and ends on SIGTERM (httpd as PID 1 would ignore it: a 30 s stop)
@@ -148,16 +148,10 @@ def test_switch_card_toasts_and_timeout_warning(tmp_path: Path, runtime: DockerR
 
 # ----- the switch-wait dialog at 80x24 ----------------------------------------------------
 
-class Host(App[None]):
-    CSS_PATH = STYLESHEET
-
-    def compose(self) -> ComposeResult:
-        return iter(())
-
 
 def test_skip_risk_text_shows_in_full_at_80x24():
     async def scenario() -> None:
-        app = Host()
+        app = WidgetHost()
         async with app.run_test(size=(80, 24)) as pilot:
             skip = threading.Event()
             screen = SwitchWaitScreen("sparkdeck-old", skip)

@@ -10,20 +10,20 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from sparkdeck.ui.tables import column_widths, cut, fill_table, fit_columns
+from tests.support.pane_host import WidgetHost
 
 LABELS = ("id", "image", "kind")
 ROWS = [("ollama-test", "ollama/ollama:test", "ollama"),
         ("tiny-llama", "local/llama-server:test", "llama.cpp")]
 
 
-class Host(App[None]):
-    def compose(self) -> ComposeResult:
-        yield DataTable(id="table")
 
+def host() -> WidgetHost:
+    """A DataTable alone, with its own default styles."""
+    return WidgetHost(DataTable(id="table"), css_path=None)
 
 def test_widths_come_from_the_widest_cell_or_label() -> None:
     assert column_widths(LABELS, ROWS) == [11, 23, 9]
@@ -39,7 +39,7 @@ def test_a_row_with_more_cells_than_columns_is_refused() -> None:
 
 def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
     async def scenario() -> None:
-        async with Host().run_test(size=(120, 10)) as pilot:
+        async with host().run_test(size=(120, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
             fill_table(table, LABELS, ROWS, [row[0] for row in ROWS])
             # No pause: this is the frame a repaint right after the rows arrive would draw.
@@ -54,7 +54,7 @@ def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
 
 def test_refilling_replaces_columns_and_rows_and_keys() -> None:
     async def scenario() -> None:
-        async with Host().run_test(size=(120, 10)) as pilot:
+        async with host().run_test(size=(120, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
             fill_table(table, LABELS, ROWS, ["a", "b"])
             fill_table(table, ("engine", "c=1"), [("vllm", "12.5")], ["run-7"])
@@ -96,7 +96,7 @@ def test_a_cut_says_so_with_an_ellipsis_and_images_keep_their_tag() -> None:
 
 def test_the_table_shows_only_the_columns_that_fit() -> None:
     async def scenario() -> None:
-        async with Host().run_test(size=(60, 10)) as pilot:
+        async with host().run_test(size=(60, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
             fill_table(table, PRESET_LABELS, PRESET_ROWS, ["vllm-upstream"], width=40,
                        priority=PRIORITY, keep_end=("image",))

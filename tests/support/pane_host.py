@@ -1,18 +1,35 @@
-"""A tiny host App for the chat pane in Pilot tests, and a wait helper instead of sleeps."""
+"""The test kit's app hosts for Pilot tests (a chat pane; any widgets or screens) and the wait
+helper that lets the app run between looks, instead of sleeps."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from sparkdeck.engines import get_kind
 from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.chat.pane import ChatPane
+
+
+class WidgetHost(App[None]):
+    """Hosts the given widgets (none: a bare app to push screens onto) with sparkdeck's
+    stylesheet, or with none (`css_path=None`: a widget's own defaults); keeps what a
+    pushed screen dismissed with in `results`."""
+
+    def __init__(self, *widgets: Widget, css_path: Path | str | None = STYLESHEET) -> None:
+        super().__init__(css_path=css_path)
+        self.widgets = widgets
+        self.results: list[Any] = []
+
+    def compose(self) -> ComposeResult:
+        yield from self.widgets
 
 
 class PaneHost(App):
