@@ -122,8 +122,11 @@ class TimelineChart(Widget):
         self.post_message(self.Loaded(latest_recorded(Path(folder))))
 
     def on_timeline_chart_loaded(self, message: Loaded) -> None:
-        if message.recorded is not None:  # a record dropped with its engine: keep the chart
-            self.recorded = message.recorded
+        # A record dropped with its engine keeps the chart; a read that finished late (an
+        # older worker after a newer one) never replaces a newer record.
+        new, shown = message.recorded, self.recorded
+        if new is not None and (shown is None or new.saved_at >= shown.saved_at):
+            self.recorded = new
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_worker_failure(self.app, event)  # StateChanged does not bubble
