@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from sparkdeck.chat.client import ChatClient, ChatRequest, HTTPErrorReply
-from sparkdeck.chat.deltas import Content, Done, Opened, Usage
-from sparkdeck.chat.reply import ReplyBuilder, measurable
+from sparkdeck.chat.deltas import Content, Done, Opened, Reasoning, Usage
+from sparkdeck.chat.reply import ReplyBuilder
 from sparkdeck.chat.session import ChatSession, ChatSettings
 from sparkdeck.chat.store import load
 from sparkdeck.engines import get_kind
@@ -31,22 +31,30 @@ def test_streaming_reply_with_usage(vllm_server):
     with ChatClient(vllm_server.base_url) as client:
         assert client.default_model() == vllm_server.model
         builder = ReplyBuilder(time.perf_counter())
-        events = []
+        events, stamps = [], []
         # 64 pieces: a busy vLLM can hand a short reply over in one read, and a reply
         # that arrives all at once has no measurable decode rate (n/a, honestly)
         for timed in client.stream(ChatRequest([{"role": "user", "content": "hello"}],
                                                max_tokens=64)):
             builder.add(timed)
             events.append(timed.delta)
+            if isinstance(timed.delta, (Content, Reasoning)):
+                stamps.append(timed.at)  # when each piece's bytes were read
     assert isinstance(events[0], Opened) and events[-1] == Done()
     assert any(isinstance(d, Usage) for d in events)
     figures = builder.figures()
     assert figures.tokens_from == "usage" and figures.completion_tokens == 64
     assert figures.prompt_tokens and figures.prompt_tokens > 1
-    assert figures.ttft_s is not None
-    if figures.decode_s is not None and measurable(figures.decode_s, builder.reads):
-        assert figures.decode_tps is not None and figures.decode_tps > 0
-    else:  # decoded in under 0.1 s or in bursts: too short to time (sparkdeck.chat.reply)
+    first, last = stamps[0], stamps[-1]
+    assert figures.ttft_s == first - builder.sent_at
+    # timed when the pieces after the first read span 0.1 s and came in 2 reads or more
+    # (sparkdeck.chat.reply's stated rule), worked out here from the read stamps
+    if last - first >= 0.1 and len(set(stamps)) - 1 >= 2:
+        # the 63 tokens after the first, less the share read together with it (its stamp
+        # is right for the last of them), over the time from that read to the last one
+        after = 63 * (len(stamps) - stamps.count(first)) / (len(stamps) - 1)
+        assert figures.decode_tps == pytest.approx(after / (last - first), rel=1e-9)
+    else:  # decoded in under 0.1 s or in bursts: too short to time, and no rate made up
         assert figures.decode_tps is None and "client tok/s not measurable" in figures.summary()
     assert figures.server_tps is None  # vLLM reports no speed of its own in the stream
     assert builder.text
