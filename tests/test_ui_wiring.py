@@ -114,7 +114,10 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             await pilot.press(*"hello", "enter")
             await wait_until(pilot, lambda: bool(app.query(ReplyView)), what="the reply view")
             view = app.query_one(ReplyView)
-            await wait_until(pilot, lambda: "tok" in str(view.caption.render()),
+            # (the caption says "waiting for the first token…" until then: "tok" alone
+            # matched that at once, and a slow reply failed the test below)
+            await wait_until(pilot, lambda: re.search(r"· \d+ tok(?!/)",
+                                                      str(view.caption.render())),
                              timeout=60.0, what="the reply's figures")
             # The tiny model's random tokens may decode to nothing visible; the server's own
             # count of what it generated (usage) is what a working reply must carry.

@@ -7,6 +7,8 @@ clear message on stderr; `--json` output goes to stdout and is stable for script
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import importlib
 import json
 import os
@@ -163,39 +165,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from sparkdeck.service import location
+    from sparkdeck.service.control import LaunchCancelled, engine_control
 
-    if location.enabled():  # the service launches, and guards the engine after we exit
-        from sparkdeck.cli import through_service
+    @functools.cache
+    def flow() -> LaunchFlow:  # made once; first by engine_control with the service off
+        runtime = functools.cache(_runtime)
+        return LaunchFlow(runtime, flush=False if args.no_flush else None,
+                          guard=load_settings().guard)
 
-        return through_service.launch(args)
-    catalog = load_catalog()
-    try:
-        preset = catalog.get(args.preset)
-    except KeyError as exc:
-        broken = [str(p) for p in catalog.problems if p.path.stem == args.preset]
-        raise CommandFailed("\n".join([exc.args[0], *broken])) from None
-    guard = load_settings().guard
-    runtime = _runtime()
-    flow = LaunchFlow(lambda: runtime, flush=False if args.no_flush else None, guard=guard)
-    plan = flow.plan(preset)  # the same plan the TUI's confirmation shows
-    print("\n".join(["launch plan:", *(f"  {line}" for line in plan.lines())]), flush=True)
-    if plan.fit is not None and not plan.fit.allowed and not args.force:
-        raise DoesNotFit(preset.id, plan.fit)  # before anything is pulled or stopped
-    if plan.is_switch and not args.yes:
-        what = ", ".join(f"{e.preset_id} ({e.image})" for e in plan.stopping if e.alive)
-        if not confirm("Continue?"):
-            raise CommandFailed(f"not launched: {what} is running; pass --yes to replace it")
-    cancel, skip = threading.Event(), threading.Event()
-    if args.no_switch_wait:
-        skip.set()
-    try:
-        flow.run(plan, LaunchPrinter(sys.stdout), cancel, force=args.force,
-                 skip_switch_wait=skip, timeout=args.timeout)
-    except EngineExited as exc:
-        tail = "\n".join(f"  | {line}" for line in exc.log_tail)
-        raise CommandFailed(f"{exc}; its last log lines:\n{tail}") from None
+    try:  # who runs it: the service (started if need be; what keeps it from starting is
+        control = engine_control(flow)  # said first), or this process with it switched off
+    except ServiceError as exc:
+        raise CommandFailed(str(exc)) from None
+    with contextlib.closing(control):
+        for note in control.notes:
+            print(note, file=sys.stderr if note.startswith("sparkdeck:") else sys.stdout,
+                  flush=True)
+        catalog = load_catalog()
+        try:
+            preset = catalog.get(args.preset)
+        except KeyError as exc:
+            broken = [str(p) for p in catalog.problems if p.path.stem == args.preset]
+            raise CommandFailed("\n".join([exc.args[0], *broken])) from None
+        plan = flow().plan(preset)  # the same plan the TUI's confirmation shows
+        print("\n".join(["launch plan:", *(f"  {line}" for line in plan.lines())]),
+              flush=True)
+        if plan.fit is not None and not plan.fit.allowed and not args.force:
+            raise DoesNotFit(preset.id, plan.fit)  # before anything is pulled or stopped
+        if plan.is_switch and not args.yes:
+            what = ", ".join(f"{e.preset_id} ({e.image})" for e in plan.stopping if e.alive)
+            if not confirm("Continue?"):
+                raise CommandFailed(f"not launched: {what} is running; pass --yes to "
+                                    "replace it")
+        skip = threading.Event()
+        if args.no_switch_wait:
+            skip.set()
+        if control.by:
+            print(f"launching {preset.id} (by {control.by})", flush=True)
+        try:
+            engine = control.launch(plan, LaunchPrinter(sys.stdout), force=args.force,
+                                    timeout=args.timeout, skip=skip,
+                                    on_interrupt=_say_cancelling)
+        except EngineExited as exc:
+            tail = "\n".join(f"  | {line}" for line in exc.log_tail)
+            raise CommandFailed(f"{exc}; its last log lines:\n{tail}") from None
+        except LaunchCancelled as exc:
+            raise CommandFailed(f"cancelled: {exc}") from None
+        except ServiceError as exc:
+            raise CommandFailed(str(exc)) from None
+        if control.by:
+            print(f"the sparkdeck service guards {engine.name} from now on (`sparkdeck "
+                  "service status`)")
     return 0
+
+
+def _say_cancelling() -> None:
+    print("cancelling the launch…", file=sys.stderr, flush=True)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

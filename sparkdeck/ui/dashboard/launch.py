@@ -2,9 +2,10 @@
 stopping from it.
 
 Planning (what a launch stops, what it claims, whether it fits) goes through
-sparkdeck.launch.plan.LaunchFlow in thread workers owned here; so does running it, unless the
-sparkdeck service runs: then the service runs the confirmed launch (its guard goes on after
-this window closes) and this window follows it, phase by phase, on the card. The user
+sparkdeck.launch.plan.LaunchFlow in thread workers owned here; the confirmed plan goes to
+sparkdeck.service.control.engine_control, which runs it in the sparkdeck service when one
+runs (its guard goes on after this window closes) and in this window otherwise, and hands
+back the same typed events either way: the card follows them step by step. The user
 confirms each plan on a ConfirmScreen (after the guard's FitModal when the plan does not
 fit); while an old engine's memory comes back a SwitchWaitScreen shows the wait (its skip
 reaches a service's launch too); progress events update the engine card.
@@ -16,6 +17,8 @@ so the engine is never unguarded between the launch's start-up watchdog and the 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +43,6 @@ from sparkdeck.launch.failure import (
     with_engine_reason,
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
-from sparkdeck.service.errors import ServiceError
 from sparkdeck.ui.dashboard.engine_card import (
     DockerFailure,
     EngineCard,
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
     from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, StopPlan
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
-    from sparkdeck.service.client import ServiceClient
     from sparkdeck.ui.guard.screens import SwitchWaitScreen
 
 
@@ -251,13 +252,17 @@ class LaunchArea(Vertical):
     @work(thread=True, group="launch", name="launch", exit_on_error=False,
           description="pull, stop the running engine, flush, start, wait for health")
     def _run_launch(self, plan: LaunchPlan, force: bool, skip: threading.Event) -> None:
+        from sparkdeck.service.control import engine_control
+
         try:
-            client = _running_service()
-            if client is None:  # the embedded default: this window runs the launch
-                self._flow.run(plan, self._on_event, force=force, skip_switch_wait=skip)
-            else:
-                with client:
-                    self._launch_through(client, plan, force, skip)
+            # the service when it runs (its guard goes on after this window closes), else
+            # this window: engine_control decides, not this code
+            with contextlib.closing(engine_control(lambda: self._flow, start=False)) as control:
+                if control.by:
+                    self.post_message(self.ServiceStepped(
+                        "launching", f"the sparkdeck service launches {plan.preset.id}"))
+                control.launch(plan, functools.partial(self._on_event, by_service=bool(
+                    control.by)), force=force, skip=skip)
         except Exception as exc:
             reasoned = with_engine_reason(exc)
             if reasoned is exc:
@@ -266,37 +271,14 @@ class LaunchArea(Vertical):
         finally:
             self.post_message(self.Finished("launch"))
 
-    def _launch_through(self, client: ServiceClient, plan: LaunchPlan, force: bool,
-                        skip: threading.Event) -> None:
-        """The confirmed plan, run by the service (in the launch thread)."""
-        from sparkdeck.service.launch_follow import follow_launch
-
-        self.post_message(self.ServiceStepped("launching", "the sparkdeck service launches "
-                                              f"{plan.preset.id}"))
-        result = follow_launch(client, plan.preset.id,
-                               {"flush": "yes" if plan.flush else "no", "force": force},
-                               self._on_service_event, skip=skip)
-        if not result["ok"]:  # shown as an in-process failure is; the service recorded it
-            raise ServiceError(result["error"])
-
-    def _on_service_event(self, kind: str, data: dict) -> None:
-        """An event of the launch the service runs (in the launch thread)."""
-        match kind:
-            case "launch-event":  # the typed event itself: shown as this window's own are
-                from sparkdeck.launch.events import event_from_dict
-
-                self._on_event(event_from_dict(data["event"]), by_service=True)
-
     @work(thread=True, group="launch", name="stop", exit_on_error=False,
           description="stop the engine sparkdeck started")
     def _run_stop(self) -> None:
-        try:
-            client = _running_service()
-            if client is None:
-                self._flow.stop(lambda event: self.post_message(self.Progressed(event)))
-            else:  # the service owns the engine: it stops it (and says so to every client)
-                with client:
-                    client.stop()
+        from sparkdeck.service.control import engine_control
+
+        try:  # the service stops it when it runs (and says so to every client), else this
+            with contextlib.closing(engine_control(lambda: self._flow, start=False)) as control:
+                control.stop(lambda event: self.post_message(self.Progressed(event)))
         finally:
             self.post_message(self.Finished("stop"))
 
@@ -394,11 +376,3 @@ class LaunchArea(Vertical):
         self.report = replace(self.report, phase=None, detail="", pull_fraction=None,
                               previous=None, launching="", stop_deadline=None)
         self.post_message(self.RunChanged(False))
-
-
-def _running_service() -> ServiceClient | None:
-    """The service's client when it runs (and SPARKDECK_SERVICE is not off), else None."""
-    from sparkdeck.service import location
-    from sparkdeck.service.client import running
-
-    return running() if location.enabled() else None

@@ -1,0 +1,159 @@
+"""EngineControl: the one way a front end (the CLI, the window) launches and stops the engine.
+
+A front end plans a launch itself (the plan reads Docker and /proc, and the user confirms
+it), then hands the confirmed plan to `engine_control()`, which alone decides who runs it:
+the sparkdeck service when it runs or may be started (it then guards the engine after the
+front end is gone), or this process when the service is switched off (SPARKDECK_SERVICE=off,
+for tests of the launch sequence itself and for machines that want no service). Either way
+the front end gets the same thing back: the launch's typed events as they happen (the
+service sends them across its socket as themselves: sparkdeck.launch.wire), the engine it
+started, or one typed error that says why not (with the engine's last log lines when it
+exited). No front end branches on "service or in-process" itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sparkdeck.launch.events import EventSink, event_from_dict
+from sparkdeck.runtime.errors import EngineExited
+from sparkdeck.runtime.state import EngineState
+from sparkdeck.service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from sparkdeck.launch.plan import LaunchFlow, LaunchPlan
+    from sparkdeck.service.client import ServiceClient
+
+
+class LaunchCancelled(Exception):
+    """The launch was cancelled (Ctrl-C) before its engine was up; the message says what
+    runs now."""
+
+
+class EngineControl(Protocol):
+    """Who runs launches and stops for a front end (see the module's docstring)."""
+
+    by: str  # who runs the launch: "" for this process, "the service"
+    notes: list[str]  # what the front end should say first (a service it started, ...)
+
+    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
+               timeout: float | None = None, skip: threading.Event | None = None,
+               on_interrupt: Callable[[], None] | None = None) -> EngineState:
+        """Run the confirmed plan; its events go to `on_event` (in this thread). Raises
+        EngineExited (with the engine's last log lines), LaunchCancelled, or the error
+        that stopped it (a LockBusy, a DockerRuntimeError, a ServiceError, ...)."""
+        ...
+
+    def stop(self, on_event: EventSink) -> list[EngineState]:
+        """Stop sparkdeck's engines; those stopped."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalControl:
+    """The launch sequence in this process (the service switched off)."""
+
+    by = ""
+
+    def __init__(self, flow: LaunchFlow) -> None:
+        self.flow = flow
+        self.notes: list[str] = []
+
+    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
+               timeout: float | None = None, skip: threading.Event | None = None,
+               on_interrupt: Callable[[], None] | None = None) -> EngineState:
+        return self.flow.run(plan, on_event, threading.Event(), force=force,
+                             skip_switch_wait=skip, timeout=timeout)
+
+    def stop(self, on_event: EventSink) -> list[EngineState]:
+        return self.flow.stop(on_event)
+
+    def close(self) -> None:
+        pass
+
+
+class ServiceControl:
+    """The service runs the launch; this front end follows it (launch_follow)."""
+
+    def __init__(self, client: ServiceClient, status: dict[str, Any], started: bool) -> None:
+        from sparkdeck.endpoint.listener import endpoint_line
+
+        self.client = client
+        self.by = "the service"
+        self.notes = []
+        if started:
+            self.notes.append(f"started the sparkdeck service (process {status.get('pid')}): "
+                              "it guards the engine after this command ends")
+            endpoint = status.get("endpoint") or {}
+            if not endpoint.get("on", True):  # it runs without it: said now, not in its log
+                self.notes.append(f"sparkdeck: {endpoint_line(endpoint)}")
+
+    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
+               timeout: float | None = None, skip: threading.Event | None = None,
+               on_interrupt: Callable[[], None] | None = None) -> EngineState:
+        from sparkdeck.service.launch_follow import follow_launch
+
+        def relay(kind: str, data: dict[str, Any]) -> None:
+            match kind:
+                case "launch-event":  # the typed event itself
+                    on_event(event_from_dict(data["event"]))
+
+        options = {"flush": "auto" if plan.flush else "no", "force": force, "timeout": timeout,
+                   "skip_switch_wait": bool(skip is not None and skip.is_set())}
+        result = follow_launch(self.client, plan.preset.id, options, relay, skip=skip,
+                               on_interrupt=on_interrupt)
+        if result.get("ok"):
+            return engine_from(result["engine"])
+        raise launch_error(result)
+
+    def stop(self, on_event: EventSink) -> list[EngineState]:
+        return [engine_from(e) for e in self.client.stop()]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def engine_from(data: dict[str, Any]) -> EngineState:
+    """An engine as the service reports it (EngineState.to_dict), typed again."""
+    from sparkdeck.launch.wire import decode
+
+    engine: EngineState = decode(EngineState, data)
+    return engine
+
+
+def launch_error(result: dict[str, Any]) -> Exception:
+    """The typed error for a launch-result that is not ok (the service's word for it)."""
+    error = str(result.get("error") or "the launch failed")
+    if result.get("error_type") == "LaunchInterrupted":
+        return LaunchCancelled(error)
+    tail: Sequence[str] = result.get("log_tail") or ()
+    if tail:
+        return EngineExited(error, None, tail)
+    return ServiceError(error)
+
+
+def engine_control(flow: Callable[[], LaunchFlow], *, start: bool = True) -> EngineControl:
+    """Who runs this front end's launches and stops: the service when it is on (started when
+    `start` and none runs; a window passes False and runs the launch itself then), else this
+    process through `flow()`. Raises ServiceError when the service is on but cannot be
+    started, or when its config or data dir is not this front end's (its presets would be
+    launched, not ours)."""
+    from sparkdeck.service import location
+
+    if location.enabled():
+        from sparkdeck.service.client import ensure_running, other_dirs, running
+
+        client, started = ensure_running() if start else (running(), False)
+        if client is not None:
+            try:
+                status = client.status()
+                if (mismatch := other_dirs(status)) is not None:
+                    raise ServiceError(mismatch)
+            except BaseException:
+                client.close()
+                raise
+            return ServiceControl(client, status, started)
+    return LocalControl(flow())
