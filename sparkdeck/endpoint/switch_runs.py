@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 FIND_AFTER_S = 20.0  # longest wait for the endpoint to see the engine a launch made ready
 NO_RETRY = {"x-should-retry": "false"}
+GONE_CHECK_S = 0.5  # how often a launch that is waited for is checked for having ended
 
 # what a switch ends with: the new engine, or the refusal its waiters get; (X, None) where
 # a front end's launch took its place: X is that launch's engine (None: it failed)
@@ -90,19 +91,35 @@ class SwitchRunner:
         The subscription is in place first, so a result published after it is not missed."""
         owner = self._owner
         events = owner.hub.subscribe()
-        first = asyncio.ensure_future(events.__anext__())
+        pending = asyncio.ensure_future(events.__anext__())
         await asyncio.sleep(0)  # the subscription is in place before the launch can finish
         try:
             launch_id = await launched()
             if launch_id is None:
                 return None
-            event = await first
-            while not (event.kind == "launch-result" and event.data.get("launch") == launch_id):
-                event = await events.__anext__()
-            return event.data
+            gone_since: float | None = None
+            while True:
+                # the next event, without cancelling the generator's read on a timeout
+                done, _ = await asyncio.wait((pending,), timeout=GONE_CHECK_S)
+                if done:
+                    event = pending.result()
+                    if event.kind == "launch-result" and event.data.get("launch") == launch_id:
+                        return event.data
+                    pending = asyncio.ensure_future(events.__anext__())
+                    continue
+                flight = owner.in_flight
+                if flight is not None and flight[0] == launch_id:
+                    gone_since = None
+                elif gone_since is None:  # its result is published just after: a grace
+                    gone_since = time.monotonic()
+                elif time.monotonic() - gone_since > GONE_CHECK_S * 2:
+                    # a launch whose plan failed ends with no result (its caller got the
+                    # error): its waiters are told so, not kept waiting
+                    return {"launch": launch_id, "ok": False,
+                            "error": "the launch ended before it started (its plan failed)"}
         finally:
-            first.cancel()  # (done already, unless the launch was refused or had ended)
-            await asyncio.gather(first, return_exceptions=True)  # the generator is let go
+            pending.cancel()  # (done already, unless the launch was refused or had ended)
+            await asyncio.gather(pending, return_exceptions=True)  # the generator is let go
             await events.aclose()
 
     async def _engine_after(self, preset_id: str, result: dict[str, Any] | None) -> Outcome:

@@ -32,6 +32,7 @@ from sparkdeck.launch.events import (
 )
 from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
+from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.guarding import GuardFollower
@@ -120,6 +121,10 @@ class EngineOwner:
         preset = self._preset(preset_id)
         self._claim(f"a launch of {preset_id}")
         launch_id = next(self._ids)
+        # in flight from the claim on, its plan included: requests that reach the endpoint
+        # while the plan is made queue behind the launch instead of going to the engine it
+        # is about to stop
+        self.in_flight = (launch_id, preset_id)
         self._cancel = cancel = threading.Event()
         self._skip = skip = threading.Event()
         if skip_switch_wait:
@@ -130,9 +135,9 @@ class EngineOwner:
             try:
                 plan = flow.plan(preset)
             except BaseException:
+                self.in_flight = None  # no launch-result follows: the caller gets the error
                 self._release()
                 raise
-        self.in_flight = (launch_id, preset_id)
         threading.Thread(target=self._run_launch, name=f"launch {preset_id}", daemon=True,
                          args=(launch_id, flow, plan, cancel, skip, force, timeout)).start()
         return launch_id
@@ -158,12 +163,19 @@ class EngineOwner:
         skip.set()
         return True
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self, grace: float = DEFAULT_GRACE_S) -> list[dict[str, Any]]:
+        """Stop sparkdeck's engines with `grace` seconds between SIGTERM and SIGKILL. Each
+        step goes to every client as a `stop-event` (the typed event, as a launch's), and
+        the end as one `stop-result`, so a front end shows the countdown it shows for a stop
+        it runs itself."""
         self._claim("a stop")
+        stopped: list[EngineState] = []
         try:
-            stopped = self._flow(None).stop(lambda event: None)
+            stopped = LaunchFlow(self._runtime, guard=self.guard, stop_grace=grace).stop(
+                lambda event: self.hub.publish("stop-event", event=event_to_dict(event)))
         finally:
             self._release()
+            self.hub.publish("stop-result", stopped=[e.to_dict() for e in stopped])
         for engine in stopped:
             self.hub.publish("engine", state="stopped", name=engine.name,
                              preset_id=engine.preset_id)
