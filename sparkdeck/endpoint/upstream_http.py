@@ -16,7 +16,7 @@ Kept-alive connections and what engines do with them (measured on llama-server b
 requests (with `Connection: close`), and right after every streamed (chunked) answer
 although that answer said `Keep-Alive`. A pooled connection can so be closed by the engine
 just as the pool hands it to the next request: 50 concurrent streams through the endpoint
-got 23-54 of 500 requests a 502 (ServerDisconnectedError, ClientOSError) that the engine
+got 20-54 of 500 requests a 502 (ServerDisconnectedError, ClientOSError) that the engine
 never sent. So: a request whose pooled connection the engine closed before the answer's
 status and headers came back is sent once more, on a new connection (nothing had gone to
 the caller yet; once the answer began, nothing is ever sent twice); and the pool lets an
