@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
 from textual.message import Message
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import Input
 
 from sparkdeck.config.settings import Settings, UiSettings
@@ -30,11 +32,14 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.machine.live import rows_content
 from sparkdeck.ui.readers import EngineReading
+from sparkdeck.ui.screens.confirm import ConfirmScreen
+from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
 from tests.support.pane_host import wait_until
 from tests.support.telemetry import replay_history, replay_sampler
-from tests.test_ui_app import TINY_LLAMA, isolated_dirs, write_presets  # noqa: F401
+from tests.test_ui_app import TINY_LLAMA, engine_text, write_presets
 from tests.test_ui_keys_everywhere import attach
+from tests.test_ui_launch import READY_S
 from tests.test_ui_snapshots import CLOCK_EVENTS, HOUR, READY, no_docker
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
@@ -98,6 +103,17 @@ async def engine_running(pilot: Pilot) -> None:
     await pilot.pause(0.3)
 
 
+def assert_rate_line_shown(app: SparkdeckApp, view: ReplyView, chat_log: Widget) -> None:
+    """The reply's caption (TTFT, tok/s) lies whole inside the chat log's view, and its TTFT
+    figure is on the screen (the caption's wording is the chat code's: it may wrap)."""
+    caption = str(view.caption.render())
+    ttft = re.search(r"TTFT [\d.]+ s", caption)
+    assert ttft is not None, caption
+    assert chat_log.region.contains_region(view.caption.region), (
+        view.caption.region, chat_log.region, screen_dump(app))
+    assert on_screen(app, ttft.group()), (caption, screen_dump(app))
+
+
 def scripted_reply() -> Scripted:
     """A short answer streamed word by word, then llama.cpp's usage and timings chunk."""
     end = {"choices": [], "object": "chat.completion.chunk",
@@ -139,13 +155,11 @@ def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
                                  and not pane.streaming, what="the reply to end")
                 await pilot.wait_for_scheduled_animations()
                 await pilot.pause(0.3)
-                caption = str(pane.query_one(ReplyView).caption.render())
-                assert "TTFT" in caption, caption
+                view = pane.query_one(ReplyView)
                 shown = screen_dump(app)
                 assert on_screen(app, PROMPT), shown
                 assert on_screen(app, "Paris is the capital of France."), shown
-                for line in caption.splitlines():  # the whole rate line, however it wraps
-                    assert on_screen(app, line.strip()), (line, shown)
+                assert_rate_line_shown(app, view, pane.query_one("#chat-log"))
                 assert on_screen(app, "ask OpenAI-compatible"), shown  # the input, too
 
         asyncio.run(scenario())
@@ -255,3 +269,65 @@ def test_the_keys_go_back_to_the_presets_after_the_chat_tab(tmp_path: Path, size
                     assert on_screen(app, f" {PRESETS[row]} "), screen_dump(app)
 
         asyncio.run(scenario())
+
+
+@pytest.mark.docker
+@pytest.mark.llama
+def test_a_real_llama_server_at_80x24_chat_log_and_focus(tmp_path: Path, runtime: DockerRuntime,
+                                                         llama_image: str) -> None:
+    """The whole loop at 80x24 with a real llama-server launched from the keyboard: its own
+    log lines end on screen, a question's prompt, reply and TTFT line show in the chat tab,
+    and the tab key after Esc gives the keys back to the presets."""
+    presets = tmp_path / "presets"
+    write_preset(presets, "tiny-a", **llama_preset_fields(llama_image, free_port()))
+    write_presets(presets, {f"{name}.toml": TINY_LLAMA for name in PRESETS[1:]})
+    app = SparkdeckApp(lambda: load_catalog([(presets, False)]), lambda: runtime,
+                       flush=False, engine_poll_seconds=0.5)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.query_one(PresetTable)
+            await wait_until(pilot, lambda: table.row_count == len(PRESETS), what="presets")
+            await pilot.press(*["down"] * table.get_row_index("tiny-a"))  # the last row
+            assert table.selected_id() == "tiny-a"
+            await pilot.press("l")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
+                             timeout=30.0, what="the confirmation")
+            await pilot.press("y")
+            await wait_until(pilot, lambda: "state    ready" in engine_text(app),
+                             timeout=READY_S, what=lambda: "the engine to be ready: the card says "
+                             f"{engine_text(app)!r}; notifications "
+                             f"{[note.message for note in app._notifications]}")
+            log = app.launch_area.log_pane
+            await wait_until(pilot, lambda: len(log.lines) >= 3, timeout=30.0,
+                             what="llama-server's log lines")
+            await pilot.pause(0.5)
+            last = log.lines[-1].split()[-1]  # the newest line's end: where its figures are
+            assert on_screen(app, last), (log.lines[-1], screen_dump(app))
+
+            await pilot.press("c")
+            await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
+                             what="the chat pane for the engine")
+            pane = app.chat_tab.pane
+            pane.query_one("#chat-max-tokens", Input).value = "8"
+            prompt = pane.query_one("#chat-input", Input)
+            await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
+            prompt.value = PROMPT
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: len(pane.query(ReplyView)) == 1
+                             and not pane.streaming, timeout=60.0, what="the reply")
+            await pilot.wait_for_scheduled_animations()
+            await pilot.pause(0.3)
+            view = pane.query_one(ReplyView)
+            assert on_screen(app, PROMPT), screen_dump(app)
+            chat_log = pane.query_one("#chat-log")
+            assert_rate_line_shown(app, view, chat_log)
+            # the whole reply within the log's view, its text and its rate line
+            assert chat_log.region.contains_region(view.region), (view.region, screen_dump(app))
+
+            await pilot.press("escape", "m", "up")
+            await pilot.pause(0.2)
+            assert app.focused is table, app.focused
+            assert table.selected_id() == PRESETS[-1], table.selected_id()  # the row above
+
+    asyncio.run(scenario())
