@@ -236,6 +236,11 @@ class SwitchGate:
         self._engine = upstream
         self._switch = None
         self.last_switch_s = time.monotonic() - switch.started
+        if self._owner is not None:  # the switch as the endpoint saw it: for front ends,
+            # the flight record and the figure its waiters' waits are judged against
+            self._owner.hub.publish("endpoint-switch", preset=switch.preset_id,
+                                    took_s=round(self.last_switch_s, 3),
+                                    ok=refusal is None and upstream is not None)
         if refusal is not None:  # those that wait for this preset get why it did not run
             for waiter in list(self._queue):
                 if waiter.preset == switch.preset_id:
