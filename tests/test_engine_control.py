@@ -14,7 +14,13 @@ import os
 import pytest
 
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.launch.events import ContainerStarted, EngineReady, LaunchEvent, SwitchWaited
+from sparkdeck.launch.events import (
+    ContainerStarted,
+    EngineReady,
+    GuardDecided,
+    LaunchEvent,
+    SwitchWaited,
+)
 from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
@@ -57,12 +63,14 @@ def test_the_service_and_this_process_hand_back_the_same_events(
     assert os.path.exists(isolated_dirs["runtime"] / "service.sock")
 
     # the same steps, each a typed event (not a line of text), in the same order; the
-    # second launch also waits for the memory the first one's stop left returning
+    # second launch also waits for the memory the first one's stop left returning, and the
+    # start-up guard speaks when this (busy) machine's memory readings move: those two
+    # depend on the machine, not on who runs the launch
     waits = [e for e in remote if isinstance(e, SwitchWaited)]
     assert all(w.engine == "ctl-tiny" for w in waits), waits
 
     def steps(events: list[LaunchEvent]) -> list[type]:
-        return [type(e) for e in events if not isinstance(e, SwitchWaited)]
+        return [type(e) for e in events if not isinstance(e, (SwitchWaited, GuardDecided))]
 
     assert steps(remote) == steps(local), (remote, local)
     started = next(e for e in remote if isinstance(e, ContainerStarted))

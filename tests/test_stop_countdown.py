@@ -46,7 +46,23 @@ def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
     remove_scope(docker_client, scope)
 
 
-def test_sparkdeck_stop_counts_down_to_sigkill(cli_env, isolated_dirs, busybox_image):
+@pytest.mark.parametrize("service", ["off", "auto"], ids=["in-process", "through-service"])
+def test_sparkdeck_stop_counts_down_to_sigkill(cli_env, isolated_dirs, busybox_image,
+                                               service):
+    """The same lines whoever stops it: with the service, its stop's steps come back as
+    typed events and `--grace` is the service's grace too (it used to stop with its own 30 s
+    and say nothing until then)."""
+    cli_env = {**cli_env, "SPARKDECK_SERVICE": service}
+    try:
+        counts_down(cli_env, isolated_dirs, busybox_image, service == "auto")
+    finally:
+        if service == "auto":
+            subprocess.run([sys.executable, "-m", "sparkdeck", "service", "stop"], env=cli_env,
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def counts_down(cli_env: dict[str, str], isolated_dirs, busybox_image: str,
+                by_service: bool) -> None:
     write_preset(isolated_dirs["config"] / "presets", "stubborn", title="stubborn",
                  kind="openai", image=busybox_image, port=free_port(), startup_timeout=60.0,
                  **base_fields(), openai={"container_port": 8080, "health_path": "/index.html",
@@ -66,7 +82,8 @@ def test_sparkdeck_stop_counts_down_to_sigkill(cli_env, isolated_dirs, busybox_i
     assert "  SIGTERM sent 5 s ago; SIGKILL in 2 s unless it exits first" in lines, lines
     assert any(line.startswith("  stubborn did not exit within 7 s of SIGTERM: Docker killed "
                                "it (SIGKILL) after ") for line in lines), lines
-    assert any(line.startswith("stopped and removed") for line in lines), lines
+    removed = [line for line in lines if line.startswith("stopped and removed")]
+    assert len(removed) == 1 and removed[0].endswith(" (by the service)") == by_service, lines
 
 
 def test_the_engine_card_counts_down_the_grace(runtime: DockerRuntime, docker_client, scope,

@@ -224,19 +224,22 @@ def _say_cancelling() -> None:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from sparkdeck.cli import through_service
+    from sparkdeck.service.control import engine_control
 
-    done = through_service.stop(args)
-    if done is not None:
-        return done
-    runtime = _runtime()
-    stopped = LaunchFlow(lambda: runtime, stop_grace=args.grace).stop(StopPrinter())
+    # the service stops it when it runs (a stop never starts one), else this process
+    flow = LaunchFlow(functools.cache(_runtime), stop_grace=args.grace)
+    try:
+        with contextlib.closing(engine_control(lambda: flow, start=False)) as control:
+            stopped = control.stop(StopPrinter(), args.grace)
+    except ServiceError as exc:
+        raise CommandFailed(str(exc)) from None
     if not stopped:
         print("no sparkdeck engine is running (engines sparkdeck did not start are never "
               "stopped by it)")
     returning = {r.container_id: r for r in records.load_returning()}
+    by = f" (by {control.by})" if control.by else ""
     for engine in stopped:
-        print(f"stopped and removed {engine.name} ({engine.preset_id})")
+        print(f"stopped and removed {engine.name} ({engine.preset_id}){by}")
         if engine.container_id in returning:
             held = returning[engine.container_id]
             print(f"  it held {held.held / 2**30:.1f} GiB itself ({held.source}); that memory "

@@ -162,7 +162,11 @@ class LaunchFlow:
                                skip_switch_wait=skip_switch_wait, timeout=timeout, fit=fit,
                                flush_note=plan.flush_note)
 
-    def stop(self, on_event: EventSink) -> list[EngineState]:
+    def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
         """Stop sparkdeck's engines under the launch lock (LockBusy while another process
-        launches or stops: the CLI and the TUI never act on the engine at the same time)."""
-        return self._launcher(on_event).stop_engines()
+        launches or stops: the CLI and the TUI never act on the engine at the same time);
+        `grace` overrides this flow's stop grace."""
+        launcher = self._launcher(on_event)
+        if grace is not None:
+            launcher.stop_grace = grace
+        return launcher.stop_engines()

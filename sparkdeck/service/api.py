@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparkdeck.config.file_lock import LockBusy
 from sparkdeck.launch.lock_holder import Busy, UnknownPreset
+from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S
 from sparkdeck.service.hub import EventHub
 from sparkdeck.service.liveness import heartbeat_body
 from sparkdeck.service.location import API_VERSION
@@ -48,6 +49,8 @@ PING_S = 1
 
 _FLUSH = {"auto": None, "yes": True, "no": False}
 
+
+MAX_GRACE_S = 600.0  # a stop's longest grace: beyond it a wedged engine holds memory on
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
@@ -121,7 +124,14 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         return JSONResponse({"skipped": owner.skip_switch_wait()})
 
     async def stop(request: Request) -> Response:
-        return JSONResponse({"stopped": await run_in_threadpool(owner.stop)})
+        try:
+            body = (await request.json()) if await request.body() else {}
+            grace = float(body.get("grace", DEFAULT_GRACE_S)) if isinstance(body, dict) else -1
+            if not 0 <= grace <= MAX_GRACE_S:
+                raise ValueError(f"`grace` from 0 to {MAX_GRACE_S:g} seconds")
+        except (ValueError, TypeError) as exc:
+            return _error(400, f"bad stop request: {exc}")
+        return JSONResponse({"stopped": await run_in_threadpool(owner.stop, grace)})
 
     async def events(request: Request) -> Response:
         async def stream() -> AsyncIterator[ServerSentEvent]:

@@ -67,8 +67,11 @@ class ServiceClient:
     def skip_switch_wait(self) -> bool:
         return bool(self._call("POST", "/launch/skip-wait")["skipped"])
 
-    def stop(self) -> list[dict[str, Any]]:
-        return list(self._call("POST", "/stop", timeout=120.0)["stopped"])
+    def stop(self, grace: float | None = None) -> list[dict[str, Any]]:
+        body = {"grace": grace} if grace is not None else {}
+        # the grace, then Docker's kill and the removal
+        timeout = 90.0 + (grace if grace is not None else 30.0)
+        return list(self._call("POST", "/stop", json=body, timeout=timeout)["stopped"])
 
     @contextmanager
     def events(self, read_timeout: float | None = None

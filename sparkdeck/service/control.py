@@ -46,8 +46,9 @@ class EngineControl(Protocol):
         that stopped it (a LockBusy, a DockerRuntimeError, a ServiceError, ...)."""
         ...
 
-    def stop(self, on_event: EventSink) -> list[EngineState]:
-        """Stop sparkdeck's engines; those stopped."""
+    def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
+        """Stop sparkdeck's engines (`grace`: seconds from SIGTERM to SIGKILL, None for
+        the default); those stopped. Each step goes to `on_event` as it happens."""
         ...
 
     def close(self) -> None: ...
@@ -68,8 +69,8 @@ class LocalControl:
         return self.flow.run(plan, on_event, threading.Event(), force=force,
                              skip_switch_wait=skip, timeout=timeout)
 
-    def stop(self, on_event: EventSink) -> list[EngineState]:
-        return self.flow.stop(on_event)
+    def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
+        return self.flow.stop(on_event, grace)
 
     def close(self) -> None:
         pass
@@ -109,8 +110,34 @@ class ServiceControl:
             return engine_from(result["engine"])
         raise launch_error(result)
 
-    def stop(self, on_event: EventSink) -> list[EngineState]:
-        return [engine_from(e) for e in self.client.stop()]
+    def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
+        """The service stops the engine; its steps come back as it takes them (`stop-event`,
+        read on the event stream opened before the stop is asked for) and end with its
+        `stop-result`. The request itself waits in a thread of its own meanwhile."""
+        from sparkdeck.service.launch_follow import SILENT_S
+
+        asked: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                asked["stopped"] = self.client.stop(grace)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                asked["error"] = exc
+
+        with self.client.events(read_timeout=SILENT_S) as events:
+            if next(events)[0] != "hello":  # the stream is live before the stop begins
+                raise ServiceError("the service's event stream did not begin with hello")
+            request = threading.Thread(target=ask, name="stop request", daemon=True)
+            request.start()
+            for kind, data in events:  # telemetry comes every second: checked that often
+                if kind == "stop-event":
+                    on_event(event_from_dict(data["event"]))
+                if kind == "stop-result" or "error" in asked:
+                    break
+        request.join()
+        if "error" in asked:
+            raise asked["error"]
+        return [engine_from(e) for e in asked["stopped"]]
 
     def close(self) -> None:
         self.client.close()

@@ -276,7 +276,7 @@ class LaunchArea(Vertical):
     def _run_stop(self) -> None:
         from sparkdeck.service.control import engine_control
 
-        try:  # the service stops it when it runs (and says so to every client), else this
+        try:  # the service when it runs (each step comes back as the card's), else this one
             with contextlib.closing(engine_control(lambda: self._flow, start=False)) as control:
                 control.stop(lambda event: self.post_message(self.Progressed(event)))
         finally:
