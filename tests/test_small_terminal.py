@@ -161,6 +161,10 @@ def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
                 assert on_screen(app, "Paris is the capital of France."), shown
                 assert_rate_line_shown(app, view, pane.query_one("#chat-log"))
                 assert on_screen(app, "ask OpenAI-compatible"), shown  # the input, too
+                footer = screen_lines(app)[-1]  # the chat's keys, all six (cut at ^o before)
+                for item in ("esc cancel / leave", "tab next field", "^r fold", "^t think",
+                             "^o chats", "^n new chat"):
+                    assert item in footer, (item, footer)
 
         asyncio.run(scenario())
 

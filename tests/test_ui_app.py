@@ -417,7 +417,7 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
             assert names[:14] == ["Help", "Launch", "Stop", "Theme", "Refresh", "Machine",
                                   "Metrics", "Chat", "Guard", "Bench", "Models", "History",
                                   "Connect", "Quit"]
-            assert {"Chat: new chat", "Chat: conversations", "Chat: cancel / leave"} <= set(names)
+            assert {"Chat: new chat", "Chat: chats", "Chat: cancel / leave"} <= set(names)
             assert {"Theme: spark-dark", "Theme: spark-light",
                     "Theme: solarized-night"} <= set(names)
             await pilot.press("ctrl+p")

@@ -98,10 +98,17 @@ class ChatPane(Vertical):
                 "keys work again"),
         Binding("tab", "app.focus_next", "next field", id="chat-next-field",
                 tooltip="move to the next chat field (or out of the chat)"),
-        Binding("ctrl+r", "fold_reasoning", "fold reasoning", id="chat-fold"),
-        Binding("ctrl+t", "toggle_thinking", "thinking", id="chat-thinking"),
-        Binding("ctrl+o", "open_conversations", "conversations", id="chat-open"),
-        Binding("ctrl+n", "new_conversation", "new chat", id="chat-new"),
+        # Short words: all six fit the footer at 80 columns (with "fold reasoning",
+        # "thinking" and "conversations" it was cut at "^o conversa"); the tooltips (in the
+        # help and the palette) say them in full.
+        Binding("ctrl+r", "fold_reasoning", "fold", id="chat-fold",
+                tooltip="fold or unfold the last reply's reasoning"),
+        Binding("ctrl+t", "toggle_thinking", "think", id="chat-thinking",
+                tooltip="ask for thinking, or not (the switch)"),
+        Binding("ctrl+o", "open_conversations", "chats", id="chat-open",
+                tooltip="list the saved conversations to reopen one"),
+        Binding("ctrl+n", "new_conversation", "new chat", id="chat-new",
+                tooltip="start a new conversation"),
     ]
 
     @dataclass

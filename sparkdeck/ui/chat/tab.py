@@ -86,6 +86,7 @@ def chat_commands(app: App) -> list[PaletteCommand]:
         else:
             await pane.run_action(action)
 
-    return [PaletteCommand(f"Chat: {b.description}", f"in the chat tab: {b.description}",
+    return [PaletteCommand(f"Chat: {b.description}",
+                           f"in the chat tab: {b.tooltip or b.description}",
                            partial(run, b.action))
             for b in ChatPane.BINDINGS if isinstance(b, Binding)]
