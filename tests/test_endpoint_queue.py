@@ -76,8 +76,8 @@ def test_concurrent_requests_alternating_two_presets_are_all_answered_by_their_m
 
 def test_twenty_concurrent_streams_alternating_two_presets_all_stream_their_answer(
         switching):
-    # queue = 32: twenty clients at once, nineteen of them may wait (16 by default)
-    ep = switching(min_hold_s=2.0, queue=32)
+    # the default queue (64) holds twenty clients at once, nineteen of them waiting
+    ep = switching(min_hold_s=2.0)
     models = ["sw-a" if i % 2 else "sw-b" for i in range(20)]
     with ThreadPoolExecutor(20) as pool:
         answers = list(pool.map(lambda m: ask_stream(ep["base"], m, 8), models))

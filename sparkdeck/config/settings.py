@@ -65,7 +65,7 @@ class EndpointSettings:
     # fit check first) while it waits; off, it is refused naming the running model
     switch_on_request: bool = False
     loading_notice: bool = False  # a visible "loading <model>…" reasoning line while waiting
-    queue: int = 16  # requests that may wait behind a switch; more get 503 + Retry-After
+    queue: int = 64  # requests that may wait behind a switch; more get 503 + Retry-After
     switch_flush: bool = True  # a switch on request flushes the page cache when it may
     keepalive_s: float = 3.0  # between SSE comments to a stream waiting for a switch
     # a model that just loaded serves its queue at least this long before the next switch:
