@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.metrics_loopback import serving
-from tests.test_ui_app import isolated_dirs, make_app, text_of, wait_until  # noqa: F401
+from tests.test_ui_app import make_app, text_of, wait_until
 
 BODY = (b"# HELP vllm:num_requests_running Requests running.\n"
         b"# TYPE vllm:num_requests_running gauge\n"

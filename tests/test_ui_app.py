@@ -63,13 +63,6 @@ image = "local/llama-server:test"
 """
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Keep the test machine's own sparkdeck config and data out of every test."""
-    monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("SPARKDECK_DATA_DIR", str(tmp_path / "data"))
-
-
 def write_presets(directory: Path, files: dict[str, str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():

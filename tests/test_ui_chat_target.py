@@ -16,7 +16,7 @@ from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from sparkdeck.ui.chat.views import ReplyView
 from sparkdeck.ui.readers import NO_ENGINE, chat_target
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
-from tests.test_ui_app import isolated_dirs, make_app, text_of, wait_until  # noqa: F401
+from tests.test_ui_app import make_app, text_of, wait_until
 
 SIZE = (120, 40)
 

@@ -20,7 +20,7 @@ from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.bench.view import BenchCompareScreen
 from sparkdeck.ui.screens.help import HelpScreen
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
-from tests.test_ui_app import isolated_dirs, make_app, wait_until  # noqa: F401
+from tests.test_ui_app import make_app, wait_until
 
 SIZE = (120, 40)
 TABS = {"m": "machine-tab", "e": "metrics-tab", "c": "chat-tab", "g": "guard-tab"}
