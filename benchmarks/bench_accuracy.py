@@ -36,33 +36,63 @@ def main() -> None:
     parser.add_argument("--runs", default="3")
     args = parser.parse_args()
     ttft = PROMPT / PREFILL
-    print(f"server set to: TTFT {ttft * 1000:.1f} ms ({PROMPT} tokens at {PREFILL:g} tok/s), "
-          f"decode {DECODE:g} tok/s, {OUTPUT} tokens per reply")
-    print(f"{'variant':<11} {'conc':>4} {'TTFT ms':>8} {'err ms':>7} {'prefill':>8} {'err %':>6} "
-          f"{'decode':>7} {'err %':>6} {'total dec':>9} {'CPU ms/req':>10}")
+    print(
+        f"server set to: TTFT {ttft * 1000:.1f} ms ({PROMPT} tokens at {PREFILL:g} tok/s), "
+        f"decode {DECODE:g} tok/s, {OUTPUT} tokens per reply"
+    )
+    print(
+        f"{'variant':<11} {'conc':>4} {'TTFT ms':>8} {'err ms':>7} {'prefill':>8} {'err %':>6} "
+        f"{'decode':>7} {'err %':>6} {'total dec':>9} {'CPU ms/req':>10}"
+    )
     with tempfile.TemporaryDirectory() as data:
-        env = {**os.environ, "SPARKDECK_DATA_DIR": data, "SPARKDECK_CONFIG_DIR": data,
-               "SPARKDECK_SCOPE": "bench-accuracy"}
+        env = {
+            **os.environ,
+            "SPARKDECK_DATA_DIR": data,
+            "SPARKDECK_CONFIG_DIR": data,
+            "SPARKDECK_SCOPE": "bench-accuracy",
+        }
         for variant, kind in KINDS.items():
             with running(variant, PREFILL, DECODE) as url:
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 done = subprocess.run(
-                    [sys.executable, "-m", "sparkdeck", "bench", "--json", "--endpoint", url,
-                     "--kind", kind, "--concurrency", args.levels, "--runs", args.runs,
-                     "--prompt-tokens", str(PROMPT), "--output-tokens", str(OUTPUT)],
-                    capture_output=True, text=True, env=env, cwd=REPO)
+                    [
+                        sys.executable,
+                        "-m",
+                        "sparkdeck",
+                        "bench",
+                        "--json",
+                        "--endpoint",
+                        url,
+                        "--kind",
+                        kind,
+                        "--concurrency",
+                        args.levels,
+                        "--runs",
+                        args.runs,
+                        "--prompt-tokens",
+                        str(PROMPT),
+                        "--output-tokens",
+                        str(OUTPUT),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=REPO,
+                )
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
             run = json.loads(done.stdout)
             requests = sum(p["requests"] for p in run["points"]) + 1  # + warm-up
-            cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             for p in run["points"]:
-                print(f"{variant:<11} {p['concurrency']:>4} {p['ttft_s'] * 1000:>8.2f} "
-                      f"{(p['ttft_s'] - ttft) * 1000:>+7.2f} {p['prefill_tps']:>8.1f} "
-                      f"{100 * (p['prefill_tps'] / PREFILL - 1):>+6.2f} {p['decode_tps']:>7.3f} "
-                      f"{100 * (p['decode_tps'] / DECODE - 1):>+6.2f} "
-                      f"{p['total_decode_tps']:>9.1f} {1000 * cpu / requests:>10.1f}")
+                print(
+                    f"{variant:<11} {p['concurrency']:>4} {p['ttft_s'] * 1000:>8.2f} "
+                    f"{(p['ttft_s'] - ttft) * 1000:>+7.2f} {p['prefill_tps']:>8.1f} "
+                    f"{100 * (p['prefill_tps'] / PREFILL - 1):>+6.2f} {p['decode_tps']:>7.3f} "
+                    f"{100 * (p['decode_tps'] / DECODE - 1):>+6.2f} "
+                    f"{p['total_decode_tps']:>9.1f} {1000 * cpu / requests:>10.1f}"
+                )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
 

@@ -45,8 +45,23 @@ MARKER = "END-OF-REPLY"
 
 def _tokens(count: int) -> list[str]:
     """Markdown-shaped text: paragraphs, a list and bold words, one token per event."""
-    words = ["the", "engine", "streams", "**fast**", "tokens", "into", "a", "pane", "while",
-             "memory", "stays", "`calm`", "and", "users", "read"]
+    words = [
+        "the",
+        "engine",
+        "streams",
+        "**fast**",
+        "tokens",
+        "into",
+        "a",
+        "pane",
+        "while",
+        "memory",
+        "stays",
+        "`calm`",
+        "and",
+        "users",
+        "read",
+    ]
     out = []
     for i in range(count - 1):
         if i % 97 == 96:
@@ -60,8 +75,10 @@ def _tokens(count: int) -> list[str]:
 
 
 def _event(text: str) -> bytes:
-    chunk = {"object": "chat.completion.chunk", "choices": [
-        {"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
@@ -226,37 +243,57 @@ async def measure(rate: float, seconds: float, tuned_gc: bool = True) -> dict[st
     server_side = sent.get(timeout=30)
     proc.terminate()
     achieved = (server_side["count"] - 1) / (server_side["last"] - server_side["first"])
-    return {"rate": rate, "achieved": achieved, "tokens": server_side["count"],
-            "lag_ms": (shown["painted"] - server_side["last"]) * 1000,
-            "append_lag_ms": (shown["appended"] - server_side["last"]) * 1000,
-            "keys": keys, "drains": drains[0], "chars": chars, "caption": caption,
-            "segments": segments, "cpu_share": cpu / wall,
-            "ui_share": ui_cpu / wall,
-            "feed_ms": 1000 * sum(feed_times) / max(1, len(feed_times)),
-            "appends": appends[0], "append_ms": 1000 * appends[1] / max(1, appends[0])}
+    return {
+        "rate": rate,
+        "achieved": achieved,
+        "tokens": server_side["count"],
+        "lag_ms": (shown["painted"] - server_side["last"]) * 1000,
+        "append_lag_ms": (shown["appended"] - server_side["last"]) * 1000,
+        "keys": keys,
+        "drains": drains[0],
+        "chars": chars,
+        "caption": caption,
+        "segments": segments,
+        "cpu_share": cpu / wall,
+        "ui_share": ui_cpu / wall,
+        "feed_ms": 1000 * sum(feed_times) / max(1, len(feed_times)),
+        "appends": appends[0],
+        "append_ms": 1000 * appends[1] / max(1, appends[0]),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="stream length per rate")
     parser.add_argument("--rates", default="500,2000,5000", help="tokens per second, comma list")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="runs per rate (a shared machine is noisy: medians are printed)")
-    parser.add_argument("--default-gc", action="store_true",
-                        help="keep CPython's collector settings (sparkdeck tunes them: "
-                             "sparkdeck/ui/gc_tuning.py), to compare")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs per rate (a shared machine is noisy: medians are printed)",
+    )
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's collector settings (sparkdeck tunes them: "
+        "sparkdeck/ui/gc_tuning.py), to compare",
+    )
     args = parser.parse_args()
     if not args.default_gc:
         from sparkdeck.ui import gc_tuning
 
         gc_tuning.tune_for_ui()
     os.environ["SPARKDECK_DATA_DIR"] = tempfile.mkdtemp(prefix="sparkdeck-bench-")
-    print(f"chat pane lag benchmark: {args.seconds:g} s per rate, 120x40 headless, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
-          f"{'default' if args.default_gc else 'tuned'} garbage collector")
-    print(f"{'rate':>6} {'achieved':>9} {'tokens':>7} {'lag ms':>7} {'keys':>5} "
-          f"{'key p50':>8} {'key p95':>8} {'key max':>8} {'drains':>7} {'feed ms':>7} "
-          f"{'segs':>4} {'cpu':>5} {'ui':>5}  pane caption")
+    print(
+        f"chat pane lag benchmark: {args.seconds:g} s per rate, 120x40 headless, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+        f"{'default' if args.default_gc else 'tuned'} garbage collector"
+    )
+    print(
+        f"{'rate':>6} {'achieved':>9} {'tokens':>7} {'lag ms':>7} {'keys':>5} "
+        f"{'key p50':>8} {'key p95':>8} {'key max':>8} {'drains':>7} {'feed ms':>7} "
+        f"{'segs':>4} {'cpu':>5} {'ui':>5}  pane caption"
+    )
     summary = []
     for rate in (float(r) for r in args.rates.split(",")):
         lags, key_p50s = [], []
@@ -268,11 +305,13 @@ def main() -> int:
             worst = keys[-1] if keys else float("nan")
             lags.append(r["lag_ms"])
             key_p50s.append(p50)
-            print(f"{r['rate']:>6.0f} {r['achieved']:>9.0f} {r['tokens']:>7} "
-                  f"{r['lag_ms']:>7.1f} {len(keys):>5} {p50:>8.1f} {p95:>8.1f} {worst:>8.1f} "
-                  f"{r['drains']:>7} {r['feed_ms']:>7.1f} {r['segments']:>4} "
-                  f"{r['cpu_share']:>5.2f} {r['ui_share']:>5.2f}  {r['caption']}",
-                  flush=True)
+            print(
+                f"{r['rate']:>6.0f} {r['achieved']:>9.0f} {r['tokens']:>7} "
+                f"{r['lag_ms']:>7.1f} {len(keys):>5} {p50:>8.1f} {p95:>8.1f} {worst:>8.1f} "
+                f"{r['drains']:>7} {r['feed_ms']:>7.1f} {r['segments']:>4} "
+                f"{r['cpu_share']:>5.2f} {r['ui_share']:>5.2f}  {r['caption']}",
+                flush=True,
+            )
         summary.append((rate, statistics.median(lags), statistics.median(key_p50s)))
     print(f"medians over {args.repeat} run(s), load now {os.getloadavg()[0]:.2f}:")
     for rate, lag, key in summary:

@@ -59,8 +59,13 @@ MODEL = "/models/tiny.gguf"
 
 async def one_stream(http: httpx.AsyncClient, base: str, tokens: int) -> tuple[float, float]:
     """(TTFT s, decode tok/s) of one streamed chat reply; raises unless it ends with [DONE]."""
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "count to ten"}],
-            "max_tokens": tokens, "stream": True, "ignore_eos": True}
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "count to ten"}],
+        "max_tokens": tokens,
+        "stream": True,
+        "ignore_eos": True,
+    }
     sent = time.perf_counter()
     first = last = None
     events, done = 0, False
@@ -101,8 +106,10 @@ def place(client: docker.DockerClient, scope: str, service: int) -> str:
         container.update(cpuset_cpus=str(engine))
     pin(service, rest)
     pin(os.getpid(), rest)
-    return f"engine on CPU {engine} (one thread), service and client on CPUs " \
-           f"{','.join(map(str, sorted(rest)))}"
+    return (
+        f"engine on CPU {engine} (one thread), service and client on CPUs "
+        f"{','.join(map(str, sorted(rest)))}"
+    )
 
 
 def start_relay(engine_port: int, cpus: set[int]) -> tuple[int, int]:
@@ -123,8 +130,9 @@ def start_relay(engine_port: int, cpus: set[int]) -> tuple[int, int]:
 
         async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", engine_port)
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True
+            )
 
         async def serve() -> None:
             server = await asyncio.start_server(relay, "127.0.0.1", port)
@@ -147,31 +155,40 @@ async def compare(arms: dict[str, str], runs: int, tokens: int) -> None:
     tps = {k: statistics.median(r for _, r in v) for k, v in results.items()}
     print(f"single stream, {runs} runs each, {tokens} tokens, alternating:")
     for name in results:
-        print(f"  {name:10} TTFT median {ttft[name] * 1000:7.2f} ms "
-              f"({(ttft[name] - ttft['direct']) * 1000:+.2f})   decode median "
-              f"{tps[name]:8.0f} tok/s ({100 * tps[name] / tps['direct']:.1f} %)")
-    print(f"  added TTFT {(ttft['through'] - ttft['direct']) * 1000:+.2f} ms at the median; "
-          f"decode through/direct {100 * tps['through'] / tps['direct']:.1f} %")
+        print(
+            f"  {name:10} TTFT median {ttft[name] * 1000:7.2f} ms "
+            f"({(ttft[name] - ttft['direct']) * 1000:+.2f})   decode median "
+            f"{tps[name]:8.0f} tok/s ({100 * tps[name] / tps['direct']:.1f} %)"
+        )
+    print(
+        f"  added TTFT {(ttft['through'] - ttft['direct']) * 1000:+.2f} ms at the median; "
+        f"decode through/direct {100 * tps['through'] / tps['direct']:.1f} %"
+    )
     if "bare relay" in ttft:
-        print(f"  of which above the bare relay's floor: "
-              f"{(ttft['through'] - ttft['bare relay']) * 1000:+.2f} ms")
+        print(
+            f"  of which above the bare relay's floor: "
+            f"{(ttft['through'] - ttft['bare relay']) * 1000:+.2f} ms"
+        )
 
 
 async def burst(through: str, streams: int, tokens: int, pid: int) -> None:
     limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
         cpu, began = cpu_seconds(pid), time.monotonic()
-        outcomes = await asyncio.gather(*(one_stream(http, through, tokens)
-                                          for _ in range(streams)), return_exceptions=True)
+        outcomes = await asyncio.gather(
+            *(one_stream(http, through, tokens) for _ in range(streams)), return_exceptions=True
+        )
         wall = time.monotonic() - began
         used = cpu_seconds(pid) - cpu
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     rates = [o[1] for o in outcomes if not isinstance(o, BaseException)]
-    print(f"{streams} concurrent streams through the endpoint: {streams - len(errors)} ended "
-          f"with [DONE], {len(errors)} errors{f' ({errors[0]})' if errors else ''}; "
-          f"{wall:.2f} s wall; per-stream decode median "
-          f"{statistics.median(rates) if rates else float('nan'):.0f} tok/s; service CPU "
-          f"{used:.2f} s = {100 * used / wall:.0f} % of a core over the burst")
+    print(
+        f"{streams} concurrent streams through the endpoint: {streams - len(errors)} ended "
+        f"with [DONE], {len(errors)} errors{f' ({errors[0]})' if errors else ''}; "
+        f"{wall:.2f} s wall; per-stream decode median "
+        f"{statistics.median(rates) if rates else float('nan'):.0f} tok/s; service CPU "
+        f"{used:.2f} s = {100 * used / wall:.0f} % of a core over the burst"
+    )
 
 
 def main() -> int:
@@ -179,26 +196,48 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--streams", type=int, default=32)
-    parser.add_argument("--no-pin", action="store_true",
-                        help="leave the engine, the service and the client where the "
-                        "scheduler puts them (see the docstring)")
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="leave the engine, the service and the client where the "
+        "scheduler puts them (see the docstring)",
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="sdbench-"))
     scope = "bench" + uuid.uuid4().hex[:8]
     endpoint_port, engine_port = free_port(), free_port()
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(root / "config"),
-           "SPARKDECK_DATA_DIR": str(root / "data"), "SPARKDECK_RUNTIME_DIR": str(root / "run"),
-           "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
-           "SPARKDECK_ENDPOINT_PORT": str(endpoint_port)}
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(root / "config"),
+        "SPARKDECK_DATA_DIR": str(root / "data"),
+        "SPARKDECK_RUNTIME_DIR": str(root / "run"),
+        "SPARKDECK_SCOPE": scope,
+        "SPARKDECK_SERVICE": "auto",
+        "SPARKDECK_ENDPOINT_PORT": str(endpoint_port),
+    }
     client = docker.from_env(timeout=120)
-    image = ensure_llama_image(client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]),
-                               write_tiny_gguf(root / "tiny.gguf"))
+    image = ensure_llama_image(
+        client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), write_tiny_gguf(root / "tiny.gguf")
+    )
     (root / "config" / "presets").mkdir(parents=True)
-    (root / "config" / "presets" / "bench-ep.toml").write_text(tomli_w.dumps(
-        {"id": "bench-ep", **llama_preset_fields(
-            image, engine_port, llamacpp={"context": 32768, "gpu_layers": 0, "parallel": 8,
-                                          "no_mmap_flag": ["--load-mode", "none"]},
-            **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}))}))
+    (root / "config" / "presets" / "bench-ep.toml").write_text(
+        tomli_w.dumps(
+            {
+                "id": "bench-ep",
+                **llama_preset_fields(
+                    image,
+                    engine_port,
+                    llamacpp={
+                        "context": 32768,
+                        "gpu_layers": 0,
+                        "parallel": 8,
+                        "no_mmap_flag": ["--load-mode", "none"],
+                    },
+                    **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}),
+                ),
+            }
+        )
+    )
     try:
         launched = cli(env, "launch", "bench-ep", "--no-flush", "--timeout", "60")
         assert launched.returncode == 0, launched.stderr
@@ -206,8 +245,13 @@ def main() -> int:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
             try:
-                if httpx.post(through + "/v1/completions", json={
-                        "model": MODEL, "prompt": "x", "max_tokens": 1}).status_code == 200:
+                if (
+                    httpx.post(
+                        through + "/v1/completions",
+                        json={"model": MODEL, "prompt": "x", "max_tokens": 1},
+                    ).status_code
+                    == 200
+                ):
                     break
             except httpx.HTTPError:
                 pass
@@ -221,8 +265,17 @@ def main() -> int:
         relay_port, relay_pid = start_relay(engine_port, service_cpus)
         try:
             time.sleep(0.5)
-            asyncio.run(compare({"direct": direct, "bare relay": f"http://127.0.0.1:{relay_port}",
-                                 "through": through}, args.runs, args.tokens))
+            asyncio.run(
+                compare(
+                    {
+                        "direct": direct,
+                        "bare relay": f"http://127.0.0.1:{relay_port}",
+                        "through": through,
+                    },
+                    args.runs,
+                    args.tokens,
+                )
+            )
         finally:
             os.kill(relay_pid, 9)
             os.waitpid(relay_pid, 0)

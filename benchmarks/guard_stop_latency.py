@@ -67,20 +67,38 @@ def _memlock() -> int:
 
 
 def _spec(image: str) -> ContainerSpec:
-    return ContainerSpec(preset_id=f"bench-{uuid.uuid4().hex[:6]}", kind="openai", image=image,
-                         command=(), entrypoint=("/bin/sh", "-c", "sleep 600"),
-                         port=PortBinding(8080, None, "127.0.0.1"), health_path="/",
-                         metrics_path=None, env=(), pass_env=(), mounts=(), files=(),
-                         gpus=False, ipc_mode=None, shm_size=None, startup_timeout=60.0,
-                         memlock=_memlock(), model="")
+    return ContainerSpec(
+        preset_id=f"bench-{uuid.uuid4().hex[:6]}",
+        kind="openai",
+        image=image,
+        command=(),
+        entrypoint=("/bin/sh", "-c", "sleep 600"),
+        port=PortBinding(8080, None, "127.0.0.1"),
+        health_path="/",
+        metrics_path=None,
+        env=(),
+        pass_env=(),
+        mounts=(),
+        files=(),
+        gpus=False,
+        ipc_mode=None,
+        shm_size=None,
+        startup_timeout=60.0,
+        memlock=_memlock(),
+        model="",
+    )
 
 
 def one_run(runtime: DockerRuntime, image: str, hz: float) -> float:
     engine = runtime.start(_spec(image))
     crossing_at = time.monotonic() + 1.0 + random.uniform(0, 1.0 / hz)
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), Crossing(crossing_at),
-                   ContainerStopper.for_engine(runtime, engine.container_id),
-                   engine=engine.name, record=lambda *args, **kwargs: None)
+    dog = Watchdog(
+        WatchdogPolicy(GuardSettings()),
+        Crossing(crossing_at),
+        ContainerStopper.for_engine(runtime, engine.container_id),
+        engine=engine.name,
+        record=lambda *args, **kwargs: None,
+    )
     done = threading.Event()
     dog.run(done, lambda: hz)
     gone = not any(e.container_id == engine.container_id for e in runtime.engines())
@@ -88,16 +106,21 @@ def one_run(runtime: DockerRuntime, image: str, hz: float) -> float:
     return dog.stopped_at - crossing_at
 
 
-def one_paused_run(runtime: DockerRuntime, image: str, hz: float,
-                   daemon_pid: int) -> tuple[float, float]:
+def one_paused_run(
+    runtime: DockerRuntime, image: str, hz: float, daemon_pid: int
+) -> tuple[float, float]:
     """(crossing -> processes dead, crossing -> removal confirmed) with dockerd SIGSTOPped at
     the crossing and SIGCONTed 3 s after it."""
     engine = runtime.start(_spec(image))
     pids = container_pids(engine.container_id)
     crossing_at = time.monotonic() + 1.0 + random.uniform(0, 1.0 / hz)
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), Crossing(crossing_at),
-                   ContainerStopper.for_engine(runtime, engine.container_id),
-                   engine=engine.name, record=lambda *args, **kwargs: None)
+    dog = Watchdog(
+        WatchdogPolicy(GuardSettings()),
+        Crossing(crossing_at),
+        ContainerStopper.for_engine(runtime, engine.container_id),
+        engine=engine.name,
+        record=lambda *args, **kwargs: None,
+    )
     done = threading.Event()
     thread = threading.Thread(target=dog.run, args=(done, lambda: hz), daemon=True)
     thread.start()
@@ -128,23 +151,34 @@ def paused_daemon(runs: int) -> int:
     repo = Path(__file__).resolve().parents[1]
     directory = Path(tempfile.mkdtemp(prefix="sdb", dir="/tmp"))
     script = repo / ".ci" / "dockerd.sh"
-    host = subprocess.run(["bash", str(script), "start", str(directory)], check=True,
-                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    host = (
+        subprocess.run(
+            ["bash", str(script), "start", str(directory)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     daemon_pid = int((directory / "dockerd.pid").read_text())
     try:
         runtime = DockerRuntime.connect(base_url=host, scope="bench" + uuid.uuid4().hex[:8])
         runtime.files_dir = Path(tempfile.mkdtemp())
-        image = ensure_busybox_image(runtime.client,
-                                     Path(shutil.which("busybox") or "/bin/busybox"))
+        image = ensure_busybox_image(
+            runtime.client, Path(shutil.which("busybox") or "/bin/busybox")
+        )
         hz = GuardSettings().running_hz
         results = [one_paused_run(runtime, image, hz, daemon_pid) for _ in range(runs)]
         dead = [r[0] for r in results]
         removed = [r[1] for r in results]
-        print(f"daemon paused at the crossing (running, {hz:g} Hz), {runs} runs: processes "
-              f"dead median {statistics.median(dead):.2f} s, max {max(dead):.2f} s "
-              f"(target <= 2 s: {'met' if max(dead) <= 2.0 else 'NOT met'}); daemon resumed "
-              f"at 3 s, container removed median {statistics.median(removed):.2f} s, "
-              f"max {max(removed):.2f} s")
+        print(
+            f"daemon paused at the crossing (running, {hz:g} Hz), {runs} runs: processes "
+            f"dead median {statistics.median(dead):.2f} s, max {max(dead):.2f} s "
+            f"(target <= 2 s: {'met' if max(dead) <= 2.0 else 'NOT met'}); daemon resumed "
+            f"at 3 s, container removed median {statistics.median(removed):.2f} s, "
+            f"max {max(removed):.2f} s"
+        )
     finally:
         os.kill(daemon_pid, signal.SIGCONT)
         subprocess.run(["bash", str(script), "stop", str(directory)], check=False)
@@ -155,8 +189,11 @@ def paused_daemon(runs: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--paused-daemon", action="store_true",
-                        help="measure with a private dockerd SIGSTOPped at the crossing")
+    parser.add_argument(
+        "--paused-daemon",
+        action="store_true",
+        help="measure with a private dockerd SIGSTOPped at the crossing",
+    )
     args = parser.parse_args()
     if args.paused_daemon:
         return paused_daemon(args.runs)
@@ -165,13 +202,17 @@ def main() -> int:
     busybox = shutil.which("busybox") or "/bin/busybox"
     image = ensure_busybox_image(runtime.client, Path(busybox))
     try:
-        for label, hz in (("start-up (2 Hz)", GuardSettings().startup_hz),
-                          ("running (1 Hz)", GuardSettings().running_hz)):
+        for label, hz in (
+            ("start-up (2 Hz)", GuardSettings().startup_hz),
+            ("running (1 Hz)", GuardSettings().running_hz),
+        ):
             times = [one_run(runtime, image, hz) for _ in range(args.runs)]
-            print(f"{label}: threshold crossed -> container stopped and removed, "
-                  f"{args.runs} runs: median {statistics.median(times):.2f} s, "
-                  f"max {max(times):.2f} s, min {min(times):.2f} s "
-                  f"(target <= 2 s: {'met' if max(times) <= 2.0 else 'NOT met'})")
+            print(
+                f"{label}: threshold crossed -> container stopped and removed, "
+                f"{args.runs} runs: median {statistics.median(times):.2f} s, "
+                f"max {max(times):.2f} s, min {min(times):.2f} s "
+                f"(target <= 2 s: {'met' if max(times) <= 2.0 else 'NOT met'})"
+            )
     finally:
         for engine in runtime.engines():
             runtime.stop(engine.container_id, grace=0)

@@ -36,8 +36,9 @@ from sparkdeck.metrics.reader import MetricsReader, RawSample  # noqa: E402
 from sparkdeck.metrics.snapshot import normalise  # noqa: E402
 from tests.support.tiny_gguf import write_tiny_gguf  # noqa: E402
 
-SERVER = Path(os.environ.get("SPARKDECK_LLAMA_SERVER",
-                             "/var/cache/sparkdeck-ci/llama-server-b11434"))
+SERVER = Path(
+    os.environ.get("SPARKDECK_LLAMA_SERVER", "/var/cache/sparkdeck-ci/llama-server-b11434")
+)
 FIXTURES = ROOT / "tests" / "fixtures" / "metrics"
 
 
@@ -50,9 +51,24 @@ def free_port() -> int:
 def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
     model = write_tiny_gguf(workdir / "tiny.gguf")
     port = free_port()
-    proc = subprocess.Popen([str(SERVER), "-m", str(model), "--host", "127.0.0.1", "--port",
-                             str(port), "-c", "2048", "--parallel", "2", "--metrics"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(SERVER),
+            "-m",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-c",
+            "2048",
+            "--parallel",
+            "2",
+            "--metrics",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -70,10 +86,27 @@ def cli_cpu(url: str, samples: int, interval: float) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one `sparkdeck metrics` run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", "--endpoint", url,
-                           "--kind", "llamacpp", "--json", "--samples", str(samples),
-                           "--interval", str(interval)], capture_output=True, text=True,
-                          cwd=ROOT, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "metrics",
+            "--endpoint",
+            url,
+            "--kind",
+            "llamacpp",
+            "--json",
+            "--samples",
+            str(samples),
+            "--interval",
+            str(interval),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert len(done.stdout.splitlines()) == samples
@@ -128,25 +161,37 @@ def main() -> None:
             one_cpu, one_wall = min(cli_cpu(url, 1, args.interval) for _ in range(3))
             many_cpu, many_wall = cli_cpu(url, args.samples, args.interval)
             per_sample = (many_cpu - one_cpu) / (args.samples - 1)
-            print(f"sparkdeck metrics, 1 sample: {one_cpu * 1000:.0f} ms CPU "
-                  f"(start-up included), {one_wall:.2f} s wall")
-            print(f"sparkdeck metrics, {args.samples} samples at {args.interval:g} s: "
-                  f"{many_cpu * 1000:.0f} ms CPU, {many_wall:.2f} s wall; "
-                  f"{per_sample * 1000:.2f} ms CPU per sample = "
-                  f"{per_sample / args.interval * 100:.2f} % of one core")
+            print(
+                f"sparkdeck metrics, 1 sample: {one_cpu * 1000:.0f} ms CPU "
+                f"(start-up included), {one_wall:.2f} s wall"
+            )
+            print(
+                f"sparkdeck metrics, {args.samples} samples at {args.interval:g} s: "
+                f"{many_cpu * 1000:.0f} ms CPU, {many_wall:.2f} s wall; "
+                f"{per_sample * 1000:.2f} ms CPU per sample = "
+                f"{per_sample / args.interval * 100:.2f} % of one core"
+            )
             latencies = asyncio.run(scrape_latencies(url, 200))
             q = statistics.quantiles(latencies, n=100)
-            print(f"scrape latency over loopback (200 scrapes, shared client): "
-                  f"p50 {q[49] * 1000:.2f} ms, p99 {q[98] * 1000:.2f} ms")
+            print(
+                f"scrape latency over loopback (200 scrapes, shared client): "
+                f"p50 {q[49] * 1000:.2f} ms, p99 {q[98] * 1000:.2f} ms"
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=10)
     for path in sorted(FIXTURES.iterdir()):
         if path.suffix in (".prom", ".txt") and path.name.split("-")[0] in (
-                "vllm", "llamacpp", "sglang", "trtllm"):
+            "vllm",
+            "llamacpp",
+            "sglang",
+            "trtllm",
+        ):
             name, size, cost = normalise_cost(path)
-            print(f"parse + normalise with 60 s history: {name} ({size:,} bytes): "
-                  f"{cost * 1000:.2f} ms")
+            print(
+                f"parse + normalise with 60 s history: {name} ({size:,} bytes): "
+                f"{cost * 1000:.2f} ms"
+            )
 
 
 if __name__ == "__main__":

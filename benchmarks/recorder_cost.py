@@ -33,8 +33,9 @@ def main() -> int:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="sparkdeck-recorder-bench-"))
     clock = [time.time()]
-    recorder, _ = FlightRecorder.open(folder / "rec.sqlite", limits=RecorderLimits(),
-                                      wall=lambda: clock[0])
+    recorder, _ = FlightRecorder.open(
+        folder / "rec.sqlite", limits=RecorderLimits(), wall=lambda: clock[0]
+    )
     sampler = TelemetrySampler()
     sampler.sample()  # the first sample has no PSI rate yet; not typical
     sample_ms, record_ms, commit_wall_ms = [], [], []
@@ -56,19 +57,28 @@ def main() -> int:
     sampler.close()
     size = db_size(folder / "rec.sqlite")
     per_row = size / args.samples
-    print(f"samples: {args.samples} (1 Hz simulated, commit every "
-          f"{RecorderLimits().commit_s:.0f} s)")
-    print(f"sampler CPU per sample:  mean {statistics.mean(sample_ms):.3f} ms, "
-          f"p99 {sorted(sample_ms)[int(0.99 * len(sample_ms))]:.3f} ms")
-    print(f"recorder CPU per sample: mean {statistics.mean(record_ms):.3f} ms, "
-          f"p99 {sorted(record_ms)[int(0.99 * len(record_ms))]:.3f} ms")
+    print(
+        f"samples: {args.samples} (1 Hz simulated, commit every {RecorderLimits().commit_s:.0f} s)"
+    )
+    print(
+        f"sampler CPU per sample:  mean {statistics.mean(sample_ms):.3f} ms, "
+        f"p99 {sorted(sample_ms)[int(0.99 * len(sample_ms))]:.3f} ms"
+    )
+    print(
+        f"recorder CPU per sample: mean {statistics.mean(record_ms):.3f} ms, "
+        f"p99 {sorted(record_ms)[int(0.99 * len(record_ms))]:.3f} ms"
+    )
     if commit_wall_ms:
-        print(f"commit wall time (incl. fsync): median {statistics.median(commit_wall_ms):.2f} "
-              f"ms over {len(commit_wall_ms)} commits")
+        print(
+            f"commit wall time (incl. fsync): median {statistics.median(commit_wall_ms):.2f} "
+            f"ms over {len(commit_wall_ms)} commits"
+        )
     share = statistics.mean(record_ms) / 1000.0 * 100.0
     print(f"recorder share of one core at 1 Hz: {share:.3f} %")
-    print(f"file: {size / 2**20:.2f} MiB for {args.samples} rows = {per_row:.0f} B/row; "
-          f"7 days at 1 Hz ~ {per_row * 7 * 86400 / 2**20:.0f} MiB")
+    print(
+        f"file: {size / 2**20:.2f} MiB for {args.samples} rows = {per_row:.0f} B/row; "
+        f"7 days at 1 Hz ~ {per_row * 7 * 86400 / 2**20:.0f} MiB"
+    )
     return 0
 
 

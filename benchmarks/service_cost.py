@@ -48,14 +48,22 @@ from tests.support.memory_hog import MemoryHog
 from tests.support.tiny_gguf import write_tiny_gguf
 
 GIB, MIB = 2**30, 2**20
-BARE_LOOP = ("import time, pathlib\nwhile True:\n"
-             "    pathlib.Path('/proc/meminfo').read_text()\n    time.sleep(1.0)\n")
+BARE_LOOP = (
+    "import time, pathlib\nwhile True:\n"
+    "    pathlib.Path('/proc/meminfo').read_text()\n    time.sleep(1.0)\n"
+)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], env=env, text=True,
-                          capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def service_pid(env: dict[str, str]) -> int:
@@ -90,12 +98,14 @@ def clean_up(env: dict[str, str], client: docker.DockerClient, scope: str) -> No
 
 def write_preset(config: Path, image: str, port: int) -> None:
     (config / "presets").mkdir(parents=True, exist_ok=True)
-    (config / "presets" / "bench-svc.toml").write_text(tomli_w.dumps(
-        {"id": "bench-svc", **llama_preset_fields(image, port)}))
+    (config / "presets" / "bench-svc.toml").write_text(
+        tomli_w.dumps({"id": "bench-svc", **llama_preset_fields(image, port)})
+    )
 
 
-def stop_latency(env: dict[str, str], client: docker.DockerClient, scope: str,
-                 hog_size: int, threshold: int) -> tuple[float, float]:
+def stop_latency(
+    env: dict[str, str], client: docker.DockerClient, scope: str, hog_size: int, threshold: int
+) -> tuple[float, float]:
     """(crossing -> the engine's process gone, crossing -> its container gone from Docker)."""
     launched = cli(env, "launch", "bench-svc", "--no-flush", "--yes", "--timeout", "60")
     assert launched.returncode == 0, launched.stderr
@@ -121,8 +131,10 @@ def stop_latency(env: dict[str, str], client: docker.DockerClient, scope: str,
         gone.append(time.monotonic())
 
     gone: list[float] = []
-    watchers = [threading.Thread(target=watch_memory, daemon=True),
-                threading.Thread(target=watch_docker, daemon=True)]
+    watchers = [
+        threading.Thread(target=watch_memory, daemon=True),
+        threading.Thread(target=watch_docker, daemon=True),
+    ]
     for watcher in watchers:
         watcher.start()
     with MemoryHog(hog_size) as hog:
@@ -141,9 +153,14 @@ def main() -> int:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="sdbench-"))
     scope = "bench" + uuid.uuid4().hex[:8]
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(root / "config"),
-           "SPARKDECK_DATA_DIR": str(root / "data"), "SPARKDECK_RUNTIME_DIR": str(root / "run"),
-           "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(root / "config"),
+        "SPARKDECK_DATA_DIR": str(root / "data"),
+        "SPARKDECK_RUNTIME_DIR": str(root / "run"),
+        "SPARKDECK_SCOPE": scope,
+        "SPARKDECK_SERVICE": "auto",
+    }
     client = docker.from_env(timeout=120)
     model = write_tiny_gguf(root / "tiny.gguf")
     image = ensure_llama_image(client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), model)
@@ -156,20 +173,26 @@ def main() -> int:
         finally:
             floor.kill()
             floor.wait()
-        print(f"baseline, a bare Python loop reading /proc/meminfo at 1 Hz: {bare:.2f} % of a "
-              f"core over {args.seconds:g} s")
+        print(
+            f"baseline, a bare Python loop reading /proc/meminfo at 1 Hz: {bare:.2f} % of a "
+            f"core over {args.seconds:g} s"
+        )
         assert cli(env, "service", "start").returncode == 0
         pid = service_pid(env)
         time.sleep(5)
         idle = cpu_share(pid, args.seconds)
-        print(f"idle, no engine: {idle:.2f} % of a core over {args.seconds:g} s, "
-              f"RSS {rss_mib(pid):.1f} MiB")
+        print(
+            f"idle, no engine: {idle:.2f} % of a core over {args.seconds:g} s, "
+            f"RSS {rss_mib(pid):.1f} MiB"
+        )
         launched = cli(env, "launch", "bench-svc", "--no-flush", "--timeout", "60")
         assert launched.returncode == 0, launched.stderr
         time.sleep(5)
         busy = cpu_share(pid, args.seconds)
-        print(f"engine running (watchdog + telemetry + metrics at 1 Hz): {busy:.2f} % of a "
-              f"core over {args.seconds:g} s, RSS {rss_mib(pid):.1f} MiB")
+        print(
+            f"engine running (watchdog + telemetry + metrics at 1 Hz): {busy:.2f} % of a "
+            f"core over {args.seconds:g} s, RSS {rss_mib(pid):.1f} MiB"
+        )
         cli(env, "stop")
         cli(env, "service", "stop")
 
@@ -179,15 +202,19 @@ def main() -> int:
         stop_pct = 100 * threshold / memory.total
         (root / "config" / "settings.toml").write_text(
             f"[guard]\nstop_available_pct = {stop_pct:.3f}\n"
-            f"warn_available_pct = {min(stop_pct + 1.0, 99.0):.3f}\n")
+            f"warn_available_pct = {min(stop_pct + 1.0, 99.0):.3f}\n"
+        )
         assert cli(env, "service", "start").returncode == 0
-        runs = [stop_latency(env, client, scope, hog_size, threshold)
-                for _ in range(args.runs)]
-        for name, latencies in (("engine stopped (its process gone)", [k for k, _ in runs]),
-                                ("container removed (gone from Docker)", [g for _, g in runs])):
-            print(f"threshold crossed -> {name}, with the service ({args.runs} runs, hog "
-                  f"{hog_size / GIB:.2f} GiB): median {statistics.median(latencies):.2f} s, "
-                  f"max {max(latencies):.2f} s ({', '.join(f'{x:.2f}' for x in latencies)})")
+        runs = [stop_latency(env, client, scope, hog_size, threshold) for _ in range(args.runs)]
+        for name, latencies in (
+            ("engine stopped (its process gone)", [k for k, _ in runs]),
+            ("container removed (gone from Docker)", [g for _, g in runs]),
+        ):
+            print(
+                f"threshold crossed -> {name}, with the service ({args.runs} runs, hog "
+                f"{hog_size / GIB:.2f} GiB): median {statistics.median(latencies):.2f} s, "
+                f"max {max(latencies):.2f} s ({', '.join(f'{x:.2f}' for x in latencies)})"
+            )
     finally:
         clean_up(env, client, scope)
     return 0

@@ -129,8 +129,13 @@ BTOP_DATA = re.compile(r"(?i)cpu")
 
 def run_env(config: Path, data: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment each measured start gets: the run's own config and data dirs."""
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "TERM": "xterm-256color", "COLORTERM": "truecolor", **(extra or {})}
+    env = {
+        "SPARKDECK_CONFIG_DIR": str(config),
+        "SPARKDECK_DATA_DIR": str(data),
+        "TERM": "xterm-256color",
+        "COLORTERM": "truecolor",
+        **(extra or {}),
+    }
     if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     return env
@@ -139,8 +144,17 @@ def run_env(config: Path, data: Path, extra: dict[str, str] | None = None) -> di
 def spawn(command: str, env: dict[str, str]) -> float:
     """Start `command` in a detached 120x40 tmux session; returns when it was started."""
     exports = " ".join(f"{k}={v}" for k, v in env.items())
-    new_session = ("new-session", "-d", "-s", SESSION, "-x", "120", "-y", "40",
-                   f"exec env {exports} {command}")
+    new_session = (
+        "new-session",
+        "-d",
+        "-s",
+        SESSION,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"exec env {exports} {command}",
+    )
     try:
         started = time.monotonic()
         tmux(*new_session)
@@ -161,26 +175,38 @@ def first_frame(command: str, env: dict[str, str]) -> float:
         time.sleep(0.5)  # the session's process gone before the next start
 
 
-def first_frame_pairs(sparkdeck: str, bare: str, pairs: int, config: Path,
-                      data: Path) -> list[float]:
+def first_frame_pairs(
+    sparkdeck: str, bare: str, pairs: int, config: Path, data: Path
+) -> list[float]:
     """Each pair's sparkdeck first frame less bare Textual's, the two started back to back."""
     env = run_env(config, data, {"SPARKDECK_RUNTIME_DIR": str(data / "run")})  # not the user's
     gaps = []
     for pair in range(1, pairs + 1):
         # alternating: a drift within the pair favours neither app
         order = [("bare", bare), ("sparkdeck", sparkdeck)]
-        times = {name: first_frame(command, env)
-                 for name, command in (order if pair % 2 else order[::-1])}
+        times = {
+            name: first_frame(command, env)
+            for name, command in (order if pair % 2 else order[::-1])
+        }
         gaps.append(times["sparkdeck"] - times["bare"])
-        print(f"pair {pair}: first frame sparkdeck {times['sparkdeck']:.3f} s, bare Textual "
-              f"{times['bare']:.3f} s: {gaps[-1]:+.3f} s", flush=True)
+        print(
+            f"pair {pair}: first frame sparkdeck {times['sparkdeck']:.3f} s, bare Textual "
+            f"{times['bare']:.3f} s: {gaps[-1]:+.3f} s",
+            flush=True,
+        )
     return gaps
 
 
-def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
-            launch_row: int | None = None, frame: re.Pattern[str] = HEADER,
-            figure: re.Pattern[str] = MEMORY_FIGURE,
-            extra_env: dict[str, str] | None = None) -> dict[str, float]:
+def one_run(
+    sparkdeck: str,
+    seconds: float,
+    config: Path,
+    data: Path,
+    launch_row: int | None = None,
+    frame: re.Pattern[str] = HEADER,
+    figure: re.Pattern[str] = MEMORY_FIGURE,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, float]:
     started = spawn(sparkdeck, run_env(config, data, extra_env))
     try:
         pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
@@ -197,10 +223,13 @@ def one_run(sparkdeck: str, seconds: float, config: Path, data: Path,
             time.sleep(2.0)
             keys("y")
             wait_for(STOPPED, time.monotonic(), timeout=90.0)
-        return {"first_frame_s": first_frame, "first_data_s": first_data,
-                "idle_cpu_pct": 100.0 * cpu_used / wall,
-                "rss_mib": status_kib(pid, "VmRSS") / 1024,
-                "peak_rss_mib": status_kib(pid, "VmHWM") / 1024}
+        return {
+            "first_frame_s": first_frame,
+            "first_data_s": first_data,
+            "idle_cpu_pct": 100.0 * cpu_used / wall,
+            "rss_mib": status_kib(pid, "VmRSS") / 1024,
+            "peak_rss_mib": status_kib(pid, "VmHWM") / 1024,
+        }
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
 
@@ -223,9 +252,12 @@ Bare().run()
 
 
 def report(name: str, r: dict[str, float]) -> None:
-    print(f"{name}: first frame {r['first_frame_s']:.2f} s, first data {r['first_data_s']:.2f} s, "
-          f"idle CPU {r['idle_cpu_pct']:.2f} % of one core, RSS {r['rss_mib']:.1f} MiB "
-          f"(peak {r['peak_rss_mib']:.1f} MiB)", flush=True)
+    print(
+        f"{name}: first frame {r['first_frame_s']:.2f} s, first data {r['first_data_s']:.2f} s, "
+        f"idle CPU {r['idle_cpu_pct']:.2f} % of one core, RSS {r['rss_mib']:.1f} MiB "
+        f"(peak {r['peak_rss_mib']:.1f} MiB)",
+        flush=True,
+    )
 
 
 def btop_run(seconds: float, tmp: Path) -> dict[str, float]:
@@ -236,8 +268,15 @@ def btop_run(seconds: float, tmp: Path) -> dict[str, float]:
     conf = tmp / "btop-config" / "btop"
     conf.mkdir(parents=True, exist_ok=True)
     (conf / "btop.conf").write_text("update_ms = 1000\n")
-    return one_run(btop, seconds, tmp / "config", tmp / "data", frame=ANY_TEXT,
-                   figure=BTOP_DATA, extra_env={"XDG_CONFIG_HOME": str(tmp / "btop-config")})
+    return one_run(
+        btop,
+        seconds,
+        tmp / "config",
+        tmp / "data",
+        frame=ANY_TEXT,
+        figure=BTOP_DATA,
+        extra_env={"XDG_CONFIG_HOME": str(tmp / "btop-config")},
+    )
 
 
 class RunningService:
@@ -247,9 +286,12 @@ class RunningService:
         self.env, self.socket = env, runtime / "service.sock"
 
     def __enter__(self) -> RunningService:
-        self.process = subprocess.Popen([sys.executable, "-m", "sparkdeck.service"],
-                                        env={**os.environ, **self.env},
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sparkdeck.service"],
+            env={**os.environ, **self.env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while not self.socket.exists():
             if time.monotonic() > deadline or self.process.poll() is not None:
@@ -276,16 +318,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="idle window (default 30)")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--baseline", action="store_true",
-                        help="measure a bare Textual app first, for comparison")
-    parser.add_argument("--btop", action="store_true",
-                        help="measure btop (1000 ms updates) in each run too, as a baseline")
-    parser.add_argument("--launch", type=Path, metavar="PRESET.toml",
-                        help="launch this preset before the window (an engine ready)")
-    parser.add_argument("--service", action="store_true",
-                        help="measure sparkdeck standalone and connected to a service")
-    parser.add_argument("--pairs", type=int, metavar="N",
-                        help="only first frames: N back-to-back pairs, bare Textual and sparkdeck")
+    parser.add_argument(
+        "--baseline", action="store_true", help="measure a bare Textual app first, for comparison"
+    )
+    parser.add_argument(
+        "--btop",
+        action="store_true",
+        help="measure btop (1000 ms updates) in each run too, as a baseline",
+    )
+    parser.add_argument(
+        "--launch",
+        type=Path,
+        metavar="PRESET.toml",
+        help="launch this preset before the window (an engine ready)",
+    )
+    parser.add_argument(
+        "--service",
+        action="store_true",
+        help="measure sparkdeck standalone and connected to a service",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        metavar="N",
+        help="only first frames: N back-to-back pairs, bare Textual and sparkdeck",
+    )
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed: apt-get install tmux")
@@ -306,13 +363,16 @@ def main() -> int:
         if args.pairs:
             bare = Path(tmp, "bare.py")
             bare.write_text(BARE_APP)
-            print_gaps(first_frame_pairs(sparkdeck, f"{sys.executable} {bare}", args.pairs,
-                                         config, data))
+            print_gaps(
+                first_frame_pairs(sparkdeck, f"{sys.executable} {bare}", args.pairs, config, data)
+            )
             return 0
         load = Path("/proc/loadavg").read_text().split()[:3]
-        print(f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
-              f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
-              f"{os.cpu_count()} CPUs, load average {' '.join(load)}")
+        print(
+            f"sparkdeck TUI in tmux 120x40, idle window {args.seconds:.0f} s, "
+            f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}, "
+            f"{os.cpu_count()} CPUs, load average {' '.join(load)}"
+        )
         gaps: list[float] = []
         to_bare: list[float] = []  # each run's first frame less the bare app's, same run
         for run in range(1, args.runs + 1):
@@ -321,12 +381,14 @@ def main() -> int:
                 bare.write_text(BARE_APP)
                 bare_run = one_run(f"{sys.executable} {bare}", args.seconds, config, data)
                 report(f"run {run} bare Textual", bare_run)
-            name = f"run {run} sparkdeck" + (f", {args.launch.stem} ready" if row is not None
-                                             else "")
+            name = f"run {run} sparkdeck" + (
+                f", {args.launch.stem} ready" if row is not None else ""
+            )
             connected_first = args.service and run % 2 == 0  # the order alternates
             if connected_first:
-                connected = connected_run(sparkdeck, args.seconds, config, data, row, private,
-                                          runtime)
+                connected = connected_run(
+                    sparkdeck, args.seconds, config, data, row, private, runtime
+                )
                 report(name + ", connected to the service", connected)
             ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
             report(name + (", standalone" if args.service else ""), ours)
@@ -334,39 +396,57 @@ def main() -> int:
                 to_bare.append(ours["first_frame_s"] - bare_run["first_frame_s"])
             if args.service:
                 if not connected_first:
-                    connected = connected_run(sparkdeck, args.seconds, config, data, row,
-                                              private, runtime)
+                    connected = connected_run(
+                        sparkdeck, args.seconds, config, data, row, private, runtime
+                    )
                     report(name + ", connected to the service", connected)
-                gaps.append(connected['first_frame_s'] - ours['first_frame_s'])
-                print(f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s",
-                      flush=True)
+                gaps.append(connected["first_frame_s"] - ours["first_frame_s"])
+                print(
+                    f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s", flush=True
+                )
             if args.btop:
                 theirs = btop_run(args.seconds, Path(tmp))
                 report(f"run {run} btop (update 1000 ms)", theirs)
-                print(f"run {run} sparkdeck / btop idle CPU: "
-                      f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x", flush=True)
+                print(
+                    f"run {run} sparkdeck / btop idle CPU: "
+                    f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x",
+                    flush=True,
+                )
         if to_bare:
             print_gaps(to_bare)
         if gaps:
-            print(f"first frame, connected - standalone over {len(gaps)} runs: median "
-                  f"{statistics.median(gaps):+.2f} s (from {min(gaps):+.2f} to "
-                  f"{max(gaps):+.2f} s)")
+            print(
+                f"first frame, connected - standalone over {len(gaps)} runs: median "
+                f"{statistics.median(gaps):+.2f} s (from {min(gaps):+.2f} to "
+                f"{max(gaps):+.2f} s)"
+            )
     return 0
 
 
 def print_gaps(to_bare: list[float]) -> None:
     within = sum(gap <= FIRST_FRAME_TARGET_S for gap in to_bare)
-    print(f"first frame, sparkdeck - bare Textual over {len(to_bare)} runs: median "
-          f"{statistics.median(to_bare):+.3f} s (from {min(to_bare):+.2f} to "
-          f"{max(to_bare):+.2f} s); within {FIRST_FRAME_TARGET_S} s in {within} of "
-          f"{len(to_bare)}", flush=True)
+    print(
+        f"first frame, sparkdeck - bare Textual over {len(to_bare)} runs: median "
+        f"{statistics.median(to_bare):+.3f} s (from {min(to_bare):+.2f} to "
+        f"{max(to_bare):+.2f} s); within {FIRST_FRAME_TARGET_S} s in {within} of "
+        f"{len(to_bare)}",
+        flush=True,
+    )
 
 
-def connected_run(sparkdeck: str, seconds: float, config: Path, data: Path,
-                  row: int | None, private: dict[str, str], runtime: Path) -> dict[str, float]:
+def connected_run(
+    sparkdeck: str,
+    seconds: float,
+    config: Path,
+    data: Path,
+    row: int | None,
+    private: dict[str, str],
+    runtime: Path,
+) -> dict[str, float]:
     """One run of the window with a sparkdeck service on the run's own socket."""
-    with RunningService({**private, "SPARKDECK_CONFIG_DIR": str(config),
-                         "SPARKDECK_DATA_DIR": str(data)}, runtime):
+    with RunningService(
+        {**private, "SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data)}, runtime
+    ):
         return one_run(sparkdeck, seconds, config, data, row, extra_env=private)
 
 

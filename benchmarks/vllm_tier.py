@@ -39,21 +39,25 @@ def _load() -> str:
 
 def _write_model(python: Path, out: Path) -> float:
     started = time.monotonic()
-    subprocess.run([str(python), str(MODEL_SCRIPT), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run([str(python), str(MODEL_SCRIPT), str(out)], check=True, capture_output=True)
     return time.monotonic() - started
 
 
 def _one_stream(server: VllmServer, tokens: int) -> tuple[float, float, float]:
     """(seconds to the first content chunk, decode tok/s after it, tok/s over the request)."""
-    payload = {"model": server.model, "stream": True, "max_tokens": tokens,
-               "messages": [{"role": "user", "content": "Tell me a long story."}],
-               "stream_options": {"include_usage": True}}
+    payload = {
+        "model": server.model,
+        "stream": True,
+        "max_tokens": tokens,
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+        "stream_options": {"include_usage": True},
+    }
     started = time.monotonic()
     first = None
     completion = 0
-    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=payload,
-                      timeout=300) as response:
+    with httpx.stream(
+        "POST", server.base_url + "/v1/chat/completions", json=payload, timeout=300
+    ) as response:
         for line in response.iter_lines():
             if not line.startswith("data: {"):
                 continue
@@ -91,16 +95,23 @@ def _idle_cpu(server: VllmServer, seconds: float = 10.0) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", type=Path, default=Path(os.environ.get(
-        "SPARKDECK_VLLM_PYTHON", "/var/cache/sparkdeck-ci/vllm-venv/bin/python")))
+    parser.add_argument(
+        "--python",
+        type=Path,
+        default=Path(
+            os.environ.get("SPARKDECK_VLLM_PYTHON", "/var/cache/sparkdeck-ci/vllm-venv/bin/python")
+        ),
+    )
     parser.add_argument("--starts", type=int, default=2)
     parser.add_argument("--streams", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=256)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "tiny-hf-model"
-        print(f"model write: fresh {_write_model(args.python, model):.1f} s, "
-              f"cached {_write_model(args.python, model):.2f} s   (load {_load()})")
+        print(
+            f"model write: fresh {_write_model(args.python, model):.1f} s, "
+            f"cached {_write_model(args.python, model):.2f} s   (load {_load()})"
+        )
         for start in range(1, args.starts + 1):
             began = time.monotonic()
             with running_vllm(args.python, model, Path(tmp) / f"server{start}.log") as server:
@@ -110,10 +121,12 @@ def main() -> int:
                 ttft, decode, whole = (statistics.median(r[i] for r in runs) for i in range(3))
                 # Decode alone can read high when a loaded API server sends chunks in bursts;
                 # the whole-request rate (TTFT included) cannot.
-                print(f"  one stream x{args.streams}, {args.tokens} tokens: median TTFT "
-                      f"{ttft * 1000:.0f} ms, decode {decode:.0f} tok/s, whole request "
-                      f"{whole:.0f} tok/s (min {min(r[2] for r in runs):.0f}, max "
-                      f"{max(r[2] for r in runs):.0f})   (load {_load()})")
+                print(
+                    f"  one stream x{args.streams}, {args.tokens} tokens: median TTFT "
+                    f"{ttft * 1000:.0f} ms, decode {decode:.0f} tok/s, whole request "
+                    f"{whole:.0f} tok/s (min {min(r[2] for r in runs):.0f}, max "
+                    f"{max(r[2] for r in runs):.0f})   (load {_load()})"
+                )
                 print(f"  idle: {_idle_cpu(server) * 100:.1f} % of one core")
                 stopping = time.monotonic()
             print(f"  stopped in {time.monotonic() - stopping:.1f} s")

@@ -26,8 +26,16 @@ from pathlib import Path
 import psutil
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -45,11 +53,18 @@ def one_run(seconds: float, tmp: Path) -> tuple[float, float]:
     from playwright.sync_api import sync_playwright
 
     port = free_port()
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(tmp / "config"),
-           "SPARKDECK_DATA_DIR": str(tmp / "data")}
-    server = subprocess.Popen([sys.executable, "-m", "sparkdeck", "web", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                              text=True)
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(tmp / "config"),
+        "SPARKDECK_DATA_DIR": str(tmp / "data"),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "web", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
     try:
         assert server.stdout is not None
         printed = re.search(r"open (http://\S+)", server.stdout.readline())
@@ -94,13 +109,18 @@ def main() -> int:
     if not Path(CHROMIUM).exists():
         raise SystemExit("needs Debian's chromium: apt-get install -y chromium")
     load = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"sparkdeck web, one headless chromium connected at 1400x900, window "
-          f"{args.seconds:.0f} s, {os.cpu_count()} CPUs, load average {' '.join(load)}")
+    print(
+        f"sparkdeck web, one headless chromium connected at 1400x900, window "
+        f"{args.seconds:.0f} s, {os.cpu_count()} CPUs, load average {' '.join(load)}"
+    )
     with tempfile.TemporaryDirectory(prefix="sparkdeck-web-") as tmp:
         for run in range(1, args.runs + 1):
             relay, app = one_run(args.seconds, Path(tmp))
-            print(f"run {run}: web server {relay:.2f} % of one core, its sparkdeck process "
-                  f"{app:.2f} % (together {relay + app:.2f} %)", flush=True)
+            print(
+                f"run {run}: web server {relay:.2f} % of one core, its sparkdeck process "
+                f"{app:.2f} % (together {relay + app:.2f} %)",
+                flush=True,
+            )
     return 0
 
 

@@ -22,8 +22,15 @@ from sparkdeck.text_safety import excerpt
 if TYPE_CHECKING:
     from sparkdeck.runtime.state import EngineState
 
-PROBE_PATHS = ("/health", "/v1/models", "/metrics", "/api/version", "/props", "/version",
-               "/get_server_info")
+PROBE_PATHS = (
+    "/health",
+    "/v1/models",
+    "/metrics",
+    "/api/version",
+    "/props",
+    "/version",
+    "/get_server_info",
+)
 _BODY_LIMIT = 16_384
 
 
@@ -61,9 +68,14 @@ class EndpointStatus:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.endpoint.to_dict(), "reachable": self.reachable, "healthy": self.healthy,
-                "health_code": self.health_code, "models": list(self.models),
-                "error": self.error}
+        return {
+            **self.endpoint.to_dict(),
+            "reachable": self.reachable,
+            "healthy": self.healthy,
+            "health_code": self.health_code,
+            "models": list(self.models),
+            "error": self.error,
+        }
 
 
 def normalise_url(url: str) -> str:
@@ -96,32 +108,44 @@ def probe(url: str, timeout: float = 3.0) -> EndpointProbe:
             except httpx.ReadTimeout as exc:
                 # connected, then silence: a hung engine answers no other path either, and
                 # asking each would multiply the wait by len(PROBE_PATHS)
-                raise EndpointError(f"the engine is not answering (no reply from {url}{path} "
-                                    f"within {timeout:g} s): is it hung or overloaded?"
-                                    ) from exc
+                raise EndpointError(
+                    f"the engine is not answering (no reply from {url}{path} "
+                    f"within {timeout:g} s): is it hung or overloaded?"
+                ) from exc
             except httpx.TransportError as exc:
                 last_error = exc
                 continue
             answers[path] = (response.status_code, head.decode("utf-8", "replace"))
     if not answers:
-        raise EndpointError(f"nothing answers at {url} ({last_error}): is the engine running "
-                            "and is the address right?")
+        raise EndpointError(
+            f"nothing answers at {url} ({last_error}): is the engine running "
+            "and is the address right?"
+        )
     return EndpointProbe(url, answers)
 
 
-def endpoint_for(url: str, kind: str | None = None, name: str | None = None,
-                 source: str = "flag") -> Endpoint:
+def endpoint_for(
+    url: str, kind: str | None = None, name: str | None = None, source: str = "flag"
+) -> Endpoint:
     """An Endpoint for a URL, detecting the engine kind from its answers when not given."""
     url = normalise_url(url)
     if kind is None:
         engine = identify(probe(url))
         if engine is None:
-            raise EndpointError(f"{url} answers but does not look like an OpenAI-compatible "
-                                "server (no /v1/models); pass --kind if you know what it is")
+            raise EndpointError(
+                f"{url} answers but does not look like an OpenAI-compatible "
+                "server (no /v1/models); pass --kind if you know what it is"
+            )
     else:
         engine = get_kind(kind)
-    return Endpoint(name or urlsplit(url).netloc, url, engine.name, engine.health_path,
-                    engine.metrics_path, source)
+    return Endpoint(
+        name or urlsplit(url).netloc,
+        url,
+        engine.name,
+        engine.health_path,
+        engine.metrics_path,
+        source,
+    )
 
 
 def check(endpoint: Endpoint, timeout: float = 3.0) -> EndpointStatus:
@@ -138,17 +162,21 @@ def check(endpoint: Endpoint, timeout: float = 3.0) -> EndpointStatus:
                 listed = client.get(endpoint.url + "/v1/models")
                 if listed.status_code == 200:
                     try:
-                        models = tuple(excerpt(str(m.get("id")), 200)
-                                       for m in listed.json().get("data", [])
-                                       if isinstance(m, dict))
+                        models = tuple(
+                            excerpt(str(m.get("id")), 200)
+                            for m in listed.json().get("data", [])
+                            if isinstance(m, dict)
+                        )
                     except (ValueError, AttributeError, RecursionError):
                         models = ()
     except httpx.ReadTimeout:
-        return EndpointStatus(endpoint, False, False, None, (),
-                              f"not answering (no reply within {timeout:g} s)")
+        return EndpointStatus(
+            endpoint, False, False, None, (), f"not answering (no reply within {timeout:g} s)"
+        )
     except httpx.TransportError as exc:
-        return EndpointStatus(endpoint, False, False, None, (),
-                              f"unreachable: {excerpt(str(exc), 300)}")
+        return EndpointStatus(
+            endpoint, False, False, None, (), f"unreachable: {excerpt(str(exc), 300)}"
+        )
     return EndpointStatus(endpoint, True, health.status_code == 200, health.status_code, models)
 
 
@@ -165,8 +193,9 @@ class AttachedRegistry:
             raise EndpointError(f"{exc}; fix or delete it") from None
         rows = data.get("engine", [])
         if not isinstance(rows, list):
-            raise EndpointError(f"{self.path}: engine must be an array of tables ([[engine]]); "
-                                "fix or delete it")
+            raise EndpointError(
+                f"{self.path}: engine must be an array of tables ([[engine]]); fix or delete it"
+            )
         return [self._row(i, item) for i, item in enumerate(rows)]
 
     def _row(self, i: int, item: Any) -> Endpoint:
@@ -176,26 +205,42 @@ class AttachedRegistry:
             raise EndpointError(f"{where} must be a table; fix or delete the file")
         for key in ("name", "url", "kind", "health_path", "metrics_path"):
             if key in item and not isinstance(item[key], str):
-                raise EndpointError(f"{where}.{key} must be a string, not "
-                                    f"{type(item[key]).__name__}; fix or delete the file")
+                raise EndpointError(
+                    f"{where}.{key} must be a string, not "
+                    f"{type(item[key]).__name__}; fix or delete the file"
+                )
         missing = [key for key in ("name", "url", "kind") if key not in item]
         if missing:
             raise EndpointError(f"{where} lacks {', '.join(missing)}; fix or delete the file")
         try:
             engine = get_kind(item["kind"])
         except KeyError:
-            raise EndpointError(f"{where}.kind {item['kind']!r} is not an engine kind; fix or "
-                                "delete the file") from None
-        return Endpoint(item["name"], item["url"], engine.name,
-                        item.get("health_path", engine.health_path),
-                        item.get("metrics_path", engine.metrics_path) or None, "attached")
+            raise EndpointError(
+                f"{where}.kind {item['kind']!r} is not an engine kind; fix or delete the file"
+            ) from None
+        return Endpoint(
+            item["name"],
+            item["url"],
+            engine.name,
+            item.get("health_path", engine.health_path),
+            item.get("metrics_path", engine.metrics_path) or None,
+            "attached",
+        )
 
     def _save(self, endpoints: list[Endpoint]) -> None:
         import tomli_w
 
-        rows = [{"name": e.name, "url": e.url, "kind": e.kind, "health_path": e.health_path,
-                 "metrics_path": e.metrics_path or "",
-                 "attached_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for e in endpoints]
+        rows = [
+            {
+                "name": e.name,
+                "url": e.url,
+                "kind": e.kind,
+                "health_path": e.health_path,
+                "metrics_path": e.metrics_path or "",
+                "attached_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            for e in endpoints
+        ]
         paths.atomic_write_text(self.path, tomli_w.dumps({"engine": rows}))
 
     def _lock(self) -> Any:
@@ -223,8 +268,15 @@ class AttachedRegistry:
 
 def managed_endpoint(engine: EngineState) -> Endpoint:
     """The endpoint of an engine sparkdeck started (what chat, bench and metrics talk to)."""
-    return Endpoint(engine.name, normalise_url(engine.base_url), get_kind(engine.kind).name,
-                    engine.health_path, engine.metrics_path, "managed", engine.preset_id)
+    return Endpoint(
+        engine.name,
+        normalise_url(engine.base_url),
+        get_kind(engine.kind).name,
+        engine.health_path,
+        engine.metrics_path,
+        "managed",
+        engine.preset_id,
+    )
 
 
 # ----- which engine to talk to: the one resolver --------------------------------------------
@@ -258,13 +310,20 @@ class Resolved:
         (e.g. "chat with", "benchmark")."""
         if self.endpoint is not None:
             return self.endpoint
-        raise NoEngine(self.why_none or f"no engine to {purpose}: launch one (`sparkdeck "
-                       "launch PRESET`), attach one (`sparkdeck attach URL`), or pass "
-                       "--endpoint URL")
+        raise NoEngine(
+            self.why_none
+            or f"no engine to {purpose}: launch one (`sparkdeck "
+            "launch PRESET`), attach one (`sparkdeck attach URL`), or pass "
+            "--endpoint URL"
+        )
 
 
-def resolve(current: EngineState | None, healthy: bool | None = None, *,
-            health_check: Callable[[str], bool] = answers) -> Resolved:
+def resolve(
+    current: EngineState | None,
+    healthy: bool | None = None,
+    *,
+    health_check: Callable[[str], bool] = answers,
+) -> Resolved:
     """sparkdeck's ready engine, else the one attached engine that answers, else why not.
 
     `current` is sparkdeck's engine (None when there is none or Docker cannot be reached: an
@@ -276,26 +335,36 @@ def resolve(current: EngineState | None, healthy: bool | None = None, *,
     if current is not None and current.alive:
         if healthy is None:
             healthy = current.docker_state == "running" and health_check(
-                current.base_url + current.health_path)
+                current.base_url + current.health_path
+            )
         if healthy:
             return Resolved(managed_endpoint(current), instance=current.container_id)
-        starting = (f"sparkdeck's engine {current.preset_id or current.name} is not ready "
-                    "yet: wait for \"ready\"")
+        starting = (
+            f"sparkdeck's engine {current.preset_id or current.name} is not ready "
+            'yet: wait for "ready"'
+        )
     try:
         attached = AttachedRegistry().load()
     except EndpointError as exc:  # a bad attached.toml: say which file and what is wrong
         return Resolved(None, str(exc))
     if len(attached) > 1:
         names = ", ".join(f"{e.name} ({e.url})" for e in attached)
-        return Resolved(None, f"several engines are attached ({names}): pass --endpoint URL, "
-                              "or detach the others (sparkdeck detach NAME)")
+        return Resolved(
+            None,
+            f"several engines are attached ({names}): pass --endpoint URL, "
+            "or detach the others (sparkdeck detach NAME)",
+        )
     if attached:
         endpoint = attached[0]
         if health_check(endpoint.url + endpoint.health_path):
             return Resolved(endpoint)
-        return Resolved(None, starting or f"the attached engine {endpoint.name} "
-                        f"({endpoint.url}) does not answer {endpoint.health_path}; start it, "
-                        "or launch a preset")
+        return Resolved(
+            None,
+            starting
+            or f"the attached engine {endpoint.name} "
+            f"({endpoint.url}) does not answer {endpoint.health_path}; start it, "
+            "or launch a preset",
+        )
     return Resolved(None, starting)
 
 

@@ -39,9 +39,12 @@ class _CappedStream(httpx.SyncByteStream):
         for chunk in self._inner:
             seen += len(chunk)
             if seen > self._limit:
-                raise BodyTooLarge(f"{self._request.url} sent more than "
-                                   f"{describe_limit(self._limit)} in one answer; sparkdeck "
-                                   "stopped reading it", request=self._request)
+                raise BodyTooLarge(
+                    f"{self._request.url} sent more than "
+                    f"{describe_limit(self._limit)} in one answer; sparkdeck "
+                    "stopped reading it",
+                    request=self._request,
+                )
             yield chunk
 
     def close(self) -> None:

@@ -40,40 +40,75 @@ COMMON: dict[str, Option] = {
     "kind": Option("str", None, "engine kind", choices=tuple(KINDS), required=True),
     "image": Option("str", None, "container image reference", required=True),
     "model": Option("str", "", "model id or path, as the engine takes it"),
-    "port": Option("int", None, "host port (default: the engine's usual port)",
-                   minimum=1, maximum=65535),
+    "port": Option(
+        "int", None, "host port (default: the engine's usual port)", minimum=1, maximum=65535
+    ),
     "lan": Option("bool", False, "publish on all interfaces instead of 127.0.0.1"),
     "args": Option("list[str]", [], "extra engine arguments, appended to the command"),
     "env": Option("table[str]", {}, "fixed environment values (never secrets)"),
-    "pass_env": Option("list[str]", ["HF_TOKEN"],
-                       "variables passed from sparkdeck's environment when set (secrets go here)"),
+    "pass_env": Option(
+        "list[str]",
+        ["HF_TOKEN"],
+        "variables passed from sparkdeck's environment when set (secrets go here)",
+    ),
     "volumes": Option("list[str]", [], "extra mounts, 'HOST:CONTAINER[:ro]'"),
     "gpus": Option("bool", True, "request all GPUs (--gpus all)"),
-    "ipc": Option("str", None, "IPC mode (default: host for vLLM, SGLang, TensorRT-LLM)",
-                  choices=("private", "host", "shareable")),
+    "ipc": Option(
+        "str",
+        None,
+        "IPC mode (default: host for vLLM, SGLang, TensorRT-LLM)",
+        choices=("private", "host", "shareable"),
+    ),
     "shm_size": Option("str", "16g", "size of /dev/shm when IPC is not host"),
     "hf_cache": Option("bool", True, "mount the Hugging Face cache into the container"),
-    "memlock": Option("int", -1, "locked-memory limit in bytes for the container; -1 is "
-                      "unlimited, as NVIDIA's playbooks ask (--ulimit memlock=-1)", minimum=-1),
-    "startup_timeout": Option("float", None, "seconds to wait for the health endpoint",
-                              minimum=1.0, maximum=86_400.0),
+    "memlock": Option(
+        "int",
+        -1,
+        "locked-memory limit in bytes for the container; -1 is "
+        "unlimited, as NVIDIA's playbooks ask (--ulimit memlock=-1)",
+        minimum=-1,
+    ),
+    "startup_timeout": Option(
+        "float", None, "seconds to wait for the health endpoint", minimum=1.0, maximum=86_400.0
+    ),
     # Bytes one decode step reads per generated token (the active weights, e.g. ~4.6e9 for
     # an 8B model at 4.5 bits): the engine panel shows tok/s against 273 GB/s divided by it.
     # 1 kB to 1 TB brackets every model a Spark can hold.
-    "bytes_per_token": Option("float", None, "bytes read per generated token (active "
-                              "weights), for the bandwidth ceiling", minimum=1e3,
-                              maximum=1e12),
+    "bytes_per_token": Option(
+        "float",
+        None,
+        "bytes read per generated token (active weights), for the bandwidth ceiling",
+        minimum=1e3,
+        maximum=1e12,
+    ),
     # Right-sized memory (sparkdeck.models.sizing): with `context` (or a KV budget) stated,
     # sparkdeck reads the model's files and sets the engine's own memory knob to weights +
     # KV + the engine's overhead instead of a flat share of the pool.
-    "context": Option("int", None, "tokens per sequence; sizes the KV cache from the model",
-                      minimum=16, maximum=16_777_216),
-    "concurrency": Option("int", None, "sequences of `context` tokens held at once "
-                          "(default 1)", minimum=1, maximum=4096),
-    "kv_budget_gib": Option("float", None, "KV cache size in GiB, instead of concurrency",
-                            minimum=0.0, exclusive_minimum=True, maximum=4096.0),
-    "kv_cache_dtype": Option("str", None, "KV cache dtype (default: the model's)",
-                             choices=tuple(KV_DTYPE_BYTES)),
+    "context": Option(
+        "int",
+        None,
+        "tokens per sequence; sizes the KV cache from the model",
+        minimum=16,
+        maximum=16_777_216,
+    ),
+    "concurrency": Option(
+        "int",
+        None,
+        "sequences of `context` tokens held at once (default 1)",
+        minimum=1,
+        maximum=4096,
+    ),
+    "kv_budget_gib": Option(
+        "float",
+        None,
+        "KV cache size in GiB, instead of concurrency",
+        minimum=0.0,
+        exclusive_minimum=True,
+        maximum=4096.0,
+    ),
+    "kv_cache_dtype": Option(
+        "str", None, "KV cache dtype (default: the model's)", choices=tuple(KV_DTYPE_BYTES)
+    ),
 }
 
 
@@ -150,8 +185,9 @@ class Preset:
             image=self.image,
             command=tuple(engine.command(self)),
             entrypoint=tuple(entrypoint) if entrypoint is not None else None,
-            port=PortBinding(engine.container_port(self), self.port,
-                             "0.0.0.0" if self.lan else "127.0.0.1"),
+            port=PortBinding(
+                engine.container_port(self), self.port, "0.0.0.0" if self.lan else "127.0.0.1"
+            ),
             health_path=engine.health(self),
             metrics_path=engine.metrics(self),
             env=tuple(sorted(env.items())),
@@ -169,15 +205,25 @@ class Preset:
     def summary(self) -> dict[str, Any]:
         """A JSON-ready description (no secret values: pass_env lists names only)."""
         return {
-            "id": self.id, "title": self.title, "kind": self.kind, "image": self.image,
-            "model": self.model, "port": self.port, "lan": self.lan,
-            "memory_setting": self.memory_setting(), "gpus": self.gpus,
-            "args": list(self.args), "pass_env": list(self.pass_env),
+            "id": self.id,
+            "title": self.title,
+            "kind": self.kind,
+            "image": self.image,
+            "model": self.model,
+            "port": self.port,
+            "lan": self.lan,
+            "memory_setting": self.memory_setting(),
+            "gpus": self.gpus,
+            "args": list(self.args),
+            "pass_env": list(self.pass_env),
             "bytes_per_token": self.bytes_per_token,
-            "context": self.context, "concurrency": self.concurrency,
-            "kv_budget_gib": self.kv_budget_gib, "kv_cache_dtype": self.kv_cache_dtype,
+            "context": self.context,
+            "concurrency": self.concurrency,
+            "kv_budget_gib": self.kv_budget_gib,
+            "kv_cache_dtype": self.kv_cache_dtype,
             "description": self.description,
-            "source": str(self.source) if self.source else None, "bundled": self.bundled,
+            "source": str(self.source) if self.source else None,
+            "bundled": self.bundled,
         }
 
 
@@ -210,8 +256,13 @@ def _volume_problem(text: str) -> str | None:
 def _semantic_problems(values: Mapping[str, Any], engine: EngineKind) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if values.get("id") is not None and not _ID.match(values["id"]):
-        problems.append(("id", f"{values['id']!r} must be lower-case letters, digits, '.', "
-                               "'_' or '-', starting with a letter or digit"))
+        problems.append(
+            (
+                "id",
+                f"{values['id']!r} must be lower-case letters, digits, '.', "
+                "'_' or '-', starting with a letter or digit",
+            )
+        )
     if engine.requires_model and not values.get("model"):
         problems.append(("model", f"is required for a {engine.title} preset"))
     if not str(values.get("image", "x")).strip():
@@ -220,8 +271,13 @@ def _semantic_problems(values: Mapping[str, Any], engine: EngineKind) -> list[tu
         if not _ENV_NAME.match(name):
             problems.append((f"env.{name}", "is not a valid environment variable name"))
         elif _SECRET_NAME.search(name):
-            problems.append((f"env.{name}", "looks like a secret: do not write it in a preset; "
-                                            f"export {name} and list it in pass_env"))
+            problems.append(
+                (
+                    f"env.{name}",
+                    "looks like a secret: do not write it in a preset; "
+                    f"export {name} and list it in pass_env",
+                )
+            )
     for name in values.get("pass_env", []):
         if not _ENV_NAME.match(name):
             problems.append(("pass_env", f"{name!r} is not a valid environment variable name"))
@@ -230,8 +286,13 @@ def _semantic_problems(values: Mapping[str, Any], engine: EngineKind) -> list[tu
         if why:
             problems.append(("volumes", why))
     if values.get("concurrency") is not None and values.get("kv_budget_gib") is not None:
-        problems.append(("concurrency", "state either concurrency or kv_budget_gib, not both "
-                                        "(the budget decides how many sequences fit)"))
+        problems.append(
+            (
+                "concurrency",
+                "state either concurrency or kv_budget_gib, not both "
+                "(the budget decides how many sequences fit)",
+            )
+        )
     elif values.get("concurrency") is not None and values.get("context") is None:
         problems.append(("concurrency", "needs `context` (tokens per sequence)"))
     if not _SIZE.match(str(values.get("shm_size", "1g"))):
@@ -250,8 +311,12 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
     options: dict[str, Any] = {}
     for table_name in (k for k in data if k in KINDS):
         if engine is None or table_name != engine.name:
-            problems.append((table_name, f"table [{table_name}] does not apply to a preset of "
-                                         f"kind {kind_name!r}"))
+            problems.append(
+                (
+                    table_name,
+                    f"table [{table_name}] does not apply to a preset of kind {kind_name!r}",
+                )
+            )
     if engine is not None:
         table = data.get(engine.name, {})
         if not isinstance(table, Mapping):
@@ -288,12 +353,14 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
         startup_timeout=float(values["startup_timeout"] or engine.default_startup_timeout),
         options=options,
         memlock=values["memlock"],
-        bytes_per_token=(float(values["bytes_per_token"])
-                         if values["bytes_per_token"] is not None else None),
+        bytes_per_token=(
+            float(values["bytes_per_token"]) if values["bytes_per_token"] is not None else None
+        ),
         context=values["context"],
         concurrency=values["concurrency"],
-        kv_budget_gib=(float(values["kv_budget_gib"])
-                       if values["kv_budget_gib"] is not None else None),
+        kv_budget_gib=(
+            float(values["kv_budget_gib"]) if values["kv_budget_gib"] is not None else None
+        ),
         kv_cache_dtype=values["kv_cache_dtype"],
         description=values["description"],
         source=path,
@@ -326,8 +393,11 @@ def load_catalog(dirs: Iterable[tuple[Path, bool]] | None = None) -> PresetCatal
                 catalog.problems.extend(exc.problems)
                 continue
             if preset.id in seen_here:
-                catalog.problems.append(PresetProblem(
-                    path, "id", f"{preset.id!r} is already used by {seen_here[preset.id]}"))
+                catalog.problems.append(
+                    PresetProblem(
+                        path, "id", f"{preset.id!r} is already used by {seen_here[preset.id]}"
+                    )
+                )
                 continue
             seen_here[preset.id] = path
             catalog.presets[preset.id] = preset

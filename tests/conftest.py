@@ -73,9 +73,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if _VLLM_FIXTURES & used and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT))
     if unmarked:
-        raise pytest.UsageError("these tests use a real part's fixtures but lack its marker "
-                                "(add e.g. `pytestmark = [pytest.mark.docker, "
-                                "pytest.mark.llama]`): " + ", ".join(unmarked))
+        raise pytest.UsageError(
+            "these tests use a real part's fixtures but lack its marker "
+            "(add e.g. `pytestmark = [pytest.mark.docker, "
+            "pytest.mark.llama]`): " + ", ".join(unmarked)
+        )
 
 
 def unavailable(reason: str) -> None:
@@ -85,8 +87,7 @@ def unavailable(reason: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
     """Every test gets its own config and data dir: never the user's files."""
     config, data = tmp_path / "config", tmp_path / "data"
     monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(config))
@@ -108,17 +109,22 @@ def docker_client() -> Iterator[docker.DockerClient]:
         client = docker.from_env(timeout=120)
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure here means "no daemon to test against"
-        unavailable(f"no Docker daemon reachable ({exc}); start one with "
-                    "`bash .ci/dockerd.sh start /tmp/sparkdeck-dockerd` and export DOCKER_HOST")
+        unavailable(
+            f"no Docker daemon reachable ({exc}); start one with "
+            "`bash .ci/dockerd.sh start /tmp/sparkdeck-dockerd` and export DOCKER_HOST"
+        )
     yield client
     client.close()
 
 
 @pytest.fixture(scope="session")
 def llama_server_binary() -> Path:
-    return cached_part("SPARKDECK_LLAMA_SERVER", LLAMA_CACHE / "llama-server-b11434",
-                       "no llama-server binary: build it with "
-                       "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`")
+    return cached_part(
+        "SPARKDECK_LLAMA_SERVER",
+        LLAMA_CACHE / "llama-server-b11434",
+        "no llama-server binary: build it with "
+        "`bash .ci/build_llama_server.sh /var/cache/sparkdeck-ci`",
+    )
 
 
 def cached_part(variable: str, cached: Path, missing: str) -> Path:
@@ -131,8 +137,11 @@ def cached_part(variable: str, cached: Path, missing: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama_image(docker_client: docker.DockerClient, llama_server_binary: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> str:
+def llama_image(
+    docker_client: docker.DockerClient,
+    llama_server_binary: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
     model = write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
     return ensure_llama_image(docker_client, llama_server_binary, model)
 
@@ -148,10 +157,13 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
     """The python of the venv that holds vLLM's CPU build (kept apart from sparkdeck's)."""
-    return cached_part("SPARKDECK_VLLM_PYTHON", LLAMA_CACHE / "vllm-venv" / "bin" / "python",
-                       "no vLLM venv: install it with `bash .ci/install_vllm.sh "
-                       "/var/cache/sparkdeck-ci` (one to four minutes), or set "
-                       "SPARKDECK_VLLM_PYTHON")
+    return cached_part(
+        "SPARKDECK_VLLM_PYTHON",
+        LLAMA_CACHE / "vllm-venv" / "bin" / "python",
+        "no vLLM venv: install it with `bash .ci/install_vllm.sh "
+        "/var/cache/sparkdeck-ci` (one to four minutes), or set "
+        "SPARKDECK_VLLM_PYTHON",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -163,16 +175,22 @@ def tiny_hf_model(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -
     except OSError:
         writable = False
     out = (LLAMA_CACHE if writable else tmp_path_factory.mktemp("hf")) / "tiny-hf-model"
-    done = subprocess.run([str(vllm_python), str(TINY_HF_MODEL_SCRIPT), str(out)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(vllm_python), str(TINY_HF_MODEL_SCRIPT), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.fail(f"writing the tiny model failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip())
 
 
 @pytest.fixture(scope="session")
-def vllm_server(vllm_python: Path, tiny_hf_model: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def vllm_server(
+    vllm_python: Path, tiny_hf_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
     """One real vLLM server (CPU build, tiny model) for the whole session; tests mark `vllm`.
 
     Replies from the tiny model never end on their own (see tests/support/tiny_hf_model.py):
@@ -190,9 +208,9 @@ def scope() -> str:
 
 
 def remove_scope(client: docker.DockerClient, scope: str) -> None:
-    for c in client.containers.list(all=True, filters={"label": [f"{MANAGED}=true",
-                                                                  f"{SCOPE}={scope}"]},
-                                    ignore_removed=True):
+    for c in client.containers.list(
+        all=True, filters={"label": [f"{MANAGED}=true", f"{SCOPE}={scope}"]}, ignore_removed=True
+    ):
         try:
             c.remove(force=True)
         except docker.errors.NotFound:
@@ -200,8 +218,9 @@ def remove_scope(client: docker.DockerClient, scope: str) -> None:
 
 
 @pytest.fixture
-def runtime(docker_client: docker.DockerClient, scope: str,
-            tmp_path: Path) -> Iterator[DockerRuntime]:
+def runtime(
+    docker_client: docker.DockerClient, scope: str, tmp_path: Path
+) -> Iterator[DockerRuntime]:
     rt = DockerRuntime(docker_client, scope=scope, files_dir=tmp_path / "launch-files")
     yield rt
     remove_scope(docker_client, scope)
@@ -210,8 +229,9 @@ def runtime(docker_client: docker.DockerClient, scope: str,
 def scope_containers(client: docker.DockerClient, scope: str) -> list[Any]:
     # ignore_removed: a container removed between Docker's list and the SDK's inspect of
     # each entry is skipped instead of raising NotFound (a race the service tests hit).
-    return client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"},
-                                  ignore_removed=True)
+    return client.containers.list(
+        all=True, filters={"label": f"{SCOPE}={scope}"}, ignore_removed=True
+    )
 
 
 def free_port() -> int:
@@ -239,30 +259,57 @@ def host_memlock() -> int:
 
 def base_fields(**extra: Any) -> dict[str, Any]:
     """Fields every test preset shares: no GPU (CI has none), no HF cache, no secrets."""
-    return {"gpus": False, "hf_cache": False, "pass_env": [], "memlock": host_memlock(),
-            **extra}
+    return {"gpus": False, "hf_cache": False, "pass_env": [], "memlock": host_memlock(), **extra}
 
 
-def busybox_preset(tmp_path: Path, preset_id: str, image: str, script: str, *,
-                   health_path: str = "/index.html", openai: dict[str, Any] | None = None,
-                   **fields: Any) -> Preset:
+def busybox_preset(
+    tmp_path: Path,
+    preset_id: str,
+    image: str,
+    script: str,
+    *,
+    health_path: str = "/index.html",
+    openai: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Preset:
     """A busybox "engine" (kind openai) running `script` under /bin/sh -c. The image serves
     /www/index.html, so `exec httpd -f -p 8080 -h /www` answers the default health path."""
-    return load_file(write_preset(
-        tmp_path / "presets", preset_id, title=preset_id, kind="openai", image=image,
-        port=free_port(), **{**base_fields(), **fields},
-        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script],
-                "health_path": health_path, **(openai or {})}))
+    return load_file(
+        write_preset(
+            tmp_path / "presets",
+            preset_id,
+            title=preset_id,
+            kind="openai",
+            image=image,
+            port=free_port(),
+            **{**base_fields(), **fields},
+            openai={
+                "container_port": 8080,
+                "entrypoint": ["/bin/sh", "-c", script],
+                "health_path": health_path,
+                **(openai or {}),
+            },
+        )
+    )
 
 
 def llama_preset_fields(image: str, port: int, **extra: Any) -> dict[str, Any]:
     """A llama.cpp preset on the test image: no GPU (CI has none), no HF cache."""
     fields: dict[str, Any] = {
-        "title": "tiny llama", "kind": "llamacpp", "image": image, "model": TINY_MODEL_PATH,
-        "port": port, "startup_timeout": 60.0, **base_fields(),
-        "llamacpp": {"context": 2048, "gpu_layers": 0, "parallel": 2,
-                     # build b11434 spells "no mmap" this way (see the llamacpp engine)
-                     "no_mmap_flag": ["--load-mode", "none"]},
+        "title": "tiny llama",
+        "kind": "llamacpp",
+        "image": image,
+        "model": TINY_MODEL_PATH,
+        "port": port,
+        "startup_timeout": 60.0,
+        **base_fields(),
+        "llamacpp": {
+            "context": 2048,
+            "gpu_layers": 0,
+            "parallel": 2,
+            # build b11434 spells "no mmap" this way (see the llamacpp engine)
+            "no_mmap_flag": ["--load-mode", "none"],
+        },
     }
     fields.update(extra)
     return fields

@@ -22,8 +22,9 @@ class _OpenAIOnly(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/v1/models":
-            body = json.dumps({"object": "list", "data": [{"id": "atlas-7b",
-                                                          "object": "model"}]}).encode()
+            body = json.dumps(
+                {"object": "list", "data": [{"id": "atlas-7b", "object": "model"}]}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
         else:
@@ -54,12 +55,10 @@ def test_attach_generic_openai_server_detects_kind(openai_server):
     assert result.returncode == 0, result.stderr
     assert "as OpenAI-compatible (custom), healthy; models: atlas-7b" in result.stdout
     (attached,) = AttachedRegistry().load()
-    assert (attached.name, attached.kind, attached.health_path) == ("atlas", "openai",
-                                                                    "/v1/models")
+    assert (attached.name, attached.kind, attached.health_path) == ("atlas", "openai", "/v1/models")
     status = json.loads(run_cli("status", "--json", env=_env()).stdout)
     assert status["attached"][0]["healthy"] and status["attached"][0]["models"] == ["atlas-7b"]
-    direct = json.loads(run_cli("status", "--json", "--endpoint", openai_server,
-                                env=_env()).stdout)
+    direct = json.loads(run_cli("status", "--json", "--endpoint", openai_server, env=_env()).stdout)
     assert direct["endpoint"]["source"] == "flag" and direct["endpoint"]["kind"] == "openai"
     assert run_cli("detach", "atlas", env=_env()).returncode == 0
     assert AttachedRegistry().load() == []
@@ -77,26 +76,39 @@ def test_attach_unreachable_is_a_clear_error():
 
 def test_detection_from_recorded_answers():
     """Recorded/written answers for kinds that cannot run here (labelled as such)."""
-    ollama = EndpointProbe("u", {"/api/version": (200, '{"version":"0.12.3"}'),
-                                 "/v1/models": (200, '{"object":"list","data":[]}')})
+    ollama = EndpointProbe(
+        "u",
+        {
+            "/api/version": (200, '{"version":"0.12.3"}'),
+            "/v1/models": (200, '{"object":"list","data":[]}'),
+        },
+    )
     assert identify(ollama).name == "ollama"
-    vllm = EndpointProbe("u", {"/metrics": (200, "# HELP vllm:num_requests_running x\n"),
-                               "/v1/models": (200, '{"data":[{"owned_by":"vllm"}]}')})
+    vllm = EndpointProbe(
+        "u",
+        {
+            "/metrics": (200, "# HELP vllm:num_requests_running x\n"),
+            "/v1/models": (200, '{"data":[{"owned_by":"vllm"}]}'),
+        },
+    )
     assert identify(vllm).name == "vllm"
-    sglang = EndpointProbe("u", {"/metrics": (200, "sglang:num_running_reqs 0\n"),
-                                 "/v1/models": (200, '{"data":[]}')})
+    sglang = EndpointProbe(
+        "u", {"/metrics": (200, "sglang:num_running_reqs 0\n"), "/v1/models": (200, '{"data":[]}')}
+    )
     assert identify(sglang).name == "sglang"
     assert identify(EndpointProbe("u", {"/health": (200, "ok")})) is None
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_attach_a_llama_server_started_elsewhere(runtime, docker_client, scope, tmp_path,
-                                                  llama_image):
+def test_attach_a_llama_server_started_elsewhere(
+    runtime, docker_client, scope, tmp_path, llama_image
+):
     # Started by "another launcher": a runtime of another scope, as compose would.
     port = free_port()
-    preset = load_file(write_preset(tmp_path / "p", "elsewhere",
-                                    **llama_preset_fields(llama_image, port)))
+    preset = load_file(
+        write_preset(tmp_path / "p", "elsewhere", **llama_preset_fields(llama_image, port))
+    )
     engine = Launcher(runtime).launch(preset, flush=False)
     url = f"http://127.0.0.1:{port}"
     detected = endpoint_for(url)

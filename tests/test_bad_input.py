@@ -35,12 +35,24 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     return found
 
 
-def _run(args: list[str], dirs: dict[str, Path], **kwargs: object
-         ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(dirs["config"]),
-           "SPARKDECK_DATA_DIR": str(dirs["data"]), "DOCKER_HOST": "unix:///nonexistent.sock"}
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=60, cwd=ROOT, **kwargs)
+def _run(
+    args: list[str], dirs: dict[str, Path], **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(dirs["config"]),
+        "SPARKDECK_DATA_DIR": str(dirs["data"]),
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
+        **kwargs,
+    )
 
 
 def _no_traceback(done: subprocess.CompletedProcess[str]) -> None:
@@ -49,8 +61,7 @@ def _no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 
 def test_settings_that_are_not_utf8_or_nested_too_deep_name_the_file(dirs, monkeypatch):
     settings = dirs["config"] / "settings.toml"
-    for content, why in ((NOT_UTF8, "is not UTF-8 text"),
-                         (DEEP.encode(), "nested too deep")):
+    for content, why in ((NOT_UTF8, "is not UTF-8 text"), (DEEP.encode(), "nested too deep")):
         settings.write_bytes(content)
         # the TUI's start-up reads it with load_settings and shows a SettingsError's message
         monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(dirs["config"]))
@@ -73,8 +84,9 @@ def test_one_deep_preset_breaks_only_itself(dirs):
     _no_traceback(listed)
     report = json.loads(listed.stdout)
     assert "good" in [p["id"] for p in report["presets"]]
-    assert report["problems"] == [f"{presets / 'deep.toml'}: is not valid TOML: tables or "
-                                  "arrays nested too deep"]
+    assert report["problems"] == [
+        f"{presets / 'deep.toml'}: is not valid TOML: tables or arrays nested too deep"
+    ]
     validated = _run(["presets", "validate"], dirs)
     _no_traceback(validated)
     assert validated.returncode == 1 and "1 problem(s)" in validated.stdout
@@ -98,21 +110,25 @@ def test_memory_gib_must_be_finite_and_in_range(dirs, value):
 
 def test_a_deep_or_undecodable_theme_is_reported_and_the_others_load(tmp_path):
     (tmp_path / "deep.toml").write_text(DEEP)
-    (tmp_path / "bytes.toml").write_bytes(b"name = \"\xff\"\n")
+    (tmp_path / "bytes.toml").write_bytes(b'name = "\xff"\n')
     (tmp_path / "fine.toml").write_text('name = "fine"\nprimary = "#112233"\n')
     themes, problems = load_themes([tmp_path])
     assert [t.name for t in themes] == ["fine"]
-    assert any("deep.toml: is not valid TOML: tables or arrays nested too deep" in p
-               for p in problems)
+    assert any(
+        "deep.toml: is not valid TOML: tables or arrays nested too deep" in p for p in problems
+    )
     assert any("bytes.toml: is not UTF-8 text" in p for p in problems)
 
 
-@pytest.mark.parametrize("row, key", [
-    ('name = "a"\nurl = "http://127.0.0.1:1"\nkind = 5\n', "engine[0].kind"),
-    ('name = "a"\nurl = 5\nkind = "vllm"\n', "engine[0].url"),
-    ('name = "a"\nurl = "http://127.0.0.1:1"\nkind = "nope"\n', "engine[0].kind"),
-    ('url = "http://127.0.0.1:1"\nkind = "vllm"\n', "engine[0] lacks name"),
-])
+@pytest.mark.parametrize(
+    "row, key",
+    [
+        ('name = "a"\nurl = "http://127.0.0.1:1"\nkind = 5\n', "engine[0].kind"),
+        ('name = "a"\nurl = 5\nkind = "vllm"\n', "engine[0].url"),
+        ('name = "a"\nurl = "http://127.0.0.1:1"\nkind = "nope"\n', "engine[0].kind"),
+        ('url = "http://127.0.0.1:1"\nkind = "vllm"\n', "engine[0] lacks name"),
+    ],
+)
 def test_attached_rows_with_wrong_types_name_the_row_and_key(dirs, row, key):
     path = dirs["data"] / "attached.toml"
     path.write_text("[[engine]]\n" + row)
@@ -126,8 +142,11 @@ def test_attached_rows_with_wrong_types_name_the_row_and_key(dirs, row, key):
     assert chat.returncode == 1 and str(path) in chat.stderr
 
 
-@pytest.mark.parametrize("content", [DEEP.encode(), b"engine = 5\n", b"\xff\xfe"],
-                         ids=["nested-too-deep", "engine-not-a-list", "not-utf8"])
+@pytest.mark.parametrize(
+    "content",
+    [DEEP.encode(), b"engine = 5\n", b"\xff\xfe"],
+    ids=["nested-too-deep", "engine-not-a-list", "not-utf8"],
+)
 def test_a_broken_attached_file_is_one_message(dirs, content):
     (dirs["data"] / "attached.toml").write_bytes(content)
     status = _run(["status", "--json"], dirs)
@@ -141,10 +160,20 @@ def test_a_closed_pipe_ends_quietly(dirs, args):
     read_end, write_end = os.pipe()
     os.close(read_end)  # nobody will ever read: the first write meets EPIPE
     try:
-        env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(dirs["config"]),
-               "SPARKDECK_DATA_DIR": str(dirs["data"])}
-        done = subprocess.run([sys.executable, "-m", "sparkdeck", *args], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, env=env, timeout=60, cwd=ROOT)
+        env = {
+            **os.environ,
+            "SPARKDECK_CONFIG_DIR": str(dirs["config"]),
+            "SPARKDECK_DATA_DIR": str(dirs["data"]),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "sparkdeck", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=60,
+            cwd=ROOT,
+        )
     finally:
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
@@ -161,8 +190,9 @@ def test_a_claim_that_cannot_be_computed_leaves_the_preset_table_whole(dirs):
     from sparkdeck.ui.readers import preset_rows
 
     good = load_file(_write(dirs, "good", GOOD_PRESET + "memory_gib = 10.0\n"))
-    broken = dataclasses.replace(good, id="broken",
-                                 options={**good.options, "memory_gib": float("inf")})
+    broken = dataclasses.replace(
+        good, id="broken", options={**good.options, "memory_gib": float("inf")}
+    )
     catalog = PresetCatalog({"good": good, "broken": broken})
     rows = preset_rows(catalog, total=128 * 2**30, guard=GuardSettings())
     assert [(r[0], r[1]) for r in rows] == [("broken", "unknown"), ("good", "~10.0 GiB")]
@@ -207,7 +237,7 @@ def test_toml_nesting_is_measured_before_tomllib_recurses(monkeypatch, tmp_path)
 
     from sparkdeck.config.toml_files import MAX_DEPTH, TomlFileError, nesting, parse_toml
 
-    assert nesting('a = 1\n[x]\nb = [1, [2, {c = [3]}]]\n[[t]]\n') == 4
+    assert nesting("a = 1\n[x]\nb = [1, [2, {c = [3]}]]\n[[t]]\n") == 4
     assert nesting('s = "[[[["\nt = \'{{{{\'\n# [[[[\nu = """ [[ \\" ]]"""\n') == 0
     deep = ("a = " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)).encode()
 

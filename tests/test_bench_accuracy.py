@@ -34,8 +34,9 @@ def timed_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def run_bench(url: str, kind: str) -> tuple[BenchOutcome, list[dict]]:
-    config = BenchConfig(prompt_tokens=PROMPT, output_tokens=OUTPUT, concurrency=(1, 4),
-                         runs=RUNS, warmup=1)
+    config = BenchConfig(
+        prompt_tokens=PROMPT, output_tokens=OUTPUT, concurrency=(1, 4), runs=RUNS, warmup=1
+    )
     outcome = BenchRunner(url, get_kind(kind), config).run()
     return outcome, httpx.get(url + "/log").json()
 
@@ -49,8 +50,9 @@ def pair_with_log(rnd: RoundFigures, log: list[dict]) -> list[tuple[int, Request
     by side, so they are paired in the order their first tokens were sent and arrived."""
     begin = min(r.sent_at for r in rnd.requests)
     end = max(r.done_at for r in rnd.requests)
-    entries = sorted((e for e in log if begin <= e["first_sent"] <= end),
-                     key=lambda e: e["first_sent"])
+    entries = sorted(
+        (e for e in log if begin <= e["first_sent"] <= end), key=lambda e: e["first_sent"]
+    )
     requests = sorted(rnd.requests, key=lambda r: r.first_at)
     assert len(entries) == len(requests)
     return [(rnd.concurrency, r, e) for r, e in zip(requests, entries, strict=False)]
@@ -70,9 +72,12 @@ def on_plan(entry: dict, key: str) -> bool:
 def slips(pairs: list[tuple[int, RequestFigures, dict]]) -> str:
     """What the server really did against its plan, for a failure message (ms), and how
     long runnable tasks waited for a CPU meanwhile (/proc/pressure/cpu)."""
-    rows = [f"c={c} arrived {1e3 * (e['received'] - r.sent_at):.2f} "
-            f"first {1e3 * (e['first_sent'] - e['planned_first']):+.2f} "
-            f"last {1e3 * (e['last_sent'] - e['planned_last']):+.2f}" for c, r, e in pairs]
+    rows = [
+        f"c={c} arrived {1e3 * (e['received'] - r.sent_at):.2f} "
+        f"first {1e3 * (e['first_sent'] - e['planned_first']):+.2f} "
+        f"last {1e3 * (e['last_sent'] - e['planned_last']):+.2f}"
+        for c, r, e in pairs
+    ]
     try:
         with open("/proc/pressure/cpu") as pressure:
             rows.append("cpu pressure: " + pressure.readline().strip())
@@ -86,8 +91,9 @@ def slips(pairs: list[tuple[int, RequestFigures, dict]]) -> str:
 CASES = [("usage_end", "openai"), ("role_chunk", "openai"), ("no_usage", "vllm")]
 
 
-@pytest.mark.parametrize(("timed_server", "kind"), CASES, indirect=["timed_server"],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("timed_server", "kind"), CASES, indirect=["timed_server"], ids=[c[0] for c in CASES]
+)
 def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> None:
     outcome, log = run_bench(timed_server, kind)
     assert outcome.status == "complete", outcome.reason
@@ -114,8 +120,7 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
     transit = [e["received"] - r.sent_at for _, r, e in pairs]
     assert 0 <= statistics.median(transit) < 0.003, transit
     # - decode from the first to the last content token
-    assert statistics.median(abs(r.decode_tps / actual_decode(e) - 1)
-                             for _, r, e in pairs) < 0.005
+    assert statistics.median(abs(r.decode_tps / actual_decode(e) - 1) for _, r, e in pairs) < 0.005
 
     # the reported medians, level by level, against the same requests as the server sent them
     for point in outcome.points:
@@ -125,7 +130,8 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
         assert abs(point.ttft_s.median - client_ttft) < 0.003
         assert point.prefill_tps.median == pytest.approx(PROMPT / client_ttft, rel=0.01)
         assert point.decode_tps.median == pytest.approx(
-            statistics.median(actual_decode(e) for _, e in level), rel=0.005)
+            statistics.median(actual_decode(e) for _, e in level), rel=0.005
+        )
 
     # against the plan, each figure on the requests for which the server kept the part of the
     # plan it depends on: TTFT where the request arrived promptly and the first token went
@@ -134,27 +140,32 @@ def test_runner_agrees_with_the_servers_timing(timed_server: str, kind: str) -> 
     # the server really did). Requiring all three of one request at once found none of 25 in
     # a clean-clone CI run on a busy 2-core host; with two CPU hogs beside the run here, 16
     # of 25 still kept the TTFT part and 21 the decode part.
-    timely = [r for _, r, e in pairs
-              if arrived_promptly(e, r.sent_at) and on_plan(e, "first")]
+    timely = [r for _, r, e in pairs if arrived_promptly(e, r.sent_at) and on_plan(e, "first")]
     steady = [r for _, r, e in pairs if on_plan(e, "first") and on_plan(e, "last")]
     assert timely and steady, f"the server kept no plan: the machine is too busy\n{slips(pairs)}"
     assert abs(statistics.median(r.ttft_s for r in timely) - planned_ttft) < 0.003
-    assert statistics.median(r.prefill_tps for r in timely) == pytest.approx(PREFILL_RATE,
-                                                                             rel=0.01)
-    assert statistics.median(r.decode_tps for r in steady) == pytest.approx(DECODE_RATE,
-                                                                           rel=0.005)
+    assert statistics.median(r.prefill_tps for r in timely) == pytest.approx(PREFILL_RATE, rel=0.01)
+    assert statistics.median(r.decode_tps for r in steady) == pytest.approx(DECODE_RATE, rel=0.005)
 
     single, four = outcome.points
     # four streams at 50 tok/s each: the decode rates add up, the delivered total ~quadruples
     assert four.total_decode_tps.median == pytest.approx(4 * DECODE_RATE, rel=0.01)
     assert four.total_output_tps.median == pytest.approx(
-        4 * single.total_output_tps.median, rel=0.05)
+        4 * single.total_output_tps.median, rel=0.05
+    )
 
 
 @pytest.mark.parametrize("timed_server", ["role_chunk"], indirect=True)
 def test_depth_with_prefix_cache_shares_one_context(timed_server: str) -> None:
-    config = BenchConfig(prompt_tokens=200, output_tokens=4, concurrency=(2,), runs=1,
-                         warmup=0, depth_tokens=300, prefix_cache=True)
+    config = BenchConfig(
+        prompt_tokens=200,
+        output_tokens=4,
+        concurrency=(2,),
+        runs=1,
+        warmup=0,
+        depth_tokens=300,
+        prefix_cache=True,
+    )
     runner = BenchRunner(timed_server, get_kind("openai"), config)
     outcome = runner.run()
     assert outcome.status == "complete", outcome.reason

@@ -36,18 +36,41 @@ def server() -> Iterator[str]:
 
 
 def sparkdeck(*args: str, env_dirs: dict[str, Path]) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
-           "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
-           "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10]}  # never sees anyone's engine
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=240, env=env)
+    env = {
+        **os.environ,
+        "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
+        "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
+        "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10],
+    }  # never sees anyone's engine
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
 
 
-def test_bench_json_history_and_export(server: str, isolated_dirs: dict[str, Path],
-                                       tmp_path: Path) -> None:
-    done = sparkdeck("bench", "--endpoint", server, "--kind", "openai", "--concurrency", "1,2",
-                     "--runs", "2", "--prompt-tokens", "300", "--output-tokens", "40",
-                     "--json", env_dirs=isolated_dirs)
+def test_bench_json_history_and_export(
+    server: str, isolated_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    done = sparkdeck(
+        "bench",
+        "--endpoint",
+        server,
+        "--kind",
+        "openai",
+        "--concurrency",
+        "1,2",
+        "--runs",
+        "2",
+        "--prompt-tokens",
+        "300",
+        "--output-tokens",
+        "40",
+        "--json",
+        env_dirs=isolated_dirs,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no progress lines mixed into a --json run
     run = json.loads(done.stdout)
@@ -60,8 +83,20 @@ def test_bench_json_history_and_export(server: str, isolated_dirs: dict[str, Pat
     assert run["prompt_plan"]["total_tokens"] == 300
     assert run["peaks"]["samples"] >= 2 and run["peaks"]["min_available_bytes"] > 0
 
-    shown = sparkdeck("bench", "--endpoint", server, "--kind", "openai", "--concurrency", "3",
-                      "--runs", "1", "--output-tokens", "20", env_dirs=isolated_dirs)
+    shown = sparkdeck(
+        "bench",
+        "--endpoint",
+        server,
+        "--kind",
+        "openai",
+        "--concurrency",
+        "3",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "20",
+        env_dirs=isolated_dirs,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "bench: concurrency 3, run 1" in shown.stderr and "bench: done" in shown.stderr
     assert "decode tok/s/req" in shown.stdout and "saved as run 2" in shown.stdout
@@ -72,8 +107,7 @@ def test_bench_json_history_and_export(server: str, isolated_dirs: dict[str, Pat
     exported = sparkdeck("bench", "export", "csv", "-o", str(out), env_dirs=isolated_dirs)
     assert exported.returncode == 0, exported.stderr
     rows = list(csv.DictReader(out.open()))
-    assert [(r["run_id"], r["concurrency"]) for r in rows] == [("2", "3"), ("1", "1"),
-                                                               ("1", "2")]
+    assert [(r["run_id"], r["concurrency"]) for r in rows] == [("2", "3"), ("1", "1"), ("1", "2")]
 
 
 def test_bench_without_a_target_says_what_to_do(isolated_dirs: dict[str, Path]) -> None:
@@ -101,17 +135,33 @@ class FakeSparkMemory:
 
 
 def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with running("usage_end", 20000.0, 50.0) as url:
         fake = FakeSparkMemory(healthy_s=1.5)
         # the guard's own watchdog and the run's sampler both read the fake
-        monkeypatch.setattr(target_module, "HostReadings",
-                            lambda: HostReadings(read_memory=fake))
-        monkeypatch.setattr(runner_module, "ResourceSampler",
-                            lambda hz: ResourceSampler(hz, read_memory=fake))
+        monkeypatch.setattr(target_module, "HostReadings", lambda: HostReadings(read_memory=fake))
+        monkeypatch.setattr(
+            runner_module, "ResourceSampler", lambda hz: ResourceSampler(hz, read_memory=fake)
+        )
         began = time.monotonic()
-        code = cli.main(["bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1",
-                         "--runs", "3", "--warmup", "0", "--output-tokens", "400"])
+        code = cli.main(
+            [
+                "bench",
+                "--endpoint",
+                url,
+                "--kind",
+                "openai",
+                "--concurrency",
+                "1",
+                "--runs",
+                "3",
+                "--warmup",
+                "0",
+                "--output-tokens",
+                "400",
+            ]
+        )
         took = time.monotonic() - began
         log = httpx.get(url + "/log").json()
     err = capsys.readouterr().err
@@ -132,16 +182,34 @@ def test_the_guards_watchdog_stops_a_run_with_a_clear_record(
 
 
 def test_a_watchdog_that_cannot_read_the_host_ends_the_run(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def broken() -> MemorySnapshot:
         raise MemInfoError("/proc/meminfo lacks MemAvailable")  # a kernel that hides it
 
     with running("usage_end", 20000.0, 50.0) as url:
         monkeypatch.setattr(target_module, "HostReadings", lambda: HostReadings(read_memory=broken))
-        code = cli.main(["bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1",
-                         "--runs", "2", "--warmup", "0", "--output-tokens", "200"])
+        code = cli.main(
+            [
+                "bench",
+                "--endpoint",
+                url,
+                "--kind",
+                "openai",
+                "--concurrency",
+                "1",
+                "--runs",
+                "2",
+                "--warmup",
+                "0",
+                "--output-tokens",
+                "200",
+            ]
+        )
     assert code == 1
-    assert ("benchmark stopped: memory watchdog failed: /proc/meminfo lacks MemAvailable"
-            in capsys.readouterr().err)
+    assert (
+        "benchmark stopped: memory watchdog failed: /proc/meminfo lacks MemAvailable"
+        in capsys.readouterr().err
+    )
     [run] = BenchStore().runs()
     assert run.status == "stopped" and run.reason.startswith("memory watchdog failed")

@@ -28,20 +28,40 @@ DECODE_RATE = 400.0
 
 
 def sparkdeck(*args: str, env_dirs: dict[str, Path], **popen: object):
-    env = {**os.environ, "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
-           "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
-           "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10]}  # never sees anyone's engine
+    env = {
+        **os.environ,
+        "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
+        "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
+        "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10],
+    }  # never sees anyone's engine
     command = [sys.executable, "-m", "sparkdeck", *args]
     if popen.pop("background", False):
-        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, **popen)
+        return subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
+        )
     return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
 
 
 def bench(url: str, env_dirs: dict[str, Path], *extra: str) -> subprocess.CompletedProcess:
-    return sparkdeck("bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1",
-                     "--runs", "2", "--warmup", "0", "--prompt-tokens", "50",
-                     "--output-tokens", "80", *extra, env_dirs=env_dirs)
+    return sparkdeck(
+        "bench",
+        "--endpoint",
+        url,
+        "--kind",
+        "openai",
+        "--concurrency",
+        "1",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--prompt-tokens",
+        "50",
+        "--output-tokens",
+        "80",
+        *extra,
+        env_dirs=env_dirs,
+    )
 
 
 def test_a_reply_that_arrives_in_one_burst_makes_the_run_unreliable(isolated_dirs):
@@ -49,11 +69,13 @@ def test_a_reply_that_arrives_in_one_burst_makes_the_run_unreliable(isolated_dir
         done = bench(url, isolated_dirs)
     assert done.returncode == 0, done.stderr  # measured to the end, with a loud caveat
     assert "unreliable" in done.stdout and "warning: the decode figures are unreliable" in (
-        done.stderr)
+        done.stderr
+    )
     history = sparkdeck("bench", "history", env_dirs=isolated_dirs)
     assert "unreliable" in history.stdout
-    (run,) = json.loads(sparkdeck("bench", "history", "--json",
-                                  env_dirs=isolated_dirs).stdout)["runs"]
+    (run,) = json.loads(sparkdeck("bench", "history", "--json", env_dirs=isolated_dirs).stdout)[
+        "runs"
+    ]
     assert run["status"] == "unreliable"
     assert "less time than the server spent generating them" in run["reason"]
     assert "all at once by the client's clock" in run["reason"]
@@ -75,20 +97,36 @@ def test_server_figures_are_shown_beside_the_clients_and_prefill_is_explained(is
     (run,) = BenchStore().runs()
     (point,) = run.points
     assert point.summary["server_decode_tps"]["median"] == pytest.approx(DECODE_RATE, rel=0.1)
-    assert point.decode_tps == pytest.approx(point.summary["server_decode_tps"]["median"],
-                                             rel=0.1)
+    assert point.decode_tps == pytest.approx(point.summary["server_decode_tps"]["median"], rel=0.1)
 
 
 def test_a_run_killed_mid_way_is_marked_interrupted(isolated_dirs):
     store = BenchStore()
     with running("timings", 20000.0, 20.0) as url:  # 80 tokens at 20 tok/s: 4 s a request
-        proc = sparkdeck("bench", "--endpoint", url, "--kind", "openai", "--concurrency",
-                         "1", "--runs", "3", "--warmup", "0", "--prompt-tokens", "50",
-                         "--output-tokens", "80", env_dirs=isolated_dirs, background=True)
+        proc = sparkdeck(
+            "bench",
+            "--endpoint",
+            url,
+            "--kind",
+            "openai",
+            "--concurrency",
+            "1",
+            "--runs",
+            "3",
+            "--warmup",
+            "0",
+            "--prompt-tokens",
+            "50",
+            "--output-tokens",
+            "80",
+            env_dirs=isolated_dirs,
+            background=True,
+        )
         try:
             deadline = time.monotonic() + 60
-            while not [r for r in (store.runs() if store.path.exists() else [])
-                       if r.status == "running"]:
+            while not [
+                r for r in (store.runs() if store.path.exists() else []) if r.status == "running"
+            ]:
                 assert proc.poll() is None and time.monotonic() < deadline, "never started"
                 time.sleep(0.1)
             # while it runs, another process must leave it alone

@@ -39,11 +39,16 @@ def stream(*items: tuple[float, object]) -> list[Timed]:
 
 def test_figures_start_at_the_first_text_not_at_the_stream_opening() -> None:
     # Opened and Done carry no text; the role-only chunk produced no Content at all
-    events = stream((10.001, Opened(200)), (10.5, Content("a")), (10.6, Content("b")),
-                    (11.5, Content("c")), (11.5, Finished("length")), (11.6, Usage(400, 11, 411)),
-                    (11.6, Done()))
-    fig = request_figures(10.0, events, 11.7, prompt_fallback=390,
-                          prompt_fallback_source="usage")
+    events = stream(
+        (10.001, Opened(200)),
+        (10.5, Content("a")),
+        (10.6, Content("b")),
+        (11.5, Content("c")),
+        (11.5, Finished("length")),
+        (11.6, Usage(400, 11, 411)),
+        (11.6, Done()),
+    )
+    fig = request_figures(10.0, events, 11.7, prompt_fallback=390, prompt_fallback_source="usage")
     assert fig.ok and fig.ttft_s == pytest.approx(0.5)
     assert fig.decode_tps == pytest.approx(10 / 1.0)  # 11 tokens: 10 after the first, in 1 s
     assert fig.prefill_tps == pytest.approx(400 / 0.5)
@@ -52,10 +57,10 @@ def test_figures_start_at_the_first_text_not_at_the_stream_opening() -> None:
 
 
 def test_figures_without_usage_count_text_events_and_reasoning() -> None:
-    events = stream((1.2, Reasoning("think")), (1.2, Content("x")), (1.3, Content("y")),
-                    (1.4, Content("z")))
-    fig = request_figures(1.0, events, 1.5, prompt_fallback=100,
-                          prompt_fallback_source="tokenize")
+    events = stream(
+        (1.2, Reasoning("think")), (1.2, Content("x")), (1.3, Content("y")), (1.4, Content("z"))
+    )
+    fig = request_figures(1.0, events, 1.5, prompt_fallback=100, prompt_fallback_source="tokenize")
     # one event carried reasoning and content together: it is one token, not two
     assert fig.output_tokens == 3 and fig.output_source == "chunks"
     assert fig.prompt_tokens == 100 and fig.prompt_source == "tokenize"
@@ -63,15 +68,24 @@ def test_figures_without_usage_count_text_events_and_reasoning() -> None:
 
 
 def test_cached_prompt_tokens_do_not_count_as_prefill() -> None:
-    events = stream((2.0, Content("a")), (3.0, Content("b")), (3.0, Timings(50, 900, 2, 100, 900)),
-                    (3.0, Usage(1000, 2, 1002)))
+    events = stream(
+        (2.0, Content("a")),
+        (3.0, Content("b")),
+        (3.0, Timings(50, 900, 2, 100, 900)),
+        (3.0, Usage(1000, 2, 1002)),
+    )
     fig = request_figures(1.0, events, 3.0, prompt_fallback=None, prompt_fallback_source="x")
     assert fig.cached_tokens == 900 and fig.prefill_tps == pytest.approx(100 / 1.0)
 
 
 def test_a_reply_without_text_is_an_error_not_a_zero() -> None:
-    fig = request_figures(1.0, stream((1.1, Opened(200)), (1.2, Done())), 1.2,
-                          prompt_fallback=10, prompt_fallback_source="usage")
+    fig = request_figures(
+        1.0,
+        stream((1.1, Opened(200)), (1.2, Done())),
+        1.2,
+        prompt_fallback=10,
+        prompt_fallback_source="usage",
+    )
     assert not fig.ok and "no generated text" in fig.error and fig.ttft_s is None
 
 
@@ -124,17 +138,19 @@ def test_plan_prompt_sizes_context_and_prompt_with_the_servers_counter() -> None
 def test_warnings_name_short_replies_and_miscounted_prompts() -> None:
     cfg = BenchConfig(prompt_tokens=100, output_tokens=11, concurrency=(1,), runs=1)
     plan = plan_prompt(lambda m: 100, "usage", 100)
-    short = RequestFigures(True, None, 0, 0.1, 0.2, 0.3, 104, "usage", 5, "usage",
-                           finish_reason="stop")
-    text = " ".join(check_counts(cfg, plan, [RoundFigures(1, 0, (short, figs(0, .1, .2, .3)))]))
+    short = RequestFigures(
+        True, None, 0, 0.1, 0.2, 0.3, 104, "usage", 5, "usage", finish_reason="stop"
+    )
+    text = " ".join(check_counts(cfg, plan, [RoundFigures(1, 0, (short, figs(0, 0.1, 0.2, 0.3)))]))
     assert "104 prompt tokens" in text
     assert "1 reply ended before 11 tokens (fewest 5; finish reason: stop)" in text
-    assert check_counts(cfg, plan, [RoundFigures(1, 0, (figs(0, .1, .2, .3, 11),))]) == []
+    assert check_counts(cfg, plan, [RoundFigures(1, 0, (figs(0, 0.1, 0.2, 0.3, 11),))]) == []
     alone = RequestFigures(True, None, 0, 0.1, 1.1, 1.2, 100, "usage", 11, "usage")  # 10/s
     burst = RequestFigures(True, None, 0, 0.9, 0.95, 1.0, 100, "usage", 11, "usage")  # 200/s
     steady = RequestFigures(True, None, 0, 0.1, 1.5, 1.6, 100, "usage", 11, "usage")
-    [text] = check_counts(cfg, plan, [RoundFigures(1, 0, (alone,)),
-                                      RoundFigures(2, 0, (burst, steady))])
+    [text] = check_counts(
+        cfg, plan, [RoundFigures(1, 0, (alone,)), RoundFigures(2, 0, (burst, steady))]
+    )
     assert text.startswith("1 of 3 replies arrived in bursts")
 
 
@@ -150,8 +166,12 @@ def psi(avg10: float, t: float) -> PsiSnapshot:
 def test_peaks_keep_the_extremes() -> None:
     peaks = ResourcePeaks()
     for avail, pressure, rate in ((100, 1.0, None), (60, 9.0, 3.0), (80, 2.0, 1.0)):
-        peaks = fold(peaks, ResourceSample(0, memory(avail), psi(pressure, 0),
-                                           PsiRates(rate, rate, 0.25) if rate else None))
+        peaks = fold(
+            peaks,
+            ResourceSample(
+                0, memory(avail), psi(pressure, 0), PsiRates(rate, rate, 0.25) if rate else None
+            ),
+        )
     assert peaks.samples == 3 and peaks.min_available_bytes == 60 * GIB
     assert peaks.peak_used_bytes == 68 * GIB and peaks.max_some_avg10 == 9.0
     assert peaks.max_full_avg10 == 4.5 and peaks.max_full_rate_pct == 3.0

@@ -21,6 +21,7 @@ from tests.test_ui_bench_view import Host, settle
 
 def show_in_tui(store: BenchStore) -> list[tuple]:
     """The rows the comparison screen shows for the store's newest model."""
+
     async def scenario() -> list[tuple]:
         app = Host(store)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -34,16 +35,30 @@ def show_in_tui(store: BenchStore) -> list[tuple]:
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image,
-                                             docker_client) -> None:
+def test_full_sweep_on_the_real_llama_server(
+    cli_env, isolated_dirs, llama_image, docker_client
+) -> None:
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", "bench-tiny",
-                 **llama_preset_fields(llama_image, port))
+    write_preset(
+        isolated_dirs["config"] / "presets", "bench-tiny", **llama_preset_fields(llama_image, port)
+    )
     launched = run_cli("launch", "bench-tiny", "--no-flush", "--timeout", "60", env=cli_env)
     assert launched.returncode == 0, launched.stderr
     # no --endpoint: the engine sparkdeck runs is the target
-    done = run_cli("bench", "--json", "--concurrency", "1,2,4", "--runs", "2",
-                   "--prompt-tokens", "200", "--output-tokens", "48", env=cli_env, timeout=240)
+    done = run_cli(
+        "bench",
+        "--json",
+        "--concurrency",
+        "1,2,4",
+        "--runs",
+        "2",
+        "--prompt-tokens",
+        "200",
+        "--output-tokens",
+        "48",
+        env=cli_env,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
     fp = run["fingerprint"]
@@ -64,7 +79,8 @@ def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image
         # over in one read, which leaves the client no decode time to measure (n/a, not a
         # made-up rate); llama-server's own figure is then the one there is
         assert (point["decode_tps"] or 0) > 0 or (
-            point["summary"]["server_decode_tps"]["median"] > 0)
+            point["summary"]["server_decode_tps"]["median"] > 0
+        )
         assert point["summary"]["output_tokens"]["median"] == 48  # ignore_eos held
         assert point["summary"]["prompt_tokens"]["median"] == 200
     store = BenchStore(Path(run["store"]))
@@ -82,8 +98,9 @@ def test_full_sweep_on_the_real_llama_server(cli_env, isolated_dirs, llama_image
 
 @pytest.mark.vllm
 def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
-    config = BenchConfig(prompt_tokens=128, output_tokens=32, concurrency=(1, 2, 4, 8),
-                         runs=1, warmup=1)
+    config = BenchConfig(
+        prompt_tokens=128, output_tokens=32, concurrency=(1, 2, 4, 8), runs=1, warmup=1
+    )
     run = BenchSession(config, url=vllm_server.base_url).run()  # kind detected, as the CLI does
     # vLLM's CPU API server can fall behind its engine core on a busy 2-core box and hand
     # replies over in bursts: the run must then say so, with the server's own figures as proof
@@ -116,17 +133,35 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_what_does_not_fit_the_engines_context_is_on_record(cli_env, isolated_dirs,
-                                                            llama_image) -> None:
+def test_what_does_not_fit_the_engines_context_is_on_record(
+    cli_env, isolated_dirs, llama_image
+) -> None:
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", "bench-small-ctx",
-                 **llama_preset_fields(llama_image, port))  # 2048 context over 2 slots
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "bench-small-ctx",
+        **llama_preset_fields(llama_image, port),
+    )  # 2048 context over 2 slots
     launched = run_cli("launch", "bench-small-ctx", "--no-flush", "--timeout", "60", env=cli_env)
     assert launched.returncode == 0, launched.stderr
 
     # 900 + 400 tokens overrun a 1024-token slot: llama-server ends the reply at the limit
-    cut = run_cli("bench", "--json", "--concurrency", "2", "--runs", "1", "--warmup", "0",
-                  "--prompt-tokens", "900", "--output-tokens", "400", env=cli_env, timeout=240)
+    cut = run_cli(
+        "bench",
+        "--json",
+        "--concurrency",
+        "2",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--prompt-tokens",
+        "900",
+        "--output-tokens",
+        "400",
+        env=cli_env,
+        timeout=240,
+    )
     assert cut.returncode == 0, cut.stderr
     run = json.loads(cut.stdout)
     # Each prompt comes to 900 tokens or the closest this tokenizer allows (one either side,
@@ -136,15 +171,30 @@ def test_what_does_not_fit_the_engines_context_is_on_record(cli_env, isolated_di
     prompts, replies = summary["prompt_tokens"], summary["output_tokens"]
     assert 899 <= prompts["minimum"] <= prompts["maximum"] <= 901, prompts
     [warning] = [w for w in run["warnings"] if "ended before" in w]
-    assert (f"2 replies ended before 400 tokens (fewest {1024 - int(prompts['maximum'])}; "
-            "finish reason: length)") in warning
+    assert (
+        f"2 replies ended before 400 tokens (fewest {1024 - int(prompts['maximum'])}; "
+        "finish reason: length)"
+    ) in warning
     assert replies["minimum"] == 1024 - prompts["maximum"]
     assert replies["maximum"] == 1024 - prompts["minimum"]
 
     # 1100 prompt tokens do not fit at all: HTTP 400 with the engine's reason, on record
-    refused = run_cli("bench", "--json", "--concurrency", "2", "--runs", "1", "--warmup", "0",
-                      "--prompt-tokens", "1100", "--output-tokens", "50", env=cli_env,
-                      timeout=240)
+    refused = run_cli(
+        "bench",
+        "--json",
+        "--concurrency",
+        "2",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+        "--prompt-tokens",
+        "1100",
+        "--output-tokens",
+        "50",
+        env=cli_env,
+        timeout=240,
+    )
     assert refused.returncode == 1
     assert "benchmark failed: no request succeeded: HTTP 400" in refused.stderr
     assert "exceeds the available context size" in refused.stderr

@@ -30,8 +30,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
 
 @pytest.fixture
-def shared_context_engine(runtime: DockerRuntime, tmp_path, llama_image
-                          ) -> Iterator[EngineState]:
+def shared_context_engine(runtime: DockerRuntime, tmp_path, llama_image) -> Iterator[EngineState]:
     fields = llama_preset_fields(llama_image, free_port())
     # no --parallel: b11434's slots then share the one context (TESTING.md)
     fields["llamacpp"] = {k: v for k, v in fields["llamacpp"].items() if k != "parallel"}
@@ -44,18 +43,25 @@ def shared_context_engine(runtime: DockerRuntime, tmp_path, llama_image
 
 
 def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
-        shared_context_engine: EngineState, tmp_path):
+    shared_context_engine: EngineState, tmp_path
+):
     store = BenchStore(tmp_path / "bench.sqlite3")
-    good = BenchSession(BenchConfig(prompt_tokens=128, output_tokens=64, concurrency=(1,),
-                                    runs=2, warmup=0),
-                        url=shared_context_engine.base_url, kind="llamacpp",
-                        store=store).run()
+    good = BenchSession(
+        BenchConfig(prompt_tokens=128, output_tokens=64, concurrency=(1,), runs=2, warmup=0),
+        url=shared_context_engine.base_url,
+        kind="llamacpp",
+        store=store,
+    ).run()
     assert good.status in ("complete", "unreliable"), good.reason
 
-    run = BenchSession(BenchConfig(prompt_tokens=128, output_tokens=1024,
-                                   concurrency=(1, 2, 4, 8), runs=2, warmup=0),
-                       url=shared_context_engine.base_url, kind="llamacpp",
-                       store=store).run()
+    run = BenchSession(
+        BenchConfig(
+            prompt_tokens=128, output_tokens=1024, concurrency=(1, 2, 4, 8), runs=2, warmup=0
+        ),
+        url=shared_context_engine.base_url,
+        kind="llamacpp",
+        store=store,
+    ).run()
     assert run.status != "complete"
     # the sweep stopped at the first level the engine refused: 4 and 8 were not sent
     levels = [p.concurrency for p in run.points]
@@ -64,8 +70,10 @@ def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
     assert refused.errors > 0
     assert "Context size has been exceeded" in (run.reason or "")
     assert "c=2" in (run.reason or "")
-    assert refused.summary["error_message"] and \
-        "Context size has been exceeded" in refused.summary["error_message"]
+    assert (
+        refused.summary["error_message"]
+        and "Context size has been exceeded" in refused.summary["error_message"]
+    )
 
     out = io.StringIO()
     print_run(run, out)
@@ -84,8 +92,9 @@ def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
     asyncio.run(comparison_shows_both(store, good.id, run.id, refused))
 
 
-async def comparison_shows_both(store: BenchStore, good_id: int, failed_id: int,
-                                refused: StoredPoint) -> None:
+async def comparison_shows_both(
+    store: BenchStore, good_id: int, failed_id: int, refused: StoredPoint
+) -> None:
     app = Host(store)
     async with app.run_test(size=(120, 40)) as pilot:
         view = app.screen.query_one(BenchComparison)
@@ -96,7 +105,8 @@ async def comparison_shows_both(store: BenchStore, good_id: int, failed_id: int,
         assert rows[str(failed_id)][3] == "errors"
         # the failed level says how many failed, not a bare "-"
         assert f"({refused.errors}/{refused.requests} failed)" in " ".join(
-            str(cell) for cell in rows[str(failed_id)])
+            str(cell) for cell in rows[str(failed_id)]
+        )
         bars = str(view.query_one("#bench-bars", Static).render())
         assert "Context size has been exceeded" in bars
 
@@ -104,12 +114,33 @@ async def comparison_shows_both(store: BenchStore, good_id: int, failed_id: int,
 def test_a_reply_delivered_in_one_late_read_has_no_decode_rate():
     """1,023 tokens in the read after the first, 3 microseconds later: delivery, not
     decoding (this is what read 350.5 ±340499.3)."""
-    figures = RequestFigures(ok=True, error=None, sent_at=0.0, first_at=0.010,
-                             last_at=0.010003, done_at=0.011, prompt_tokens=128,
-                             prompt_source="usage", output_tokens=1024, output_source="usage",
-                             text_chunks=1024, first_batch=1, last_batch=1023)
+    figures = RequestFigures(
+        ok=True,
+        error=None,
+        sent_at=0.0,
+        first_at=0.010,
+        last_at=0.010003,
+        done_at=0.011,
+        prompt_tokens=128,
+        prompt_source="usage",
+        output_tokens=1024,
+        output_source="usage",
+        text_chunks=1024,
+        first_batch=1,
+        last_batch=1023,
+    )
     assert figures.decode_tps is None
-    steady = RequestFigures(ok=True, error=None, sent_at=0.0, first_at=0.010, last_at=0.110,
-                            done_at=0.111, prompt_tokens=128, prompt_source="usage",
-                            output_tokens=101, output_source="usage", text_chunks=101)
+    steady = RequestFigures(
+        ok=True,
+        error=None,
+        sent_at=0.0,
+        first_at=0.010,
+        last_at=0.110,
+        done_at=0.111,
+        prompt_tokens=128,
+        prompt_source="usage",
+        output_tokens=101,
+        output_source="usage",
+        text_chunks=101,
+    )
     assert steady.decode_tps == pytest.approx(1000.0)

@@ -32,10 +32,12 @@ VLLM_MAP = get_kind("vllm").metrics_map
 
 
 def test_a_level_between_two_real_vllm_scrapes() -> None:
-    during = totals_from(parse_body((FIXTURES / "vllm-0.32.0-during-load.txt").read_bytes()),
-                         VLLM_MAP)
-    after = totals_from(parse_body((FIXTURES / "vllm-0.32.0-after-load.txt").read_bytes()),
-                        VLLM_MAP)
+    during = totals_from(
+        parse_body((FIXTURES / "vllm-0.32.0-during-load.txt").read_bytes()), VLLM_MAP
+    )
+    after = totals_from(
+        parse_body((FIXTURES / "vllm-0.32.0-after-load.txt").read_bytes()), VLLM_MAP
+    )
     level = window(during, after)
     assert level is not None and level.requests == 1
     # by hand from the two bodies: TTFT (0.056386709 - 0.049031496) / (4 - 3) s,
@@ -55,9 +57,19 @@ def test_nothing_counted_or_a_restart_gives_no_figure() -> None:
 
 
 def _reply(first_at: float, last_at: float, tokens: int = 101) -> RequestFigures:
-    return RequestFigures(ok=True, error=None, sent_at=0.0, first_at=first_at, last_at=last_at,
-                          done_at=last_at, prompt_tokens=10, prompt_source="usage",
-                          output_tokens=tokens, output_source="usage", text_chunks=tokens)
+    return RequestFigures(
+        ok=True,
+        error=None,
+        sent_at=0.0,
+        first_at=first_at,
+        last_at=last_at,
+        done_at=last_at,
+        prompt_tokens=10,
+        prompt_source="usage",
+        output_tokens=tokens,
+        output_source="usage",
+        text_chunks=tokens,
+    )
 
 
 def test_bursts_are_judged_against_the_servers_own_rate() -> None:
@@ -80,9 +92,24 @@ def test_read_totals_scrapes_and_survives_a_bad_body() -> None:
 
 
 def _bench(url: str, dirs: dict[str, Path]):
-    return sparkdeck("bench", "--endpoint", url, "--kind", "vllm", "--concurrency", "1",
-                     "--runs", "2", "--warmup", "0", "--prompt-tokens", "50",
-                     "--output-tokens", "80", env_dirs=dirs)
+    return sparkdeck(
+        "bench",
+        "--endpoint",
+        url,
+        "--kind",
+        "vllm",
+        "--concurrency",
+        "1",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--prompt-tokens",
+        "50",
+        "--output-tokens",
+        "80",
+        env_dirs=dirs,
+    )
 
 
 def _stored(dirs: dict[str, Path]) -> dict:

@@ -25,27 +25,55 @@ from sparkdeck.runtime.state import EngineState
 CONFIG = BenchConfig(prompt_tokens=100, output_tokens=11, concurrency=(1, 2), runs=1)
 
 
-def fp(preset: str | None, version: str = "b1", url: str = "http://127.0.0.1:8080",
-       model: str = "tiny") -> LaunchFingerprint:
-    return LaunchFingerprint(url=url, kind="llamacpp", model=model, engine_version=version,
-                             source="managed" if preset else "flag", preset_id=preset,
-                             image="img:1", image_id="sha256:abc", argv=("llama-server", "-c"))
+def fp(
+    preset: str | None, version: str = "b1", url: str = "http://127.0.0.1:8080", model: str = "tiny"
+) -> LaunchFingerprint:
+    return LaunchFingerprint(
+        url=url,
+        kind="llamacpp",
+        model=model,
+        engine_version=version,
+        source="managed" if preset else "flag",
+        preset_id=preset,
+        image="img:1",
+        image_id="sha256:abc",
+        argv=("llama-server", "-c"),
+    )
 
 
 def rounds(level: int, decode_s: float) -> list[RoundFigures]:
-    reqs = tuple(RequestFigures(True, None, 0.0, 0.1, 0.1 + decode_s, 0.2 + decode_s, 100,
-                                "usage", 11, "usage") for _ in range(level))
+    reqs = tuple(
+        RequestFigures(
+            True, None, 0.0, 0.1, 0.1 + decode_s, 0.2 + decode_s, 100, "usage", 11, "usage"
+        )
+        for _ in range(level)
+    )
     return [RoundFigures(level, 0, reqs)]
 
 
 def outcome(status: str = "complete", reason: str | None = None) -> BenchOutcome:
-    return BenchOutcome(CONFIG, "tiny", status, reason, PromptPlan(0, 90, 0, 100, "usage"),
-                        (), (), ResourcePeaks(samples=3, peak_used_bytes=5, min_available_bytes=7),
-                        ("a warning",), "2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00")
+    return BenchOutcome(
+        CONFIG,
+        "tiny",
+        status,
+        reason,
+        PromptPlan(0, 90, 0, 100, "usage"),
+        (),
+        (),
+        ResourcePeaks(samples=3, peak_used_bytes=5, min_available_bytes=7),
+        ("a warning",),
+        "2026-01-01T00:00:00+00:00",
+        "2026-01-01T00:01:00+00:00",
+    )
 
 
-def store_run(store: BenchStore, launch: LaunchFingerprint, decode_s: float,
-              levels: tuple[int, ...] = (1, 2), status: str = "complete") -> int:
+def store_run(
+    store: BenchStore,
+    launch: LaunchFingerprint,
+    decode_s: float,
+    levels: tuple[int, ...] = (1, 2),
+    status: str = "complete",
+) -> int:
     run_id = store.begin_run(launch, CONFIG, "2026-01-01T00:00:00+00:00")
     for level in levels:
         r = rounds(level, decode_s)
@@ -60,7 +88,11 @@ def test_runs_round_trip_with_points_and_details() -> None:
     run_id = store_run(store, fp("llamacpp"), decode_s=1.0)
     [run] = store.runs()
     assert (run.id, run.status, run.fingerprint, run.warnings) == (
-        run_id, "complete", fp("llamacpp"), ("a warning",))
+        run_id,
+        "complete",
+        fp("llamacpp"),
+        ("a warning",),
+    )
     assert [p.concurrency for p in run.points] == [1, 2]
     assert run.points[0].decode_tps == pytest.approx(10.0)
     assert run.points[1].total_decode_tps == pytest.approx(20.0)
@@ -85,8 +117,7 @@ def test_comparison_takes_the_latest_run_of_each_launch_on_one_model() -> None:
     store_run(store, fp("other", model="big"), decode_s=1.0)
     store_run(store, fp("empty"), decode_s=1.0, levels=(), status="stopped")  # no figures
     compared = store.comparison("tiny")
-    assert [(r.fingerprint.label, r.id) for r in compared] == [("llama-b", b),
-                                                              ("vllm-a", newest_a)]
+    assert [(r.fingerprint.label, r.id) for r in compared] == [("llama-b", b), ("vllm-a", newest_a)]
     assert store.models() == ["tiny", "big"]
 
 
@@ -139,7 +170,10 @@ def test_csv_and_json_exports_carry_every_level_and_the_fingerprint() -> None:
     runs = store.runs()
     rows = list(csv.DictReader(io.StringIO(to_csv(runs))))
     assert [(r["label"], r["concurrency"], r["status"]) for r in rows] == [
-        ("stopped", "", "stopped"), ("llamacpp", "1", "complete"), ("llamacpp", "2", "complete")]
+        ("stopped", "", "stopped"),
+        ("llamacpp", "1", "complete"),
+        ("llamacpp", "2", "complete"),
+    ]
     assert float(rows[1]["decode_median_tps"]) == pytest.approx(10.0)
     assert rows[1]["image_id"] == "sha256:abc" and rows[0]["reason"] == "memory low"
     data = json.loads(to_json(runs))
@@ -148,16 +182,35 @@ def test_csv_and_json_exports_carry_every_level_and_the_fingerprint() -> None:
 
 
 def engine(url: str, alive: bool = True) -> EngineState:
-    return EngineState("cid", "sparkdeck-p", "p", "llamacpp", "img:1", "tiny", url, "/health",
-                       "/metrics", "h", "running" if alive else "exited", None, "2026", (),
-                       image_id="sha256:abc", argv=("llama-server", "-m", "x"))
+    return EngineState(
+        "cid",
+        "sparkdeck-p",
+        "p",
+        "llamacpp",
+        "img:1",
+        "tiny",
+        url,
+        "/health",
+        "/metrics",
+        "h",
+        "running" if alive else "exited",
+        None,
+        "2026",
+        (),
+        image_id="sha256:abc",
+        argv=("llama-server", "-m", "x"),
+    )
 
 
 def test_fingerprint_uses_the_managed_container_only_when_it_serves_the_url() -> None:
     ep = Endpoint("x", "http://127.0.0.1:8080", "llamacpp", "/health", None, "flag")
     mine = fingerprint(ep, "tiny", "b1", engine("http://127.0.0.1:8080"))
     assert (mine.source, mine.preset_id, mine.image_id, mine.argv) == (
-        "managed", "p", "sha256:abc", ("llama-server", "-m", "x"))
+        "managed",
+        "p",
+        "sha256:abc",
+        ("llama-server", "-m", "x"),
+    )
     other = fingerprint(ep, "tiny", "b1", engine("http://127.0.0.1:9999"))
     assert (other.source, other.preset_id, other.image_id) == ("flag", None, None)
     assert fingerprint(ep, "tiny", "b1", engine(ep.url, alive=False)).source == "flag"

@@ -22,8 +22,12 @@ from sparkdeck.http_limits import BodyTooLarge, capped_client, get_capped
 from tests.support.hostile_loopback import Answer, HostileServer
 
 ROOT = Path(__file__).parent.parent
-ENDLESS = Answer(200, (("Content-Type", "text/plain"),), (b"# HELP x\n",),
-                 forever=b"vllm:num_requests_running 1\n" * 64)
+ENDLESS = Answer(
+    200,
+    (("Content-Type", "text/plain"),),
+    (b"# HELP x\n",),
+    forever=b"vllm:num_requests_running 1\n" * 64,
+)
 
 
 @pytest.fixture
@@ -35,19 +39,27 @@ def server():
 
 def _status(args: list[str], tmp_path: Path) -> tuple[int, str, str, float]:
     """Run `sparkdeck status ...`; (exit code, stdout, stderr, seconds)."""
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(tmp_path), "SPARKDECK_DATA_DIR":
-           str(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock"}
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(tmp_path),
+        "SPARKDECK_DATA_DIR": str(tmp_path),
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+    }
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "sparkdeck", "status", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, cwd=ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "status", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         out, err = process.communicate(timeout=45)
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
-        raise AssertionError("status did not finish in 45 s against an endless answer"
-                             ) from None
+        raise AssertionError("status did not finish in 45 s against an endless answer") from None
     return process.returncode, out, err, time.monotonic() - started
 
 
@@ -61,8 +73,9 @@ def test_status_probe_of_an_endless_server_ends_quickly(server, tmp_path):
 
 
 def test_status_check_of_an_endless_health_answer_says_so(server, tmp_path):
-    code, out, err, seconds = _status(["--endpoint", server.url, "--kind", "vllm",
-                                          "--json"], tmp_path)
+    code, out, err, seconds = _status(
+        ["--endpoint", server.url, "--kind", "vllm", "--json"], tmp_path
+    )
     assert code == 0, err
     status = json.loads(out)["endpoint"]
     assert not status["reachable"] and "sent more than 8 MiB" in status["error"]
@@ -71,14 +84,26 @@ def test_status_check_of_an_endless_health_answer_says_so(server, tmp_path):
 
 def test_peak_memory_stays_far_below_what_an_unbounded_read_takes(server, tmp_path):
     """In a fresh interpreter, so the peak is this run's alone."""
-    script = ("import resource, subprocess, sys; p = subprocess.run([sys.executable, '-m', "
-              "'sparkdeck', 'status', '--endpoint', sys.argv[1], '--kind', 'vllm'], "
-              "capture_output=True, timeout=45); "
-              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)")
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(tmp_path), "SPARKDECK_DATA_DIR":
-           str(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock"}
-    done = subprocess.run([sys.executable, "-c", script, server.url], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=60)
+    script = (
+        "import resource, subprocess, sys; p = subprocess.run([sys.executable, '-m', "
+        "'sparkdeck', 'status', '--endpoint', sys.argv[1], '--kind', 'vllm'], "
+        "capture_output=True, timeout=45); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)"
+    )
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(tmp_path),
+        "SPARKDECK_DATA_DIR": str(tmp_path),
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, server.url],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) < 150, f"peak RSS {done.stdout.strip()} MiB"
 

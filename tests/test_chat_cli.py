@@ -27,10 +27,27 @@ def _answer(server: LoopbackOpenAI, name: str) -> None:
 
 def test_json_carries_reply_reasoning_and_figures(server, capsys):
     # tokens 60 ms apart: a decode long enough for a client rate (sparkdeck.chat.reply)
-    server.answer(Scripted(sse_events((SSE / "llamacpp_reasoning_content.sse").read_text(
-        encoding="utf-8")), pause=0.06))
-    code = main(["chat", "Is it?", "--system", "be brief", "--max-tokens", "32", "--json",
-                 "--endpoint", server.url, "--kind", "llamacpp"])
+    server.answer(
+        Scripted(
+            sse_events((SSE / "llamacpp_reasoning_content.sse").read_text(encoding="utf-8")),
+            pause=0.06,
+        )
+    )
+    code = main(
+        [
+            "chat",
+            "Is it?",
+            "--system",
+            "be brief",
+            "--max-tokens",
+            "32",
+            "--json",
+            "--endpoint",
+            server.url,
+            "--kind",
+            "llamacpp",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["reply"] == "Yes." and out["reasoning"] == "Hmm, easy."
@@ -39,8 +56,10 @@ def test_json_carries_reply_reasoning_and_figures(server, capsys):
     assert out["client_tps"] > 0 and out["model"] == "qwen3" and out["kind"] == "llamacpp"
     assert out["error"] is None and out["conversation"] is None
     sent = server.next_request()["body"]
-    assert sent["messages"] == [{"role": "system", "content": "be brief"},
-                                {"role": "user", "content": "Is it?"}]
+    assert sent["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "Is it?"},
+    ]
     assert sent["max_tokens"] == 32 and "chat_template_kwargs" not in sent
 
 
@@ -64,9 +83,17 @@ def test_thinking_switch_is_mapped_by_the_engine_kind(server, flag, expected):
 
 
 def test_server_error_exits_1_with_its_message(server, capsys):
-    server.answer(Scripted([json.dumps({"object": "error", "message": "The model `qwen3` "
-                                        "does not exist.", "code": 404}).encode()],
-                           status=404, content_type="application/json"))
+    server.answer(
+        Scripted(
+            [
+                json.dumps(
+                    {"object": "error", "message": "The model `qwen3` does not exist.", "code": 404}
+                ).encode()
+            ],
+            status=404,
+            content_type="application/json",
+        )
+    )
     assert main(["chat", "hi", "--endpoint", server.url, "--kind", "vllm", "--json"]) == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out)["error"].endswith("The model `qwen3` does not exist.")
@@ -89,17 +116,49 @@ def test_no_engine_anywhere_says_what_to_do(capsys, monkeypatch):
 
 def test_saved_conversation_is_continued_listed_and_exported(server, capsys, tmp_path):
     _answer(server, "vllm_old_reasoning_content.sse")
-    assert main(["chat", "2+2?", "--save", "--system", "math", "--json",
-                 "--endpoint", server.url, "--kind", "vllm"]) == 0
+    assert (
+        main(
+            [
+                "chat",
+                "2+2?",
+                "--save",
+                "--system",
+                "math",
+                "--json",
+                "--endpoint",
+                server.url,
+                "--kind",
+                "vllm",
+            ]
+        )
+        == 0
+    )
     conversation = json.loads(capsys.readouterr().out)["conversation"]
     server.next_request()
     _answer(server, "vllm_new_reasoning.sse")
-    assert main(["chat", "and 3+3?", "--continue", conversation[:15], "--json",
-                 "--endpoint", server.url, "--kind", "vllm"]) == 0
+    assert (
+        main(
+            [
+                "chat",
+                "and 3+3?",
+                "--continue",
+                conversation[:15],
+                "--json",
+                "--endpoint",
+                server.url,
+                "--kind",
+                "vllm",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["conversation"] == conversation
     assert server.next_request()["body"]["messages"] == [
-        {"role": "system", "content": "math"}, {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": "4"}, {"role": "user", "content": "and 3+3?"}]
+        {"role": "system", "content": "math"},
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "and 3+3?"},
+    ]
 
     assert main(["conversations", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)

@@ -58,13 +58,16 @@ def _reply(server: LoopbackOpenAI, request: ChatRequest = HELLO) -> ReplyBuilder
     return builder
 
 
-@pytest.mark.parametrize("name, reasoning, content, completion_tokens", [
-    ("vllm_new_reasoning.sse", "The user greets me.", "Hello!", 4),
-    ("vllm_old_reasoning_content.sse", "Two plus two is four.", "4", 4),
-    ("sglang_reasoning_content.sse", "Okay, the user says hi.", "Hi there", 6),
-    ("llamacpp_reasoning_content.sse", "Hmm, easy.", "Yes.", 3),  # no usage: pieces
-    ("vllm_transition_both_fields.sse", "Thinking.", "Done", 3),
-])
+@pytest.mark.parametrize(
+    "name, reasoning, content, completion_tokens",
+    [
+        ("vllm_new_reasoning.sse", "The user greets me.", "Hello!", 4),
+        ("vllm_old_reasoning_content.sse", "Two plus two is four.", "4", 4),
+        ("sglang_reasoning_content.sse", "Okay, the user says hi.", "Hi there", 6),
+        ("llamacpp_reasoning_content.sse", "Hmm, easy.", "Yes.", 3),  # no usage: pieces
+        ("vllm_transition_both_fields.sse", "Thinking.", "Done", 3),
+    ],
+)
 def test_each_engines_reasoning_shape(server, name, reasoning, content, completion_tokens):
     server.answer(_recorded(name))
     reply = _reply(server)
@@ -76,9 +79,11 @@ def test_each_engines_reasoning_shape(server, name, reasoning, content, completi
 
 def test_reasoning_keeps_the_field_name_it_came_in():
     assert parse_chunk({"choices": [{"index": 0, "delta": {"reasoning": "a"}}]}) == [
-        Reasoning("a", "reasoning")]
+        Reasoning("a", "reasoning")
+    ]
     assert parse_chunk({"choices": [{"index": 1, "delta": {"reasoning_content": "b"}}]}) == [
-        Reasoning("b", "reasoning_content", 1)]
+        Reasoning("b", "reasoning_content", 1)
+    ]
 
 
 def test_recorded_llamacpp_stream_carries_usage_and_server_timings(server):
@@ -109,11 +114,14 @@ def test_tool_calls_are_passed_through_raw(server):
     assert json.loads(calls[1].raw)["function"]["arguments"] == '{"city": "Oslo"}'
 
 
-@pytest.mark.parametrize("name, message", [
-    ("vllm_error_after_200.sse", "Internal server error"),
-    ("vllm_old_error_after_200.sse", "The prompt is too long for this model"),
-    ("llamacpp_b11434_context_exceeded.sse", "Context size has been exceeded."),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("vllm_error_after_200.sse", "Internal server error"),
+        ("vllm_old_error_after_200.sse", "The prompt is too long for this model"),
+        ("llamacpp_b11434_context_exceeded.sse", "Context size has been exceeded."),
+    ],
+)
 def test_error_events_after_http_200_raise_with_the_servers_message(server, name, message):
     server.answer(_recorded(name))
     seen: list[Timed] = []
@@ -125,8 +133,10 @@ def test_error_events_after_http_200_raise_with_the_servers_message(server, name
     assert any(isinstance(t.delta, Content) for t in seen)  # what came before is kept
 
 
-@pytest.mark.parametrize("data, message", [(b'{"detail": "overloaded"}', "overloaded"),
-                                           (b"engine restarting", "engine restarting")])
+@pytest.mark.parametrize(
+    "data, message",
+    [(b'{"detail": "overloaded"}', "overloaded"), (b"engine restarting", "engine restarting")],
+)
 def test_sse_error_event_type_without_an_error_object(server, data, message):
     server.answer(Scripted([b"event: error\ndata: " + data + b"\n\n"]))
     with ChatClient(server.url) as client, pytest.raises(StreamErrorEvent) as caught:
@@ -140,19 +150,42 @@ def test_undecodable_data_is_a_protocol_error(server):
         list(client.stream(HELLO))
 
 
-@pytest.mark.parametrize("status, body, message", [
-    (400, {"error": {"code": 400, "message": "Unable to generate parser for this template.",
-                     "type": "invalid_request_error"}},
-     "Unable to generate parser for this template."),
-    (404, {"object": "error", "message": "The model `nope` does not exist.",
-           "type": "NotFoundError", "param": None, "code": 404},
-     "The model `nope` does not exist."),
-    (422, {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]},
-     "Field required"),
-])
+@pytest.mark.parametrize(
+    "status, body, message",
+    [
+        (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "Unable to generate parser for this template.",
+                    "type": "invalid_request_error",
+                }
+            },
+            "Unable to generate parser for this template.",
+        ),
+        (
+            404,
+            {
+                "object": "error",
+                "message": "The model `nope` does not exist.",
+                "type": "NotFoundError",
+                "param": None,
+                "code": 404,
+            },
+            "The model `nope` does not exist.",
+        ),
+        (
+            422,
+            {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]},
+            "Field required",
+        ),
+    ],
+)
 def test_http_errors_show_the_servers_own_message(server, status, body, message):
-    server.answer(Scripted([json.dumps(body).encode()], status=status,
-                           content_type="application/json"))
+    server.answer(
+        Scripted([json.dumps(body).encode()], status=status, content_type="application/json")
+    )
     with ChatClient(server.url) as client, pytest.raises(HTTPErrorReply) as caught:
         list(client.stream(HELLO))
     assert caught.value.status == status
@@ -191,22 +224,31 @@ def test_request_body_model_from_server_extras_merged_and_key_from_env(server, m
     server.answer(_recorded("vllm_new_reasoning.sse"))
     request = ChatRequest(
         [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
-        max_tokens=32, temperature=0.2,
-        extra={"ignore_eos": True, "min_tokens": 8,
-               "stream_options": {"continuous_usage_stats": True},
-               "chat_template_kwargs": {"enable_thinking": False}})
+        max_tokens=32,
+        temperature=0.2,
+        extra={
+            "ignore_eos": True,
+            "min_tokens": 8,
+            "stream_options": {"continuous_usage_stats": True},
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+    )
     with ChatClient(server.url, api_key=key) as client:
         list(client.stream(request))
     sent = server.next_request()
     assert sent["path"] == "/v1/chat/completions"
     assert sent["authorization"] == "Bearer sk-test-123"
     assert sent["body"] == {
-        "model": "loopback-model", "stream": True, "max_tokens": 32, "temperature": 0.2,
-        "messages": [{"role": "system", "content": "be brief"},
-                     {"role": "user", "content": "hi"}],
+        "model": "loopback-model",
+        "stream": True,
+        "max_tokens": 32,
+        "temperature": 0.2,
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        "ignore_eos": True, "min_tokens": 8,
-        "chat_template_kwargs": {"enable_thinking": False}}
+        "ignore_eos": True,
+        "min_tokens": 8,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
 
 
 def test_no_key_no_authorization_header(server):
@@ -218,13 +260,15 @@ def test_no_key_no_authorization_header(server):
 
 
 def test_each_event_is_timed_when_it_arrives_not_in_a_batch(server):
-    server.answer(Scripted([chunk_event("a"), chunk_event("b"), chunk_event("c"),
-                            b"data: [DONE]\n\n"], pause=0.15))
+    server.answer(
+        Scripted(
+            [chunk_event("a"), chunk_event("b"), chunk_event("c"), b"data: [DONE]\n\n"], pause=0.15
+        )
+    )
     builder = ReplyBuilder(time.perf_counter())
     times = []
     with ChatClient(server.url) as client:
-        for timed in client.stream(ChatRequest([{"role": "user", "content": "x"}],
-                                               model="m")):
+        for timed in client.stream(ChatRequest([{"role": "user", "content": "x"}], model="m")):
             builder.add(timed)
             if isinstance(timed.delta, Content):
                 times.append(timed.at)
@@ -239,8 +283,7 @@ def test_each_event_is_timed_when_it_arrives_not_in_a_batch(server):
 def test_cancel_from_another_thread_wakes_a_blocked_reader_and_the_server_sees_it(server):
     # One token, then the server goes quiet for 2 s between tokens: the reader is blocked in
     # recv when cancel() comes, so only a socket shutdown can end the wait early.
-    server.answer(Scripted([chunk_event("first")], pause=2.0,
-                           repeat_forever=chunk_event("more")))
+    server.answer(Scripted([chunk_event("first")], pause=2.0, repeat_forever=chunk_event("more")))
     with ChatClient(server.url) as client:
         stream = client.stream(ChatRequest([{"role": "user", "content": "x"}], model="m"))
         got = []
@@ -270,9 +313,14 @@ def test_closing_the_generator_aborts_the_request(server):
 
 def test_figures_prefer_usage_and_keep_the_servers_speed_apart():
     builder = ReplyBuilder(sent_at=10.0)
-    for at, delta in [(10.5, Reasoning("r")), (10.6, Content("a")), (11.5, Content("b")),
-                      (11.5, Finished("length")), (11.6, Usage(7, 10, 17)),
-                      (11.6, Timings(12.5, 100.0, 10, 7, 0))]:
+    for at, delta in [
+        (10.5, Reasoning("r")),
+        (10.6, Content("a")),
+        (11.5, Content("b")),
+        (11.5, Finished("length")),
+        (11.6, Usage(7, 10, 17)),
+        (11.6, Timings(12.5, 100.0, 10, 7, 0)),
+    ]:
         builder.add(Timed(at, delta))
     figures = builder.figures()
     assert figures.ttft_s == pytest.approx(0.5)

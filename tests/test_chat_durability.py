@@ -36,8 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _stalling() -> Scripted:
     # two words, then only keep-alive comments: no token ever comes again
-    return Scripted([chunk_event("Hello"), chunk_event(" world")], pause=0.2,
-                    repeat_forever=b": still thinking\n\n")
+    return Scripted(
+        [chunk_event("Hello"), chunk_event(" world")],
+        pause=0.2,
+        repeat_forever=b": still thinking\n\n",
+    )
 
 
 @pytest.fixture
@@ -68,10 +71,24 @@ class _Reader:
 
 
 def _chat(server: LoopbackOpenAI) -> tuple[subprocess.Popen[bytes], _Reader]:
-    proc = subprocess.Popen([sys.executable, "-m", "sparkdeck", "chat", "say hello", "--save",
-                             "--endpoint", server.url, "--kind", "llamacpp"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "chat",
+            "say hello",
+            "--save",
+            "--endpoint",
+            server.url,
+            "--kind",
+            "llamacpp",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     return proc, _Reader(proc)
 
 
@@ -125,8 +142,10 @@ def test_closing_a_session_mid_reply_ends_the_reply_as_cancelled(server):
     session = ChatSession(client, get_kind("llamacpp"))
     seen = threading.Event()
     outcome: list[object] = []
-    worker = threading.Thread(target=lambda: outcome.append(
-        session.ask("say hello", on_delta=lambda t: seen.set())), daemon=True)
+    worker = threading.Thread(
+        target=lambda: outcome.append(session.ask("say hello", on_delta=lambda t: seen.set())),
+        daemon=True,
+    )
     worker.start()
     try:
         assert seen.wait(30)

@@ -38,12 +38,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHORT = 8  # tokens: a few milliseconds of the tiny model's decode, on a machine not starved
 TRIES = 5
 # The server's rate, then the note; never a client figure ("N tok/s (server M)").
-NOTE = re.compile(r"server ([\d.]+) tok/s · client tok/s not measurable "
-                  r"\((?:all in one read|(\d+) reads in (\d+) ms)\)")
+NOTE = re.compile(
+    r"server ([\d.]+) tok/s · client tok/s not measurable "
+    r"\((?:all in one read|(\d+) reads in (\d+) ms)\)"
+)
 CLIENT_FIGURE = re.compile(r"[\d.]+ tok/s \(server")
 
 
 # ----- the rule at its threshold -------------------------------------------------------------
+
 
 def test_the_rule_at_its_threshold():
     # attributes read here, not imported: the module of old still collects and fails here
@@ -80,8 +83,9 @@ def test_a_decode_of_exactly_the_threshold_gets_a_client_rate():
 def test_a_decode_just_under_the_threshold_shows_the_servers_rate_and_says_why():
     figures = _reply([2.0, 2.05, 2.099]).figures()
     assert figures.decode_tps is None and figures.server_tps == 8218.7
-    assert figures.summary() == ("TTFT 1.00 s · server 8218.7 tok/s · client tok/s not "
-                                 "measurable (3 reads in 99 ms) · 3 tok")
+    assert figures.summary() == (
+        "TTFT 1.00 s · server 8218.7 tok/s · client tok/s not measurable (3 reads in 99 ms) · 3 tok"
+    )
 
 
 def test_too_few_reads_over_a_long_decode_is_not_measured_either():
@@ -98,8 +102,7 @@ def test_the_issues_24_ms_reply_shows_no_client_figure():
     assert figures.decode_tps is None
     summary = figures.summary()
     assert not CLIENT_FIGURE.search(summary), summary
-    assert "server 8218.7 tok/s · client tok/s not measurable (20 reads in 23 ms)" \
-        in summary
+    assert "server 8218.7 tok/s · client tok/s not measurable (20 reads in 23 ms)" in summary
 
 
 def test_a_single_token_reply_says_so():
@@ -111,13 +114,21 @@ def test_a_single_token_reply_says_so():
 def test_saved_figures_of_older_versions_show_as_before():
     from sparkdeck.chat.export import figures_caption
 
-    saved = {"ttft_s": 0.5, "decode_tps": 9.0, "completion_tokens": 10, "prompt_tokens": 7,
-             "tokens_from": "usage", "server_tps": 12.5, "elapsed_s": 1.6,
-             "finish_reason": "stop"}
+    saved = {
+        "ttft_s": 0.5,
+        "decode_tps": 9.0,
+        "completion_tokens": 10,
+        "prompt_tokens": 7,
+        "tokens_from": "usage",
+        "server_tps": 12.5,
+        "elapsed_s": 1.6,
+        "finish_reason": "stop",
+    }
     assert figures_caption(saved) == "TTFT 0.50 s · 9.0 tok/s (server 12.5) · 10 tok"
 
 
 # ----- against a real llama-server ------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
@@ -126,8 +137,11 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARKDECK_DATA_DIR", str(base / "data"))
         mp.setenv("SPARKDECK_CONFIG_DIR", str(base / "config"))
-        preset = load_file(write_preset(base / "presets", "fast-tiny",
-                                        **llama_preset_fields(llama_image, free_port())))
+        preset = load_file(
+            write_preset(
+                base / "presets", "fast-tiny", **llama_preset_fields(llama_image, free_port())
+            )
+        )
         runtime = DockerRuntime(docker_client, scope=scope, files_dir=base / "files")
         try:
             yield Launcher(runtime, stop_grace=5).launch(preset, flush=False).base_url
@@ -137,9 +151,26 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
 
 def _chat(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "sparkdeck", "chat", "--endpoint", url, "--kind", "llamacpp",
-         "--max-tokens", str(SHORT), *extra, "hello"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "chat",
+            "--endpoint",
+            url,
+            "--kind",
+            "llamacpp",
+            "--max-tokens",
+            str(SHORT),
+            *extra,
+            "hello",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -184,6 +215,8 @@ def test_cli_shows_the_servers_rate_for_a_short_reply(llama_url):
         break
     print(outs)
     assert out["client_tps"] is None, outs
+
+
 @pytest.mark.docker
 @pytest.mark.llama
 @sync
@@ -200,8 +233,9 @@ async def test_chat_pane_shows_the_servers_rate_for_a_short_reply(llama_url):
         app.query_one("#chat-max-tokens", Input).value = str(SHORT)
         for _ in range(TRIES):  # see the CLI's test: until one reply is too short to time
             view = await _send(pilot, "hello")
-            await wait_until(pilot, lambda: not app.pane.streaming, timeout=60,
-                             what="the reply to end")
+            await wait_until(
+                pilot, lambda: not app.pane.streaming, timeout=60, what="the reply to end"
+            )
             captions.append(str(view.caption.render()))
             if ended[-1].outcome is not None and ended[-1].outcome.figures.decode_tps is None:
                 break
@@ -223,5 +257,4 @@ async def test_chat_pane_shows_the_servers_rate_for_a_short_reply(llama_url):
         assert figures.client_note() is not None and figures.client_note() in caption
         assert not CLIENT_FIGURE.search(caption), caption
         _consistent(found)
-    assert ended[-1].outcome is not None and ended[-1].outcome.figures.decode_tps is None, \
-        captions
+    assert ended[-1].outcome is not None and ended[-1].outcome.figures.decode_tps is None, captions

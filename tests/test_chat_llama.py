@@ -68,8 +68,12 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
         (base / "templates").mkdir()
         (base / "templates" / "think.jinja").write_text(THINK_TEMPLATE)
         fields["volumes"] = [f"{base / 'templates'}:/templates:ro"]
-        fields["args"] = ["--override-kv", f"llama.context_length=int:{CONTEXT}",
-                          "--chat-template-file", "/templates/think.jinja"]
+        fields["args"] = [
+            "--override-kv",
+            f"llama.context_length=int:{CONTEXT}",
+            "--chat-template-file",
+            "/templates/think.jinja",
+        ]
         preset = load_file(write_preset(base / "presets", "chat-tiny", **fields))
         runtime = DockerRuntime(docker_client, scope=scope, files_dir=base / "files")
         try:
@@ -98,8 +102,9 @@ def _collect(client: ChatClient, request: ChatRequest) -> tuple[ReplyBuilder, li
 def test_streaming_reply_with_model_usage_and_server_timings(llama_url):
     with ChatClient(llama_url) as client:
         assert client.default_model().endswith("tiny.gguf")
-        builder, events = _collect(client, ChatRequest(
-            [{"role": "user", "content": "hello"}], max_tokens=48, extra=LONG))
+        builder, events = _collect(
+            client, ChatRequest([{"role": "user", "content": "hello"}], max_tokens=48, extra=LONG)
+        )
     kinds = [type(e.delta) for e in events]
     assert kinds[0] is Opened and kinds[-1] is Done
     assert Usage in kinds and Timings in kinds
@@ -126,11 +131,14 @@ def test_streaming_reply_with_model_usage_and_server_timings(llama_url):
 
 def test_multi_turn_sends_the_whole_conversation(llama_url):
     with ChatClient(llama_url) as client:
-        first, _ = _collect(client, ChatRequest(
-            [{"role": "user", "content": "hello"}], max_tokens=8, extra=LONG))
-        history = [{"role": "user", "content": "hello"},
-                   {"role": "assistant", "content": first.text},
-                   {"role": "user", "content": "and again, in more words"}]
+        first, _ = _collect(
+            client, ChatRequest([{"role": "user", "content": "hello"}], max_tokens=8, extra=LONG)
+        )
+        history = [
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": "and again, in more words"},
+        ]
         second, _ = _collect(client, ChatRequest(history, max_tokens=8, extra=LONG))
     assert first.text and second.text
     # the second prompt holds the first turn, its answer and the new question
@@ -141,8 +149,11 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
     assert _metric(llama_url, "requests_processing") == 0
     decoded_before = _metric(llama_url, "n_decode_total")
     with ChatClient(llama_url) as client:
-        stream = client.stream(ChatRequest([{"role": "user", "content": "go on"}],
-                                           max_tokens=CONTEXT - 100, extra=LONG))
+        stream = client.stream(
+            ChatRequest(
+                [{"role": "user", "content": "go on"}], max_tokens=CONTEXT - 100, extra=LONG
+            )
+        )
         contents = 0
         for timed in stream:
             if isinstance(timed.delta, Content):
@@ -173,9 +184,11 @@ def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
     def one() -> None:
         with ChatClient(llama_url) as client:
             try:
-                for timed in client.stream(ChatRequest(
-                        [{"role": "user", "content": "write"}], max_tokens=CONTEXT - 100,
-                        extra=LONG)):
+                for timed in client.stream(
+                    ChatRequest(
+                        [{"role": "user", "content": "write"}], max_tokens=CONTEXT - 100, extra=LONG
+                    )
+                ):
                     if isinstance(timed.delta, Opened):
                         statuses.append(timed.delta.status)
             except StreamErrorEvent as exc:
@@ -192,11 +205,11 @@ def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
 
 
 def test_template_error_is_http_400_with_the_servers_message(llama_url):
-    bad_schema = {"response_format": {"type": "json_schema",
-                                      "json_schema": {"schema": {"type": "bogus"}}}}
+    bad_schema = {
+        "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "bogus"}}}
+    }
     with ChatClient(llama_url) as client, pytest.raises(HTTPErrorReply) as caught:
-        list(client.stream(ChatRequest([{"role": "user", "content": "hi"}],
-                                       extra=bad_schema)))
+        list(client.stream(ChatRequest([{"role": "user", "content": "hi"}], extra=bad_schema)))
     assert caught.value.status == 400
     assert "Unable to generate parser for this template" in caught.value.server_message
     assert "unrecognized type bogus" in caught.value.server_message
@@ -214,9 +227,14 @@ def test_thinking_switch_reaches_the_chat_template(llama_url):
     prompts = {}
     with ChatClient(llama_url) as client:
         for enabled in (True, False):
-            builder, _ = _collect(client, ChatRequest(
-                [{"role": "user", "content": "hi"}], max_tokens=2,
-                extra=kind.thinking_fields(enabled)))
+            builder, _ = _collect(
+                client,
+                ChatRequest(
+                    [{"role": "user", "content": "hi"}],
+                    max_tokens=2,
+                    extra=kind.thinking_fields(enabled),
+                ),
+            )
             prompts[enabled] = builder.usage.prompt_tokens
     # off adds "\n</think>\n\n" to what the template renders: a longer prompt
     assert prompts[False] > prompts[True]

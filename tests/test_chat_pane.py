@@ -36,9 +36,11 @@ def _recorded(name: str) -> Scripted:
 
 def sync(test):
     """Run an async Pilot test with asyncio.run (the suite has no async plugin)."""
+
     @functools.wraps(test)
     def run(*args, **kwargs):
         asyncio.run(test(*args, **kwargs))
+
     return run
 
 
@@ -74,13 +76,17 @@ async def test_send_streams_reasoning_and_answer_and_saves_them(server, isolated
     assert saved.stem == session_id
     user, reply = load(saved).turns
     assert (user.content, reply.content, reply.reasoning) == (
-        "hello", "Hello!", "The user greets me.")
+        "hello",
+        "Hello!",
+        "The user greets me.",
+    )
 
 
 @sync
 async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
-    server.answer(Scripted([chunk_event("word ")] * 3, pause=0.05,
-                           repeat_forever=chunk_event("word ")))
+    server.answer(
+        Scripted([chunk_event("word ")] * 3, pause=0.05, repeat_forever=chunk_event("word "))
+    )
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
         view = await _send(pilot, "go on forever")
@@ -153,9 +159,17 @@ async def test_settings_inputs_shape_the_request(server):
 
 @sync
 async def test_http_error_is_shown_in_the_conversation(server):
-    server.answer(Scripted([json.dumps({"error": {"message": "chat template error: roles "
-                                                  "must alternate", "code": 400}}).encode()],
-                           status=400, content_type="application/json"))
+    server.answer(
+        Scripted(
+            [
+                json.dumps(
+                    {"error": {"message": "chat template error: roles must alternate", "code": 400}}
+                ).encode()
+            ],
+            status=400,
+            content_type="application/json",
+        )
+    )
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
         view = await _send(pilot, "hi")
@@ -168,8 +182,13 @@ async def test_http_error_is_shown_in_the_conversation(server):
 
 @sync
 async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
-    server.answer(Scripted([chunk_event(f"line {i}\n\n") for i in range(60)], pause=0.01,
-                           repeat_forever=chunk_event("more\n\n")))
+    server.answer(
+        Scripted(
+            [chunk_event(f"line {i}\n\n") for i in range(60)],
+            pause=0.01,
+            repeat_forever=chunk_event("more\n\n"),
+        )
+    )
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
         log = app.query_one("#chat-log", VerticalScroll)
@@ -193,15 +212,25 @@ async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
 
 @sync
 async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs):
-    with ConversationWriter.create({"endpoint": server.url, "kind": "vllm", "model": "qwen3",
-                                    "system": "be brief"}) as w:
+    with ConversationWriter.create(
+        {"endpoint": server.url, "kind": "vllm", "model": "qwen3", "system": "be brief"}
+    ) as w:
         w.user("What is 2+2?")
         w.reply_started("qwen3", {})
         w.reasoning("Simple sum.")
         w.content("**4**")
-        w.reply_ended({"ttft_s": 0.1, "decode_tps": 20.0, "completion_tokens": 5,
-                       "prompt_tokens": 3, "tokens_from": "usage", "server_tps": None,
-                       "elapsed_s": 0.3, "finish_reason": "stop"})
+        w.reply_ended(
+            {
+                "ttft_s": 0.1,
+                "decode_tps": 20.0,
+                "completion_tokens": 5,
+                "prompt_tokens": 3,
+                "tokens_from": "usage",
+                "server_tps": None,
+                "elapsed_s": 0.3,
+                "finish_reason": "stop",
+            }
+        )
         path = w.path
     with path.open("ab") as fh:
         fh.write(b'{"type": "user", "content": "cut')  # a crash left half a line
@@ -209,8 +238,9 @@ async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+o")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen),
-                         what="conversation list")
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ConversationsScreen), what="conversation list"
+        )
         await pilot.press("enter")
         await wait_until(pilot, lambda: len(app.query(ReplyView)) == 1, what="reopened reply")
         (old,) = app.query(ReplyView)
@@ -221,8 +251,11 @@ async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs
         await _finished(pilot)
     body = server.next_request()["body"]
     assert body["messages"] == [
-        {"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 2+2?"},
-        {"role": "assistant", "content": "**4**"}, {"role": "user", "content": "And 3+3?"}]
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "**4**"},
+        {"role": "user", "content": "And 3+3?"},
+    ]
     turns = load(path).turns
     assert [t.content for t in turns] == ["What is 2+2?", "**4**", "And 3+3?", "Hello!"]
 
@@ -238,8 +271,9 @@ async def test_export_from_the_list_writes_markdown(server, isolated_dirs):
     target = isolated_dirs["data"] / "exports" / f"{w.path.stem}.md"
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("ctrl+o")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen),
-                         what="conversation list")
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ConversationsScreen), what="conversation list"
+        )
         await pilot.press("e")
         await wait_until(pilot, target.exists, what="export")
     assert target.read_text().startswith("# export me\n")

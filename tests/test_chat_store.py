@@ -23,13 +23,23 @@ from sparkdeck.chat.store import (
 )
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
 
-FIGURES = {"ttft_s": 0.25, "decode_tps": 40.0, "completion_tokens": 12, "prompt_tokens": 9,
-           "tokens_from": "usage", "server_tps": 41.5, "elapsed_s": 0.6, "finish_reason": "stop"}
+FIGURES = {
+    "ttft_s": 0.25,
+    "decode_tps": 40.0,
+    "completion_tokens": 12,
+    "prompt_tokens": 9,
+    "tokens_from": "usage",
+    "server_tps": 41.5,
+    "elapsed_s": 0.6,
+    "finish_reason": "stop",
+}
 
 
 def _write_one(directory: Path, system: str = "be brief") -> Path:
-    with ConversationWriter.create({"endpoint": "http://127.0.0.1:8000", "kind": "vllm",
-                                    "model": "qwen3", "system": system}, directory) as w:
+    with ConversationWriter.create(
+        {"endpoint": "http://127.0.0.1:8000", "kind": "vllm", "model": "qwen3", "system": system},
+        directory,
+    ) as w:
         w.user("What is 2+2?")
         w.reply_started("qwen3", {"temperature": 0.2, "max_tokens": 64, "thinking": True})
         for piece in ("Two", " plus", " two"):
@@ -53,11 +63,20 @@ def test_round_trip_rebuilds_turns_history_and_settings(tmp_path):
     assert reply.tool_calls == ['{"index": 0, "function": {"name": "calc"}}']
     assert conversation.messages() == [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4."}]
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4."},
+    ]
     # consecutive pieces of one kind were merged into one line each
     lines = path.read_text().splitlines()
     assert [json.loads(line)["type"] for line in lines] == [
-        "meta", "user", "reply_start", "delta", "delta", "tool_call", "reply_end"]
+        "meta",
+        "user",
+        "reply_start",
+        "delta",
+        "delta",
+        "tool_call",
+        "reply_end",
+    ]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
@@ -100,8 +119,10 @@ def test_failed_reply_without_text_is_not_sent_again(tmp_path):
     w.content("ok")
     w.reply_ended(None)
     w.close()
-    assert load(w.path).messages() == [{"role": "user", "content": "second"},
-                                       {"role": "assistant", "content": "ok"}]
+    assert load(w.path).messages() == [
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "ok"},
+    ]
 
 
 def test_streamed_pieces_reach_the_disk_within_the_flush_interval(tmp_path):
@@ -109,7 +130,7 @@ def test_streamed_pieces_reach_the_disk_within_the_flush_interval(tmp_path):
     w.user("q")
     w.reply_started("m", {})
     w.content("a")
-    assert "\"a\"" not in w.path.read_text()  # batched, not one fsync per token
+    assert '"a"' not in w.path.read_text()  # batched, not one fsync per token
     time.sleep(store.FLUSH_EVERY_S + 0.05)
     w.content("b")  # the flush timer or this piece wrote "a"; "b" follows within the interval
     deadline = time.monotonic() + 10 * store.FLUSH_EVERY_S + 2.0
@@ -122,12 +143,27 @@ def test_streamed_pieces_reach_the_disk_within_the_flush_interval(tmp_path):
 def test_a_killed_chat_process_leaves_a_loadable_conversation(tmp_path, isolated_dirs):
     # A real crash: `sparkdeck chat --save` streaming from a loopback server, killed -9.
     with LoopbackOpenAI() as server:
-        server.answer(Scripted([chunk_event("tok ")] * 5, pause=0.02,
-                               repeat_forever=chunk_event("tok ")))
+        server.answer(
+            Scripted([chunk_event("tok ")] * 5, pause=0.02, repeat_forever=chunk_event("tok "))
+        )
         env = {**os.environ, "SPARKDECK_DATA_DIR": str(isolated_dirs["data"])}
-        proc = subprocess.Popen([sys.executable, "-m", "sparkdeck", "chat", "go", "--save",
-                                 "--endpoint", server.url, "--kind", "openai"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sparkdeck",
+                "chat",
+                "go",
+                "--save",
+                "--endpoint",
+                server.url,
+                "--kind",
+                "openai",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         directory = isolated_dirs["data"] / "conversations"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -41,8 +41,10 @@ def server() -> Iterator[str]:
 @pytest.fixture
 def cpu_hog() -> Iterator[None]:
     """One busy loop per core for the length of the test, ended by its own process ids."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(os.cpu_count() or 2)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
     try:
         yield
     finally:
@@ -60,10 +62,25 @@ def _figures(text: str) -> tuple[float, float]:
 
 def test_cli_figure_matches_the_servers_under_cpu_load(server, cpu_hog):
     done = subprocess.run(
-        [sys.executable, "-m", "sparkdeck", "chat", "--endpoint", server, "--kind", "openai",
-         "--max-tokens", str(TOKENS), "count"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        cwd=Path(__file__).resolve().parents[1])
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "chat",
+            "--endpoint",
+            server,
+            "--kind",
+            "openai",
+            "--max-tokens",
+            str(TOKENS),
+            "count",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(" w") == TOKENS
     client, reported = _figures(done.stderr)
@@ -78,8 +95,9 @@ async def test_chat_pane_figure_matches_the_servers_under_cpu_load(server, cpu_h
     async with app.run_test(size=SIZE) as pilot:
         app.query_one("#chat-max-tokens", Input).value = str(TOKENS)
         view = await _send(pilot, "count")
-        await wait_until(pilot, lambda: not app.pane.streaming, timeout=120,
-                         what="the reply to end")
+        await wait_until(
+            pilot, lambda: not app.pane.streaming, timeout=120, what="the reply to end"
+        )
         caption = str(view.caption.render())
     assert not app.worker_errors
     client, reported = _figures(caption)

@@ -21,8 +21,10 @@ pytestmark = [pytest.mark.vllm]
 
 def _metric(url: str, name: str) -> float:
     text = httpx.get(url + "/metrics", timeout=10).text
-    values = [float(m.group(1)) for m in re.finditer(rf"^vllm:{name}(?:{{[^}}]*}})? (\S+)$",
-                                                       text, re.MULTILINE)]
+    values = [
+        float(m.group(1))
+        for m in re.finditer(rf"^vllm:{name}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
+    ]
     assert values, f"vllm:{name} missing from /metrics"
     return sum(values)
 
@@ -34,8 +36,9 @@ def test_streaming_reply_with_usage(vllm_server):
         events, stamps = [], []
         # 64 pieces: a busy vLLM can hand a short reply over in one read, and a reply
         # that arrives all at once has no measurable decode rate (n/a, honestly)
-        for timed in client.stream(ChatRequest([{"role": "user", "content": "hello"}],
-                                               max_tokens=64)):
+        for timed in client.stream(
+            ChatRequest([{"role": "user", "content": "hello"}], max_tokens=64)
+        ):
             builder.add(timed)
             events.append(timed.delta)
             if isinstance(timed.delta, (Content, Reasoning)):
@@ -62,8 +65,9 @@ def test_streaming_reply_with_usage(vllm_server):
 
 def test_multi_turn_session_saves_and_sends_history(vllm_server, isolated_dirs):
     with ChatClient(vllm_server.base_url) as client:
-        session = ChatSession(client, get_kind("vllm"),
-                              ChatSettings(system="be brief", max_tokens=8))
+        session = ChatSession(
+            client, get_kind("vllm"), ChatSettings(system="be brief", max_tokens=8)
+        )
         first = session.ask("hello")
         second = session.ask("and more")
         session.close()
@@ -88,9 +92,13 @@ def test_cancel_mid_reply_returns_running_requests_to_zero(vllm_server):
     url = vllm_server.base_url
     generated_before = _metric(url, "generation_tokens_total")
     with ChatClient(url) as client:
-        stream = client.stream(ChatRequest([{"role": "user", "content": "go"}],
-                                           max_tokens=1000,
-                                           extra={"n": SEQUENCES, "ignore_eos": True}))
+        stream = client.stream(
+            ChatRequest(
+                [{"role": "user", "content": "go"}],
+                max_tokens=1000,
+                extra={"n": SEQUENCES, "ignore_eos": True},
+            )
+        )
         contents = 0
         for timed in stream:
             if isinstance(timed.delta, Content):
@@ -113,8 +121,13 @@ def test_cancel_mid_reply_returns_running_requests_to_zero(vllm_server):
 
 def test_unknown_model_is_http_404_with_vllms_message(vllm_server):
     with ChatClient(vllm_server.base_url) as client, pytest.raises(HTTPErrorReply) as caught:
-        list(client.stream(ChatRequest([{"role": "user", "content": "hi"}],
-                                       model="no-such-model", max_tokens=4)))
+        list(
+            client.stream(
+                ChatRequest(
+                    [{"role": "user", "content": "hi"}], model="no-such-model", max_tokens=4
+                )
+            )
+        )
     assert caught.value.status == 404
     assert "no-such-model" in caught.value.server_message
     assert "does not exist" in caught.value.server_message
@@ -122,17 +135,21 @@ def test_unknown_model_is_http_404_with_vllms_message(vllm_server):
 
 def test_too_long_a_request_is_http_400_with_vllms_message(vllm_server):
     with ChatClient(vllm_server.base_url) as client, pytest.raises(HTTPErrorReply) as caught:
-        list(client.stream(ChatRequest([{"role": "user", "content": "hi"}],
-                                       max_tokens=100_000)))
+        list(client.stream(ChatRequest([{"role": "user", "content": "hi"}], max_tokens=100_000)))
     assert caught.value.status == 400
     assert "context length" in caught.value.server_message.lower() or (
-        "max_tokens" in caught.value.server_message)
+        "max_tokens" in caught.value.server_message
+    )
 
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_vllm_accepts_its_thinking_switch(vllm_server, enabled):
     fields = get_kind("vllm").thinking_fields(enabled)
     with ChatClient(vllm_server.base_url) as client:
-        deltas = [t.delta for t in client.stream(ChatRequest(
-            [{"role": "user", "content": "hi"}], max_tokens=4, extra=fields))]
+        deltas = [
+            t.delta
+            for t in client.stream(
+                ChatRequest([{"role": "user", "content": "hi"}], max_tokens=4, extra=fields)
+            )
+        ]
     assert deltas[-1] == Done()

@@ -32,8 +32,9 @@ def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
 def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, llama_image):
     port = free_port()
     presets = isolated_dirs["config"] / "presets"
-    write_preset(presets, "cli-tiny", **llama_preset_fields(llama_image, port,
-                                                            pass_env=["HF_TOKEN"]))
+    write_preset(
+        presets, "cli-tiny", **llama_preset_fields(llama_image, port, pass_env=["HF_TOKEN"])
+    )
     launched = run_cli("launch", "cli-tiny", "--no-flush", "--timeout", "60", env=cli_env)
     assert launched.returncode == 0, launched.stderr
     assert "ready in" in launched.stdout and f"http://127.0.0.1:{port}" in launched.stdout
@@ -61,13 +62,15 @@ def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, l
     # the launch's record is there, so the stop leaves word for the next launch to wait
     assert "the next launch waits for it" in stopped.stdout
     assert [p.name for p in (Path(isolated_dirs["data"]) / "returning").iterdir()] == [
-        f"{container.id}.json"]  # keyed by container id: a name is reused by the next launch
+        f"{container.id}.json"
+    ]  # keyed by container id: a name is reused by the next launch
     assert scope_containers(docker_client, scope) == []
     assert run_cli("stop", env=cli_env).stdout.startswith("no sparkdeck engine is running")
 
 
-def test_launch_over_a_running_engine_needs_yes(cli_env, isolated_dirs, scope, docker_client,
-                                                llama_image):
+def test_launch_over_a_running_engine_needs_yes(
+    cli_env, isolated_dirs, scope, docker_client, llama_image
+):
     presets = isolated_dirs["config"] / "presets"
     write_preset(presets, "a", **llama_preset_fields(llama_image, free_port()))
     write_preset(presets, "b", **llama_preset_fields(llama_image, free_port()))
@@ -85,12 +88,16 @@ def test_launch_over_a_running_engine_needs_yes(cli_env, isolated_dirs, scope, d
     assert only.labels["io.sparkdeck.preset"] == "b"
 
 
-def test_launch_errors_exit_1_with_a_clear_message(cli_env, isolated_dirs, scope,
-                                                   docker_client, llama_image):
+def test_launch_errors_exit_1_with_a_clear_message(
+    cli_env, isolated_dirs, scope, docker_client, llama_image
+):
     unknown = run_cli("launch", "no-such-preset", "--no-flush", env=cli_env)
     assert unknown.returncode == 1 and "no preset with id 'no-such-preset'" in unknown.stderr
-    write_preset(isolated_dirs["config"] / "presets", "gpu",
-                 **llama_preset_fields(llama_image, free_port(), gpus=True))
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "gpu",
+        **llama_preset_fields(llama_image, free_port(), gpus=True),
+    )
     gpu = run_cli("launch", "gpu", "--no-flush", env=cli_env)
     assert gpu.returncode == 1 and "NVIDIA container runtime" in gpu.stderr
     assert "Traceback" not in gpu.stderr

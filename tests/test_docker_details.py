@@ -15,8 +15,9 @@ from tests.conftest import busybox_preset, scope_containers
 pytestmark = [pytest.mark.docker]
 
 
-def test_readiness_timeout_leaves_nothing_behind(runtime, docker_client, scope, tmp_path,
-                                                 busybox_image):
+def test_readiness_timeout_leaves_nothing_behind(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     preset = busybox_preset(tmp_path, "silent", busybox_image, "echo loading; sleep 60")
     started = time.monotonic()
     with pytest.raises(ReadinessTimeout) as info:
@@ -29,19 +30,22 @@ def test_readiness_timeout_leaves_nothing_behind(runtime, docker_client, scope, 
 
 def test_ready_when_health_answers_200(runtime, docker_client, scope, tmp_path, busybox_image):
     # busybox httpd serves /www; it starts after a delay, like an engine loading weights
-    preset = busybox_preset(tmp_path, "web", busybox_image,
-                             "sleep 1; exec httpd -f -p 8080 -h /www")
+    preset = busybox_preset(
+        tmp_path, "web", busybox_image, "sleep 1; exec httpd -f -p 8080 -h /www"
+    )
     started = time.monotonic()
     engine = Launcher(runtime).launch(preset, flush=False, timeout=20)
     assert 1.0 <= time.monotonic() - started < 10
     assert engine.alive and engine.health_path == "/index.html"
 
 
-def test_stop_waits_the_grace_period_then_kills(runtime, docker_client, scope, tmp_path,
-                                                busybox_image):
+def test_stop_waits_the_grace_period_then_kills(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     # PID 1 that ignores SIGTERM: only SIGKILL after the grace period ends it
-    preset = busybox_preset(tmp_path, "stubborn", busybox_image,
-                             "trap '' TERM; while true; do sleep 1; done")
+    preset = busybox_preset(
+        tmp_path, "stubborn", busybox_image, "trap '' TERM; while true; do sleep 1; done"
+    )
     engine = runtime.start(preset.container_spec())
     started = time.monotonic()
     runtime.stop(engine.container_id, grace=2)
@@ -50,14 +54,19 @@ def test_stop_waits_the_grace_period_then_kills(runtime, docker_client, scope, t
     assert scope_containers(docker_client, scope) == []
 
 
-def test_hf_cache_and_generated_files_are_mounted(runtime, docker_client, scope, tmp_path,
-                                                  busybox_image, monkeypatch):
+def test_hf_cache_and_generated_files_are_mounted(
+    runtime, docker_client, scope, tmp_path, busybox_image, monkeypatch
+):
     hf_home = tmp_path / "hf"
     monkeypatch.setenv("HF_HOME", str(hf_home))
     preset = busybox_preset(tmp_path, "mounts", busybox_image, "sleep 60", hf_cache=True)
     base = preset.container_spec()
-    spec = ContainerSpec(**{**base.__dict__, "files": (
-        GeneratedFile("/etc/sparkdeck/options.yaml", "kv_cache_config:\n  x: 1\n"),)})
+    spec = ContainerSpec(
+        **{
+            **base.__dict__,
+            "files": (GeneratedFile("/etc/sparkdeck/options.yaml", "kv_cache_config:\n  x: 1\n"),),
+        }
+    )
     engine = runtime.start(spec)
     container = docker_client.containers.get(engine.container_id)
     mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
@@ -69,15 +78,20 @@ def test_hf_cache_and_generated_files_are_mounted(runtime, docker_client, scope,
     assert not (runtime.files_dir / engine.name).exists()  # generated files go with it
 
 
-def test_a_single_file_and_a_missing_directory_can_be_mounted(runtime, docker_client, tmp_path,
-                                                             busybox_image):
+def test_a_single_file_and_a_missing_directory_can_be_mounted(
+    runtime, docker_client, tmp_path, busybox_image
+):
     # a chat template or a config file is often mounted alone; a missing source becomes a dir
     template = tmp_path / "template.jinja"
     template.write_text("{{ messages }}")
     missing = tmp_path / "not-yet" / "models"
-    preset = busybox_preset(tmp_path, "filemount", busybox_image, "sleep 60",
-                             volumes=[f"{template}:/templates/chat.jinja:ro",
-                                      f"{missing}:/models"])
+    preset = busybox_preset(
+        tmp_path,
+        "filemount",
+        busybox_image,
+        "sleep 60",
+        volumes=[f"{template}:/templates/chat.jinja:ro", f"{missing}:/models"],
+    )
     engine = runtime.start(preset.container_spec())
     container = docker_client.containers.get(engine.container_id)
     code, out = container.exec_run(["cat", "/templates/chat.jinja"])
@@ -87,8 +101,12 @@ def test_a_single_file_and_a_missing_directory_can_be_mounted(runtime, docker_cl
 
 
 def test_follow_logs_streams_until_exit(runtime, tmp_path, busybox_image):
-    preset = busybox_preset(tmp_path, "talker", busybox_image,
-                             "for i in 1 2 3; do echo step $i; sleep 0.3; done; exit 0")
+    preset = busybox_preset(
+        tmp_path,
+        "talker",
+        busybox_image,
+        "for i in 1 2 3; do echo step $i; sleep 0.3; done; exit 0",
+    )
     engine = runtime.start(preset.container_spec())
     lines = list(runtime.follow_logs(engine.container_id, tail=10, follow=True))
     assert lines == ["step 1", "step 2", "step 3"]
@@ -96,9 +114,11 @@ def test_follow_logs_streams_until_exit(runtime, tmp_path, busybox_image):
 
 def test_pull_tracker_adds_layers_up():
     tracker = PullTracker()
-    events = [PullProgress("img", None, "Pulling from x", None, None),
-              PullProgress("img", "a", "Downloading", 50, 100),
-              PullProgress("img", "b", "Downloading", 0, 300)]
+    events = [
+        PullProgress("img", None, "Pulling from x", None, None),
+        PullProgress("img", "a", "Downloading", 50, 100),
+        PullProgress("img", "b", "Downloading", 0, 300),
+    ]
     for e in events:
         tracker.update(e)
     assert tracker.fraction == pytest.approx(50 / 400)

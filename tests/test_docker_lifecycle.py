@@ -54,7 +54,9 @@ def test_launch_ready_chat_metrics_stop(runtime, docker_client, scope, tmp_path,
     assert engine.docker_state == "running"
     assert engine.base_url == f"http://127.0.0.1:{port}"
     assert [type(e) for e in events if isinstance(e, (ContainerStarted, EngineReady))] == [
-        ContainerStarted, EngineReady]
+        ContainerStarted,
+        EngineReady,
+    ]
     # published on loopback only, with sparkdeck's labels and the ulimits a Spark engine needs
     attrs = docker_client.containers.get(engine.container_id).attrs
     binding = attrs["HostConfig"]["PortBindings"]["8080/tcp"][0]
@@ -68,16 +70,24 @@ def test_launch_ready_chat_metrics_stop(runtime, docker_client, scope, tmp_path,
     assert attrs["HostConfig"]["DeviceRequests"] in (None, [])  # gpus = false in the preset
 
     # one streamed chat token over the real OpenAI API
-    body = {"model": "tiny", "stream": True, "max_tokens": 4,
-            "messages": [{"role": "user", "content": "hello"}]}
+    body = {
+        "model": "tiny",
+        "stream": True,
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": "hello"}],
+    }
     content_chunks = 0
-    with httpx.stream("POST", engine.base_url + "/v1/chat/completions", json=body,
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", engine.base_url + "/v1/chat/completions", json=body, timeout=30
+    ) as response:
         assert response.status_code == 200
         for line in sse_lines(response):
             if line.startswith("data: ") and line != "data: [DONE]":
-                delta = json.loads(line[6:])["choices"][0]["delta"] if json.loads(
-                    line[6:]).get("choices") else {}
+                delta = (
+                    json.loads(line[6:])["choices"][0]["delta"]
+                    if json.loads(line[6:]).get("choices")
+                    else {}
+                )
                 content_chunks += bool(delta.get("content"))
     assert content_chunks >= 1
 
@@ -92,8 +102,9 @@ def test_launch_ready_chat_metrics_stop(runtime, docker_client, scope, tmp_path,
 
 
 @pytest.mark.llama
-def test_adopt_running_engine_from_a_new_runtime(runtime, docker_client, scope, tmp_path,
-                                                 llama_image):
+def test_adopt_running_engine_from_a_new_runtime(
+    runtime, docker_client, scope, tmp_path, llama_image
+):
     port = free_port()
     preset = _preset(tmp_path, "adoptee", **llama_preset_fields(llama_image, port))
     launched = _launcher(runtime).launch(preset, flush=False)
@@ -103,22 +114,34 @@ def test_adopt_running_engine_from_a_new_runtime(runtime, docker_client, scope, 
     adopted = fresh.current()
     assert adopted is not None
     assert (adopted.container_id, adopted.preset_id, adopted.base_url, adopted.kind) == (
-        launched.container_id, "adoptee", f"http://127.0.0.1:{port}", "llamacpp")
+        launched.container_id,
+        "adoptee",
+        f"http://127.0.0.1:{port}",
+        "llamacpp",
+    )
     assert adopted.metrics_path == "/metrics" and adopted.alive
     fresh.stop(adopted.container_id, grace=5)
     assert scope_containers(docker_client, scope) == []
 
 
-def test_crash_shows_exit_code_and_log_tail(runtime, docker_client, scope, tmp_path,
-                                            busybox_image):
+def test_crash_shows_exit_code_and_log_tail(runtime, docker_client, scope, tmp_path, busybox_image):
     """A running engine that dies on its own is seen as crashed, code and last lines kept."""
     # Docker stamps stdout and stderr in separate goroutines, so lines written in the same
     # instant on both streams have no reliable order; the pause keeps this one unambiguous.
-    script = "for i in $(seq 1 80); do echo line $i; done; sleep 0.5; " \
-             "echo 'fatal: out of memory' >&2; exit 3"
-    preset = _preset(tmp_path, "crasher", title="crasher", kind="openai", image=busybox_image,
-                     port=free_port(), **base_fields(),
-                     openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script]})
+    script = (
+        "for i in $(seq 1 80); do echo line $i; done; sleep 0.5; "
+        "echo 'fatal: out of memory' >&2; exit 3"
+    )
+    preset = _preset(
+        tmp_path,
+        "crasher",
+        title="crasher",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script]},
+    )
     started = runtime.start(preset.container_spec())
     final = runtime.wait_exit(started.container_id, timeout=30)
     assert final.crashed and final.exit_code == 3
@@ -128,12 +151,22 @@ def test_crash_shows_exit_code_and_log_tail(runtime, docker_client, scope, tmp_p
     assert current is not None and current.crashed and current.exit_code == 3
 
 
-def test_crash_during_launch_is_reported_and_cleaned_up(runtime, docker_client, scope,
-                                                         tmp_path, busybox_image):
-    preset = _preset(tmp_path, "dies", title="dies", kind="openai", image=busybox_image,
-                     port=free_port(), **base_fields(),
-                     openai={"container_port": 8080,
-                             "entrypoint": ["/bin/sh", "-c", "echo cannot load model; exit 3"]})
+def test_crash_during_launch_is_reported_and_cleaned_up(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
+    preset = _preset(
+        tmp_path,
+        "dies",
+        title="dies",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "entrypoint": ["/bin/sh", "-c", "echo cannot load model; exit 3"],
+        },
+    )
     with pytest.raises(EngineExited) as info:
         _launcher(runtime).launch(preset, flush=False)
     assert info.value.exit_code == 3
@@ -154,13 +187,17 @@ def test_pull_without_registry_fails_fast_and_clearly(runtime):
 
 
 @pytest.mark.llama
-def test_failed_pull_leaves_the_running_engine_alone(runtime, docker_client, scope, tmp_path,
-                                                     llama_image):
+def test_failed_pull_leaves_the_running_engine_alone(
+    runtime, docker_client, scope, tmp_path, llama_image
+):
     first = _launcher(runtime).launch(
-        _preset(tmp_path, "keeper", **llama_preset_fields(llama_image, free_port())),
-        flush=False)
-    missing = _preset(tmp_path, "unpullable", **llama_preset_fields(
-        "docker.io/sparkdeck/does-not-exist:1.0", free_port()))
+        _preset(tmp_path, "keeper", **llama_preset_fields(llama_image, free_port())), flush=False
+    )
+    missing = _preset(
+        tmp_path,
+        "unpullable",
+        **llama_preset_fields("docker.io/sparkdeck/does-not-exist:1.0", free_port()),
+    )
     with pytest.raises(ImagePullError):
         _launcher(runtime).launch(missing, flush=False)
     assert runtime.inspect(first.container_id).docker_state == "running"
@@ -168,10 +205,10 @@ def test_failed_pull_leaves_the_running_engine_alone(runtime, docker_client, sco
 
 
 @pytest.mark.llama
-def test_gpu_request_without_nvidia_runtime(runtime, docker_client, scope, tmp_path,
-                                            llama_image):
-    preset = _preset(tmp_path, "wants-gpu", **llama_preset_fields(llama_image, free_port(),
-                                                                  gpus=True))
+def test_gpu_request_without_nvidia_runtime(runtime, docker_client, scope, tmp_path, llama_image):
+    preset = _preset(
+        tmp_path, "wants-gpu", **llama_preset_fields(llama_image, free_port(), gpus=True)
+    )
     with pytest.raises(LaunchError) as info:
         _launcher(runtime).launch(preset, flush=False)
     assert "NVIDIA container runtime" in str(info.value)
@@ -195,19 +232,28 @@ def test_port_taken_by_another_program(runtime, docker_client, scope, tmp_path, 
 @pytest.mark.llama
 def test_port_taken_by_another_container(runtime, docker_client, scope, tmp_path, llama_image):
     port = free_port()
-    first = runtime.start(_preset(tmp_path, "one", **llama_preset_fields(
-        llama_image, port)).container_spec())
+    first = runtime.start(
+        _preset(tmp_path, "one", **llama_preset_fields(llama_image, port)).container_spec()
+    )
     with pytest.raises(LaunchError) as info:
-        runtime.start(_preset(tmp_path, "two", **llama_preset_fields(
-            llama_image, port)).container_spec())
+        runtime.start(
+            _preset(tmp_path, "two", **llama_preset_fields(llama_image, port)).container_spec()
+        )
     assert f"port {port}" in str(info.value) and "already in use" in str(info.value)
     assert [c.id for c in scope_containers(docker_client, scope)] == [first.container_id]
 
 
 def test_missing_command_in_image(runtime, docker_client, scope, tmp_path, busybox_image):
-    preset = _preset(tmp_path, "nocmd", title="no command", kind="openai", image=busybox_image,
-                     port=free_port(), **base_fields(),
-                     openai={"container_port": 8080, "entrypoint": ["/opt/engine/serve"]})
+    preset = _preset(
+        tmp_path,
+        "nocmd",
+        title="no command",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={"container_port": 8080, "entrypoint": ["/opt/engine/serve"]},
+    )
     with pytest.raises(LaunchError) as info:
         runtime.start(preset.container_spec())
     assert "'/opt/engine/serve' does not exist in image" in str(info.value)
@@ -215,11 +261,13 @@ def test_missing_command_in_image(runtime, docker_client, scope, tmp_path, busyb
 
 
 @pytest.mark.llama
-def test_switch_stops_the_first_before_the_second_starts(runtime, docker_client, scope,
-                                                         tmp_path, llama_image):
+def test_switch_stops_the_first_before_the_second_starts(
+    runtime, docker_client, scope, tmp_path, llama_image
+):
     port_a, port_b = free_port(), free_port()
     first = _launcher(runtime).launch(
-        _preset(tmp_path, "first", **llama_preset_fields(llama_image, port_a)), flush=False)
+        _preset(tmp_path, "first", **llama_preset_fields(llama_image, port_a)), flush=False
+    )
     seen_when_second_started: dict[str, object] = {}
 
     def on_event(event: object) -> None:
@@ -235,7 +283,8 @@ def test_switch_stops_the_first_before_the_second_starts(runtime, docker_client,
 
     events: list = []
     second = Launcher(runtime, on_event=on_event, stop_grace=5).launch(
-        _preset(tmp_path, "second", **llama_preset_fields(llama_image, port_b)), flush=False)
+        _preset(tmp_path, "second", **llama_preset_fields(llama_image, port_b)), flush=False
+    )
     kinds = [type(e).__name__ for e in events]
     assert kinds.index("PreviousStopped") < kinds.index("ContainerStarted")
     stopped = [e for e in events if isinstance(e, PreviousStopped)]
@@ -245,8 +294,9 @@ def test_switch_stops_the_first_before_the_second_starts(runtime, docker_client,
 
 
 def test_never_stops_a_container_without_the_label(runtime, docker_client, busybox_image):
-    stranger = docker_client.containers.run(busybox_image, ["sleep", "60"], detach=True,
-                                            labels={"purpose": "not sparkdeck's"})
+    stranger = docker_client.containers.run(
+        busybox_image, ["sleep", "60"], detach=True, labels={"purpose": "not sparkdeck's"}
+    )
     try:
         with pytest.raises(NotManaged):
             runtime.stop(stranger.id)
@@ -261,12 +311,18 @@ def test_never_stops_a_container_without_the_label(runtime, docker_client, busyb
         stranger.remove(force=True)
 
 
-def test_container_of_another_scope_is_not_ours(runtime, docker_client, tmp_path,
-                                                busybox_image):
+def test_container_of_another_scope_is_not_ours(runtime, docker_client, tmp_path, busybox_image):
     other = DockerRuntime(docker_client, scope=runtime.scope + "x")
-    preset = _preset(tmp_path, "other", title="other", kind="openai", image=busybox_image,
-                     port=free_port(), **base_fields(),
-                     openai={"container_port": 8080, "entrypoint": ["sleep", "60"]})
+    preset = _preset(
+        tmp_path,
+        "other",
+        title="other",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={"container_port": 8080, "entrypoint": ["sleep", "60"]},
+    )
     theirs = other.start(preset.container_spec())
     try:
         assert runtime.engines() == []
@@ -276,15 +332,21 @@ def test_container_of_another_scope_is_not_ours(runtime, docker_client, tmp_path
         other.stop(theirs.container_id, grace=0)
 
 
-def test_memlock_the_daemon_cannot_grant(runtime, docker_client, scope, tmp_path,
-                                         busybox_image):
+def test_memlock_the_daemon_cannot_grant(runtime, docker_client, scope, tmp_path, busybox_image):
     if host_memlock() == -1:
         # CI's machines give dockerd a finite limit (8 MiB here): unlimited there means the
         # refusal went untested, so under SPARKDECK_REQUIRE_REAL_PARTS it fails.
         unavailable("this host's dockerd may lock unlimited memory: nothing to refuse")
-    preset = _preset(tmp_path, "lockall", title="lock all", kind="openai", image=busybox_image,
-                     port=free_port(), **base_fields(memlock=-1),
-                     openai={"container_port": 8080, "entrypoint": ["sleep", "5"]})
+    preset = _preset(
+        tmp_path,
+        "lockall",
+        title="lock all",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(memlock=-1),
+        openai={"container_port": 8080, "entrypoint": ["sleep", "5"]},
+    )
     with pytest.raises(LaunchError) as info:
         runtime.start(preset.container_spec())
     assert "locked memory (memlock)" in str(info.value)

@@ -41,21 +41,34 @@ def endpoint(service_env, isolated_dirs) -> Iterator[dict]:
     port = free_port()
     env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port)}
     with sink_engine() as engine:
-        attached = run_cli("attach", f"http://127.0.0.1:{engine.server_address[1]}",
-                           "--name", "sink", env=env)
+        attached = run_cli(
+            "attach", f"http://127.0.0.1:{engine.server_address[1]}", "--name", "sink", env=env
+        )
         assert attached.returncode == 0, attached.stderr
         started = run_cli("service", "start", env=env)
         assert started.returncode == 0, started.stderr
-        wait_for(lambda: ask(port, "POST", CHAT, chat_of_size(200)).status == 200,
-                 timeout=30, every=0.3, what="the endpoint forwarding to the stand-in")
-        yield {"port": port, "env": env, "data": isolated_dirs["data"], "engine": engine,
-               "pid": service_pid(env)}
+        wait_for(
+            lambda: ask(port, "POST", CHAT, chat_of_size(200)).status == 200,
+            timeout=30,
+            every=0.3,
+            what="the endpoint forwarding to the stand-in",
+        )
+        yield {
+            "port": port,
+            "env": env,
+            "data": isolated_dirs["data"],
+            "engine": engine,
+            "pid": service_pid(env),
+        }
 
 
 def one_line_each(data, answers: list[Answer]) -> list[dict]:
     """The one request-log line of each answer (waits for the off-loop writes)."""
-    wait_for(lambda: all(rows_of(data, a) for a in answers), timeout=10,
-             what="a request-log line for each request")
+    wait_for(
+        lambda: all(rows_of(data, a) for a in answers),
+        timeout=10,
+        what="a request-log line for each request",
+    )
     time.sleep(0.5)  # a second line for one of them would have come as quickly
     rows = [rows_of(data, a) for a in answers]
     assert all(len(r) == 1 for r in rows), rows
@@ -63,13 +76,21 @@ def one_line_each(data, answers: list[Answer]) -> list[dict]:
 
 
 def test_bodies_that_are_not_a_json_object_get_400_in_openais_shape(endpoint):
-    nested = b'{"model": "%s", "messages": ' % MODEL.encode() + b"[" * 100_000 + \
-        b"]" * 100_000 + b"}"
-    bad = {"nested 100,000 deep": nested, "unparseable": b'{"model": "sink-7b", "messages"',
-           "not an object": b'["sink-7b"]', "empty": b"", "not UTF-8": b'{"model": "\xff"}'}
+    nested = (
+        b'{"model": "%s", "messages": ' % MODEL.encode() + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    )
+    bad = {
+        "nested 100,000 deep": nested,
+        "unparseable": b'{"model": "sink-7b", "messages"',
+        "not an object": b'["sink-7b"]',
+        "empty": b"",
+        "not UTF-8": b'{"model": "\xff"}',
+    }
     received = len(endpoint["engine"].received)
-    answers = {what: ask(endpoint["port"], "POST", CHAT, body,
-                         {"Content-Type": "application/json"}) for what, body in bad.items()}
+    answers = {
+        what: ask(endpoint["port"], "POST", CHAT, body, {"Content-Type": "application/json"})
+        for what, body in bad.items()
+    }
     for what, answer in answers.items():
         assert answer.status == 400, (what, answer)
         assert answer.error["type"] == "invalid_request_error", what
@@ -85,8 +106,11 @@ def test_bodies_that_are_not_a_json_object_get_400_in_openais_shape(endpoint):
 def _held_open(port: int, size: int, first: bytes) -> socket.socket:
     """A request announcing `size` bytes whose body has only begun: its reservation holds."""
     sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall(f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {size}\r\n\r\n".encode() + first)
+    sock.sendall(
+        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n\r\n".encode()
+        + first
+    )
     return sock
 
 
@@ -94,7 +118,7 @@ def _chunked(port: int, total: int) -> Answer:
     """A chunked body of `total` bytes in 1 MiB pieces (no Content-Length to reserve by:
     http.client chunks an iterable body itself)."""
     body = chat_of_size(total)
-    pieces = (body[i:i + MIB] for i in range(0, len(body), MIB))
+    pieces = (body[i : i + MIB] for i in range(0, len(body), MIB))
     return ask(port, "POST", CHAT, pieces, {"Content-Type": "application/json"})
 
 
@@ -142,8 +166,16 @@ def test_ten_concurrent_50_mb_bodies_keep_the_service_under_300_mib(endpoint):
 
     def send() -> None:
         gate.wait()
-        answers.append(ask(endpoint["port"], "POST", CHAT, body,
-                           {"Content-Type": "application/json"}, timeout=120))
+        answers.append(
+            ask(
+                endpoint["port"],
+                "POST",
+                CHAT,
+                body,
+                {"Content-Type": "application/json"},
+                timeout=120,
+            )
+        )
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -155,16 +187,20 @@ def test_ten_concurrent_50_mb_bodies_keep_the_service_under_300_mib(endpoint):
     time.sleep(0.5)  # after the last answer: the memory freed once the bodies were sent on
     sampling.set()
     sampler.join()
-    print(f"service RSS: {baseline / MIB:.0f} MiB before, peak {max(peak) / MIB:.0f} MiB "
-          f"during ten concurrent 50 MB bodies; answers: "
-          f"{sorted(str(a.status or a.failed) for a in answers)}")
+    print(
+        f"service RSS: {baseline / MIB:.0f} MiB before, peak {max(peak) / MIB:.0f} MiB "
+        f"during ten concurrent 50 MB bodies; answers: "
+        f"{sorted(str(a.status or a.failed) for a in answers)}"
+    )
 
     assert len(answers) == 10
     rows = one_line_each(endpoint["data"], answers)
     for answer, row in zip(answers, rows, strict=True):
         # an answer, or a connection that closed after the endpoint refused (its line says)
-        assert answer.status in (200, 503) or (answer.failed and row["status"] in (413, 503)
-                                               ), (answer, row)
+        assert answer.status in (200, 503) or (answer.failed and row["status"] in (413, 503)), (
+            answer,
+            row,
+        )
         if answer.status is not None:
             assert row["status"] == answer.status
         if answer.status == 503:

@@ -43,11 +43,22 @@ class Recorder(BaseHTTPRequestHandler):
         if self.hang_up:
             self.close_connection = True
             return
-        self._answer({"id": "x", "object": "chat.completion", "model": MODEL,
-                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                          "role": "assistant", "content": "hi"}}],
-                      "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
-                     cookie="session=from-the-engine; Path=/")
+        self._answer(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "hi"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            },
+            cookie="session=from-the-engine; Path=/",
+        )
 
     def _answer(self, data: dict, cookie: str | None = None) -> None:
         body = json.dumps(data).encode()
@@ -66,8 +77,12 @@ class Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def endpoint(isolated_dirs, docker_client, scope) -> Iterator[int]:
     port = free_port()
-    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
-           "SPARKDECK_ENDPOINT_PORT": str(port)}
+    env = {
+        **os.environ,
+        "SPARKDECK_SCOPE": scope,
+        "SPARKDECK_SERVICE": "auto",
+        "SPARKDECK_ENDPOINT_PORT": str(port),
+    }
     Recorder.seen, Recorder.hang_up = [], False
     with serving_handler(Recorder) as url:
         attached = run_cli("attach", url, "--name", "recorder", env=env)
@@ -86,8 +101,12 @@ def post(port: int, headers: dict[str, str], answer: list[bytes] | None = None) 
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request("POST", "/v1/chat/completions", body=body,
-                           headers={"Content-Type": "application/json", **headers})
+        connection.request(
+            "POST",
+            "/v1/chat/completions",
+            body=body,
+            headers={"Content-Type": "application/json", **headers},
+        )
         response = connection.getresponse()
         body = response.read()
         if answer is not None:
@@ -104,8 +123,9 @@ def test_the_engine_gets_the_callers_headers_and_no_cookie_from_another_caller(e
         except OSError:
             return False
 
-    wait_for(answered, timeout=30, what="the endpoint answering through the attached server",
-             every=0.3)
+    wait_for(
+        answered, timeout=30, what="the endpoint answering through the attached server", every=0.3
+    )
     assert post(endpoint, {"X-Caller": "second"}) == 200
     first, second = Recorder.seen[-2], Recorder.seen[-1]
     assert first["x-caller"] == "first" and second["x-caller"] == "second"
@@ -117,8 +137,12 @@ def test_the_engine_gets_the_callers_headers_and_no_cookie_from_another_caller(e
 
 
 def test_an_engine_that_hangs_up_gets_the_caller_a_502_that_says_so(endpoint, isolated_dirs):
-    wait_for(lambda: post(endpoint, {}) == 200, timeout=30, every=0.3,
-             what="the endpoint answering through the attached server")
+    wait_for(
+        lambda: post(endpoint, {}) == 200,
+        timeout=30,
+        every=0.3,
+        what="the endpoint answering through the attached server",
+    )
     Recorder.hang_up = True
     body: list[bytes] = []
     assert post(endpoint, {"X-Caller": "hung-up-on"}, body) == 502
@@ -127,7 +151,13 @@ def test_an_engine_that_hangs_up_gets_the_caller_a_502_that_says_so(endpoint, is
     assert Recorder.seen[-1]["x-caller"] == "hung-up-on"  # it did reach the engine
     log = isolated_dirs["data"] / "requests.jsonl"
     # the log is appended off the event loop: the 502's line may come a moment later
-    (row,) = wait_for(lambda: [r for r in map(json.loads, log.read_text().splitlines())
-                               if r["status"] == 502] if log.exists() else None,
-                      timeout=5, what="the 502 in the request log")
+    (row,) = wait_for(
+        lambda: (
+            [r for r in map(json.loads, log.read_text().splitlines()) if r["status"] == 502]
+            if log.exists()
+            else None
+        ),
+        timeout=5,
+        what="the 502 in the request log",
+    )
     assert "did not answer" in row["error"] and row["engine"] == "recorder"

@@ -38,8 +38,7 @@ CHAT = "/v1/chat/completions"
 
 
 def chat(model: str = MODEL) -> bytes:
-    return json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}
-                      ).encode()
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}).encode()
 
 
 @pytest.fixture
@@ -48,13 +47,25 @@ def keyed(service_env, isolated_dirs) -> Iterator[Callable[[], dict]]:
     attaches the stand-in and waits until the endpoint forwards to it."""
     port = free_port()
     env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port), "EP_TEST_KEY": KEY}
-    write_settings(isolated_dirs["config"], {"api_key_env": "EP_TEST_KEY",
-                                            "switch_on_request": True})
+    write_settings(
+        isolated_dirs["config"], {"api_key_env": "EP_TEST_KEY", "switch_on_request": True}
+    )
     # a preset whose stated claim (4000 GiB) never fits: asking for it is the 409
-    write_preset(isolated_dirs["config"] / "presets", "rf-huge", **llama_preset_fields(
-        "sparkdeck-test/none:0", free_port(), llamacpp={
-            "context": 2048, "gpu_layers": 0, "parallel": 2, "memory_gib": 4000.0,
-            "no_mmap_flag": ["--load-mode", "none"]}))
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "rf-huge",
+        **llama_preset_fields(
+            "sparkdeck-test/none:0",
+            free_port(),
+            llamacpp={
+                "context": 2048,
+                "gpu_layers": 0,
+                "parallel": 2,
+                "memory_gib": 4000.0,
+                "no_mmap_flag": ["--load-mode", "none"],
+            },
+        ),
+    )
     with sink_engine() as engine:
         url = f"http://127.0.0.1:{engine.server_address[1]}"
 
@@ -63,15 +74,28 @@ def keyed(service_env, isolated_dirs) -> Iterator[Callable[[], dict]]:
             attached = run_cli("attach", url, "--name", "sink", env=env)
             assert attached.returncode == 0, attached.stderr
             polls: list = []
-            wait_for(lambda: polls.append(ask(port, "POST", CHAT, chat(), {
-                "Authorization": f"Bearer {KEY}"})) or polls[-1].status == 200, timeout=30,
-                every=0.3, what="the endpoint forwarding to the attached stand-in")
+            wait_for(
+                lambda: (
+                    polls.append(
+                        ask(port, "POST", CHAT, chat(), {"Authorization": f"Bearer {KEY}"})
+                    )
+                    or polls[-1].status == 200
+                ),
+                timeout=30,
+                every=0.3,
+                what="the endpoint forwarding to the attached stand-in",
+            )
             return polls
 
         started = run_cli("service", "start", env=env)
         assert started.returncode == 0, started.stderr
-        yield {"port": port, "env": env, "data": isolated_dirs["data"], "attach": attach,
-               "engine": engine}
+        yield {
+            "port": port,
+            "env": env,
+            "data": isolated_dirs["data"],
+            "attach": attach,
+            "engine": engine,
+        }
 
 
 def test_every_refusal_is_one_request_log_line_with_its_status_and_reason(keyed):
@@ -79,29 +103,44 @@ def test_every_refusal_is_one_request_log_line_with_its_status_and_reason(keyed)
     answers = [("no engine", 503, "no_engine", ask(port, "POST", CHAT, chat(), auth))]
     polls = keyed["attach"]()
     answers += [
-        ("wrong key", 401, "invalid_api_key",
-         ask(port, "POST", CHAT, chat(), {"Authorization": "Bearer wrong"})),
+        (
+            "wrong key",
+            401,
+            "invalid_api_key",
+            ask(port, "POST", CHAT, chat(), {"Authorization": "Bearer wrong"}),
+        ),
         ("no key", 401, "invalid_api_key", ask(port, "GET", "/v1/models")),
-        ("another scheme", 401, "invalid_api_key",
-         ask(port, "POST", CHAT, chat(), {"Authorization": f"Basic {KEY}"})),
+        (
+            "another scheme",
+            401,
+            "invalid_api_key",
+            ask(port, "POST", CHAT, chat(), {"Authorization": f"Basic {KEY}"}),
+        ),
         ("unknown path", 404, "unknown_url", ask(port, "GET", "/v1/nothing", headers=auth)),
         ("wrong method", 405, "method_not_allowed", ask(port, "GET", CHAT, headers=auth)),
         ("not JSON", 400, "invalid_json", ask(port, "POST", CHAT, b"{model: ", auth)),
         ("another model", 404, "model_not_found", ask(port, "POST", CHAT, chat("nope"), auth)),
-        ("does not fit", 409, "model_does_not_fit",
-         ask(port, "POST", CHAT, chat("rf-huge"), auth)),
+        ("does not fit", 409, "model_does_not_fit", ask(port, "POST", CHAT, chat("rf-huge"), auth)),
     ]
     # announced past the limit: refused from the headers, before a byte of the body (the
     # client sends none; an endpoint that reads first would wait here until the timeout)
     sent = time.monotonic()
-    answers.append(("announced too large", 413, "request_too_large", ask(
-        port, "POST", CHAT, None, {**auth, "Content-Length": str(65 * 2**20)}, timeout=10)))
+    answers.append(
+        (
+            "announced too large",
+            413,
+            "request_too_large",
+            ask(port, "POST", CHAT, None, {**auth, "Content-Length": str(65 * 2**20)}, timeout=10),
+        )
+    )
     assert time.monotonic() - sent < 5
 
     for what, status, code, answer in answers:
         assert answer.status == status, (what, answer)
-        assert answer.error["code"] == code and answer.error["type"] and \
-            answer.error["message"], (what, answer.body)  # OpenAI's shape, not plain text
+        assert answer.error["code"] == code and answer.error["type"] and answer.error["message"], (
+            what,
+            answer.body,
+        )  # OpenAI's shape, not plain text
     assert answers[5][3].headers.get("allow") == "POST"  # the 405 says what the path takes
     assert KEY not in json.dumps([a.body for *_, a in answers])
 
@@ -127,16 +166,24 @@ def test_the_bearer_scheme_is_matched_without_regard_to_case(keyed):
         assert answer.body["choices"][0]["message"]["content"] == "ok"  # the engine's answer
     assert len(keyed["engine"].received) == received + 3
     # the key itself is still compared exactly
-    assert ask(keyed["port"], "POST", CHAT, chat(),
-               {"Authorization": f"bearer {KEY.upper()}"}).status == 401
+    assert (
+        ask(keyed["port"], "POST", CHAT, chat(), {"Authorization": f"bearer {KEY.upper()}"}).status
+        == 401
+    )
 
 
 def test_require_key_on_loopback_refuses_to_start_without_a_key(isolated_dirs):
-    write_settings(isolated_dirs["config"], {"require_key_on_loopback": True,
-                                            "api_key_env": "EP_LOOPBACK_KEY"})
+    write_settings(
+        isolated_dirs["config"], {"require_key_on_loopback": True, "api_key_env": "EP_LOOPBACK_KEY"}
+    )
     env = {k: v for k, v in os.environ.items() if k != "EP_LOOPBACK_KEY"}
-    done = subprocess.run([sys.executable, "-m", "sparkdeck", "service", "run"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "service", "run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "EP_LOOPBACK_KEY" in done.stderr and "require_key_on_loopback" in done.stderr
     assert "will not start" in done.stderr
@@ -202,8 +249,9 @@ def test_another_unix_user_cannot_use_or_switch_a_keyed_endpoint(keyed):
     received = len(keyed["engine"].received)
     tried = []
     for model in (MODEL, "rf-huge"):  # the running model, and a switch to another preset
-        shown = json.loads(run_as_other_user(OTHER_USER_PROBE, str(keyed["port"]),
-                                             chat(model).decode()))
+        shown = json.loads(
+            run_as_other_user(OTHER_USER_PROBE, str(keyed["port"]), chat(model).decode())
+        )
         assert shown["uid"] == uid_of_other_user() != os.getuid()
         tried += shown["answers"]
     assert [a["status"] for a in tried] == [401] * 6, tried
@@ -211,8 +259,9 @@ def test_another_unix_user_cannot_use_or_switch_a_keyed_endpoint(keyed):
     assert len(keyed["engine"].received) == received
 
     def rows() -> list[dict]:
-        return [row for row in log_rows(keyed["data"])
-                if row["client"] in {a["client"] for a in tried}]
+        return [
+            row for row in log_rows(keyed["data"]) if row["client"] in {a["client"] for a in tried}
+        ]
 
     wait_for(lambda: len(rows()) == 6, timeout=5, what="a log line for each refusal")
     assert all(row["status"] == 401 and "API key" in row["error"] for row in rows()), rows()

@@ -29,11 +29,13 @@ def generated(base_url: str) -> float:
 
 
 def test_attached_vllm_streams_through_the_endpoint_and_is_listed(
-        vllm_server, service_env, isolated_dirs):
+    vllm_server, service_env, isolated_dirs
+):
     env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(free_port())}
     assert run_cli("service", "start", env=env).returncode == 0
-    attached = run_cli("attach", vllm_server.base_url, "--kind", "vllm", "--name", "cpu-vllm",
-                       env=env)
+    attached = run_cli(
+        "attach", vllm_server.base_url, "--kind", "vllm", "--name", "cpu-vllm", env=env
+    )
     assert attached.returncode == 0, attached.stderr
     base = f"http://127.0.0.1:{env['SPARKDECK_ENDPOINT_PORT']}/v1"
     client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
@@ -49,9 +51,15 @@ def test_attached_vllm_streams_through_the_endpoint_and_is_listed(
     assert running[0].owned_by == "vllm"  # vLLM's own entry, passed through
 
     before = generated(vllm_server.base_url)
-    chunks = list(client.chat.completions.create(
-        model=vllm_server.model, messages=[{"role": "user", "content": "hello there"}],
-        max_tokens=24, stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model=vllm_server.model,
+            messages=[{"role": "user", "content": "hello there"}],
+            max_tokens=24,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert sum(bool(c.choices and c.choices[0].delta.content) for c in chunks) >= 3
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 24
     assert all(c.model == vllm_server.model for c in chunks)
@@ -59,13 +67,19 @@ def test_attached_vllm_streams_through_the_endpoint_and_is_listed(
 
     # another model is refused naming vLLM's (no preset names it: nothing to switch to)
     with pytest.raises(openai.NotFoundError) as refused:
-        client.chat.completions.create(model="not-a-model", max_tokens=4,
-                                       messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(
+            model="not-a-model", max_tokens=4, messages=[{"role": "user", "content": "hi"}]
+        )
     assert vllm_server.model in refused.value.body["message"]
 
     log = isolated_dirs["data"] / "requests.jsonl"
-    row = wait_for(lambda: log.exists() and [r for r in map(json.loads,
-                   log.read_text().splitlines()) if r["status"] == 200][:1],
-                   timeout=5, what="the stream logged")[0]
+    row = wait_for(
+        lambda: (
+            log.exists()
+            and [r for r in map(json.loads, log.read_text().splitlines()) if r["status"] == 200][:1]
+        ),
+        timeout=5,
+        what="the stream logged",
+    )[0]
     assert (row["stream"], row["output_tokens"], row["tokens_from"]) == (True, 24, "usage")
     assert row["engine"] == "cpu-vllm" and row["ttft_s"] > 0

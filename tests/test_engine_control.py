@@ -47,7 +47,8 @@ def launch_once(expect: type) -> tuple[list[LaunchEvent], str, list[str]]:
 
 
 def test_the_service_and_this_process_hand_back_the_same_events(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     tiny_preset(isolated_dirs, llama_image, "ctl-tiny")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
 

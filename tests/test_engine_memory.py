@@ -36,8 +36,12 @@ sys.stdin.read()
 
 
 def start_hog(mib: int) -> subprocess.Popen:
-    hog = subprocess.Popen([sys.executable, "-c", HOG, str(mib)], text=True,
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    hog = subprocess.Popen(
+        [sys.executable, "-c", HOG, str(mib)],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert hog.stdout.readline().strip() == "held"
     return hog
 
@@ -49,13 +53,13 @@ def stop_hog(hog: subprocess.Popen) -> None:
 
 def holder(tmp_path: Path, image: str, mib: int, preset_id: str = "holder"):
     """A busybox engine that holds `mib` MiB in its /dev/shm, then serves its health page."""
-    script = (f"head -c {mib * MIB} /dev/zero > /dev/shm/hold && "
-              "exec httpd -f -p 8080 -h /www")
+    script = f"head -c {mib * MIB} /dev/zero > /dev/shm/hold && exec httpd -f -p 8080 -h /www"
     return busybox_preset(tmp_path, preset_id, image, script, startup_timeout=60.0)
 
 
-def test_reader_measures_what_the_engine_holds_not_what_others_hold(runtime, tmp_path,
-                                                                    busybox_image):
+def test_reader_measures_what_the_engine_holds_not_what_others_hold(
+    runtime, tmp_path, busybox_image
+):
     engine = runtime.start(holder(tmp_path, busybox_image, 192).container_spec())
     ready = runtime.wait_ready(engine, 60)
     pids = runtime.host_pids(ready.container_id)
@@ -118,7 +122,8 @@ def test_cgroup_v2_layout_is_read_from_a_recorded_tree(tmp_path):
     (group / "memory.stat").write_text("anon 1048576\nfile 999999999\nshmem 4096\n")
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "mountinfo").write_text(
-        f"30 23 0:26 / {root} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n")
+        f"30 23 0:26 / {root} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+    )
     (proc / "77").mkdir()
     (proc / "77" / "cgroup").write_text("0::/system.slice/docker-abc.scope\n")
     found = cgroup_memory(77, proc)
@@ -141,8 +146,9 @@ def test_nvml_per_process_memory_is_added_only_where_gpu_memory_is_host_memory()
             reading = replay(path)[1][-1][1]
             assert reading.unified_memory is unified
             listed = ((hog.pid, 96 * 2**30), (1, 5 * 2**30))  # pid 1 is not the engine's
-            reading = replace(reading, gpus=tuple(replace(g, processes=listed)
-                                                  for g in reading.gpus[:1]))
+            reading = replace(
+                reading, gpus=tuple(replace(g, processes=listed) for g in reading.gpus[:1])
+            )
             memory = read_engine_memory([hog.pid], reading)
             if unified:
                 assert memory.gpu == 96 * 2**30 and memory.held >= 96 * 2**30 + 32 * MIB

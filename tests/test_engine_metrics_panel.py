@@ -42,9 +42,13 @@ class Host(App):
 
     def on_mount(self) -> None:
         if self.sampler is not None:
-            self.run_worker(sample_forever(self.sampler, self.post_message),
-                            name="engine metrics", group="metrics", exclusive=True,
-                            exit_on_error=False)
+            self.run_worker(
+                sample_forever(self.sampler, self.post_message),
+                name="engine metrics",
+                group="metrics",
+                exclusive=True,
+                exit_on_error=False,
+            )
 
     def on_metrics_tab_trail_sampled(self, message: MetricsTab.TrailSampled) -> None:
         self.trail = message.trail
@@ -52,9 +56,11 @@ class Host(App):
 
 def sync(scenario):
     """Run an async test body in its own event loop (the suite has no asyncio plugin)."""
+
     @functools.wraps(scenario)
     def run(*args, **kwargs):
         return asyncio.run(scenario(*args, **kwargs))
+
     return run
 
 
@@ -63,8 +69,15 @@ def words(app: App, selector: str) -> str:
 
 
 def ok(t: float, tps: float | None, running: float, waiting: float, **more) -> EngineMetrics:
-    return EngineMetrics("vllm", "ok", 1_800_000_000 + t, generation_tps=tps, running=running,
-                         waiting=waiting, **more)
+    return EngineMetrics(
+        "vllm",
+        "ok",
+        1_800_000_000 + t,
+        generation_tps=tps,
+        running=running,
+        waiting=waiting,
+        **more,
+    )
 
 
 async def wait_until(pilot, predicate, timeout: float = 15.0) -> None:
@@ -82,17 +95,36 @@ async def test_panel_renders_numbers_sparklines_and_ceiling():
         app.trail = (
             ok(0, None, 0, 0),
             ok(1, 120.0, 2, 1),
-            ok(2, 480.0, 4, 3, generation_tps_avg=300.0, stream_tps=40.0, kv_usage=0.35,
-               prefix_hit_rate=0.8, ttft_p50_s=0.12, ttft_p90_s=1.5, ceiling_tps=59.3,
-               ceiling_share=40.0 / 59.3, spec_acceptance=0.7),
+            ok(
+                2,
+                480.0,
+                4,
+                3,
+                generation_tps_avg=300.0,
+                stream_tps=40.0,
+                kv_usage=0.35,
+                prefix_hit_rate=0.8,
+                ttft_p50_s=0.12,
+                ttft_p90_s=1.5,
+                ceiling_tps=59.3,
+                ceiling_share=40.0 / 59.3,
+                spec_acceptance=0.7,
+            ),
         )
         await pilot.pause()
         rates = words(app, "#metrics-rates")
         assert "480" in rates and "1 min 300" in rates and "per stream 40.0" in rates
         assert "4 running · 3 waiting" in words(app, "#metrics-queue")
         details = words(app, "#metrics-details")
-        for expected in ("35%", "prefix hits 80%", "p50 120 ms", "p90 1.50 s", "67%",
-                         "of 59.3 tok/s", "spec accept 70%"):
+        for expected in (
+            "35%",
+            "prefix hits 80%",
+            "p50 120 ms",
+            "p90 1.50 s",
+            "67%",
+            "of 59.3 tok/s",
+            "spec accept 70%",
+        ):
             assert expected in details, (expected, details)
         # The first reading had no rate yet: a gap, not a zero.
         assert list(app.query_one("#tps-sparkline", Sparkline).data) == [120.0, 480.0]
@@ -115,11 +147,12 @@ async def test_metrics_off_shows_how_to_switch_them_on():
 def _llama_page(served: list[int]) -> tuple[int, bytes]:
     """A llama-server-shaped /metrics whose token counter grows 500 per request."""
     served.append(1)
-    return 200, ("# TYPE llamacpp:tokens_predicted_total counter\n"
-                 f"llamacpp:tokens_predicted_total {500 * len(served)}\n"
-                 "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
-                 "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2\n"
-                 ).encode()
+    return 200, (
+        "# TYPE llamacpp:tokens_predicted_total counter\n"
+        f"llamacpp:tokens_predicted_total {500 * len(served)}\n"
+        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"
+        "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2\n"
+    ).encode()
 
 
 @pytest.fixture

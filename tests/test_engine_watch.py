@@ -32,8 +32,7 @@ def _wait(predicate, timeout: float, what: str) -> float:
     return time.monotonic() - began
 
 
-def test_a_container_start_and_removal_reach_the_window_at_once(runtime, tmp_path,
-                                                                busybox_image):
+def test_a_container_start_and_removal_reach_the_window_at_once(runtime, tmp_path, busybox_image):
     posted: list = []
     reads: list = []
     reader = EngineReader(lambda: runtime, health_check=lambda url: False)
@@ -54,14 +53,18 @@ def test_a_container_start_and_removal_reach_the_window_at_once(runtime, tmp_pat
 
         preset = busybox_preset(tmp_path, "watched", busybox_image, "sleep 60")
         engine = runtime.start(preset.container_spec())
-        took = _wait(lambda: any(r.engine is not None for r in _readings(posted)), 10.0,
-                     "the started container's reading")
+        took = _wait(
+            lambda: any(r.engine is not None for r in _readings(posted)),
+            10.0,
+            "the started container's reading",
+        )
         assert took < 5.0, took
         assert _readings(posted)[-1].engine.container_id == engine.container_id
 
         runtime.stop(engine.container_id, grace=0)
-        took = _wait(lambda: _readings(posted)[-1].engine is None, 10.0,
-                     "the removed container's reading")
+        took = _wait(
+            lambda: _readings(posted)[-1].engine is None, 10.0, "the removed container's reading"
+        )
         assert took < 5.0, took
     finally:
         stop.set()

@@ -38,9 +38,13 @@ def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
 
 
 def test_a_failed_launch_shows_the_engines_last_lines_until_dismissed(
-        cli_env, isolated_dirs, scope, docker_client, llama_image):
-    write_preset(isolated_dirs["config"] / "presets", "bad-arg",
-                 **llama_preset_fields(llama_image, free_port(), args=[BAD_ARG]))
+    cli_env, isolated_dirs, scope, docker_client, llama_image
+):
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "bad-arg",
+        **llama_preset_fields(llama_image, free_port(), args=[BAD_ARG]),
+    )
     launched = run_cli("launch", "bad-arg", "--no-flush", "--yes", env=cli_env)
     assert launched.returncode == 1, launched.stdout + launched.stderr
 
@@ -56,22 +60,34 @@ def test_a_failed_launch_shows_the_engines_last_lines_until_dismissed(
     plain = run_cli("logs", env=cli_env)
     assert plain.returncode == 1 and "--last-failure" in plain.stderr
 
-    runtime = DockerRuntime(docker_client, scope=scope,
-                            files_dir=isolated_dirs["data"] / "launch-files")
-    app = SparkdeckApp(lambda: load_catalog([(isolated_dirs["config"] / "presets", False)]),
-                       lambda: runtime, flush=False, engine_poll_seconds=0.5)
+    runtime = DockerRuntime(
+        docker_client, scope=scope, files_dir=isolated_dirs["data"] / "launch-files"
+    )
+    app = SparkdeckApp(
+        lambda: load_catalog([(isolated_dirs["config"] / "presets", False)]),
+        lambda: runtime,
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, lambda: "invalid argument" in engine_text(app),
-                             timeout=60.0, what="the engine's own line on the card")
+            await wait_until(
+                pilot,
+                lambda: "invalid argument" in engine_text(app),
+                timeout=60.0,
+                what="the engine's own line on the card",
+            )
             card = engine_text(app)
             assert "--no-such-flag\u241b[2J" in card and "\x1b" not in card
             # another process records a newer failure: `r` shows it, not the old one
             record_failure("bad-arg", "a newer failure", 1, ["error: the newer reason"])
             await pilot.press("r")
-            await wait_until(pilot, lambda: "the newer reason" in engine_text(app),
-                             what="the newer failure after r")
+            await wait_until(
+                pilot,
+                lambda: "the newer reason" in engine_text(app),
+                what="the newer failure after r",
+            )
             assert "invalid argument" not in engine_text(app)
 
     asyncio.run(scenario())

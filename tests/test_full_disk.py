@@ -42,8 +42,12 @@ def small_data_dir(isolated_dirs) -> Iterator[Path]:
     data.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         unavailable("a tmpfs data dir needs root (mount)")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs",
-                              str(data)], capture_output=True, text=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if mounted.returncode != 0:
         unavailable(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -55,9 +59,11 @@ def small_data_dir(isolated_dirs) -> Iterator[Path]:
 
 # ----- the service keeps the guard's decision until the disk has room ----------------------
 
+
 @pytest.mark.docker
 def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when_room_returns(
-        small_data_dir, isolated_dirs, runtime, scope, docker_client, tmp_path, busybox_image):
+    small_data_dir, isolated_dirs, runtime, scope, docker_client, tmp_path, busybox_image
+):
     from tests.support.memory_hog import MemoryHog
     from tests.test_guard_docker import sleeper
     from tests.test_guard_handover import guard_in_hog_reach
@@ -67,23 +73,34 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
     isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
     (isolated_dirs["config"] / "settings.toml").write_text(
         f"[guard]\nstop_available_pct = {guard.stop_available_pct:.2f}\n"
-        f"warn_available_pct = {guard.warn_available_pct:.2f}\n")
+        f"warn_available_pct = {guard.warn_available_pct:.2f}\n"
+    )
     env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
     started = run_cli("service", "start", env=env)
     assert started.returncode == 0, started.stderr
     try:
         engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
         with client_for(env) as client:
-            wait_for(lambda: client.status()["guard"]["guarding"] == engine.name, 30,
-                     "the service guarding the engine")
+            wait_for(
+                lambda: client.status()["guard"]["guarding"] == engine.name,
+                30,
+                "the service guarding the engine",
+            )
             filler = fill(small_data_dir)
             with MemoryHog(hog_size) as hog:
                 hog.allocate()
-                stop = wait_for(lambda: (client.status()["guard"].get("last_stop") or {}
-                                         ).get("done") and client.status()["guard"],
-                                30, "the guard's stop")
-        assert docker_client.containers.list(all=True, filters={
-            "label": f"sparkdeck.scope={scope}"}) == []
+                stop = wait_for(
+                    lambda: (
+                        (client.status()["guard"].get("last_stop") or {}).get("done")
+                        and client.status()["guard"]
+                    ),
+                    30,
+                    "the guard's stop",
+                )
+        assert (
+            docker_client.containers.list(all=True, filters={"label": f"sparkdeck.scope={scope}"})
+            == []
+        )
         # (a "warned" record may come first: the hog crossed the warn band on its way down)
         held = [h for h in stop["unwritten"] if h["action"] != "warned"]
         assert [h["action"] for h in held] == ["stopping", "stopped"], stop["unwritten"]
@@ -94,8 +111,9 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
         said = next(line for line in lines if line.startswith("stop:"))
         assert f"the guard stopped {engine.preset_id}: MemAvailable" in said, status.stdout
         assert said.endswith(", not written yet)"), said
-        unwritten = [line for line in lines if line.startswith("unwritten:")
-                     and " warned " not in line]
+        unwritten = [
+            line for line in lines if line.startswith("unwritten:") and " warned " not in line
+        ]
         assert len(unwritten) == 2 and " stopping " in unwritten[0], status.stdout
         assert " stopped " in unwritten[1] and "kept in memory" in unwritten[1]
         history = run_cli("guard", "--history", env=env)
@@ -103,16 +121,18 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
 
         filler.unlink()  # room again: the next status (or the follower's loop) writes them
         with client_for(env) as client:
-            wait_for(lambda: not client.status()["guard"]["unwritten"], 10,
-                     "the held records written")
+            wait_for(
+                lambda: not client.status()["guard"]["unwritten"], 10, "the held records written"
+            )
         status = run_cli("service", "status", env=env)
         assert "unwritten:" not in status.stdout
         said = next(line for line in status.stdout.splitlines() if line.startswith("stop:"))
         assert "record: " + str(small_data_dir / "guard-actions") in said
         assert not said.endswith("not written yet)"), said
         history = run_cli("guard", "--history", "--json", env=env)
-        rows = [row for row in map(json.loads, history.stdout.splitlines())
-                if row["action"] != "warned"]
+        rows = [
+            row for row in map(json.loads, history.stdout.splitlines()) if row["action"] != "warned"
+        ]
         assert [r["action"] for r in rows] == ["stopped", "stopping"], history.stdout
         assert {r["container_id"] for r in rows} == {engine.container_id}
         assert rows[1]["decision"]["level"] == "stop"
@@ -123,15 +143,24 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
 
 # ----- JSON lines: whole or not at all ------------------------------------------------------
 
+
 def record(n: int, pad: int = 0):
     from sparkdeck.endpoint.request_log import RequestRecord
 
-    return RequestRecord(time=1000.0 + n, client="127.0.0.1:" + "9" * pad, path="/v1/chat",
-                         model="m", status=200, stream=False, prompt_tokens=n)
+    return RequestRecord(
+        time=1000.0 + n,
+        client="127.0.0.1:" + "9" * pad,
+        path="/v1/chat",
+        model="m",
+        status=200,
+        stream=False,
+        prompt_tokens=n,
+    )
 
 
 def test_a_request_line_the_full_disk_cut_short_is_cut_back_and_the_next_one_lands_whole(
-        small_data_dir):
+    small_data_dir,
+):
     from sparkdeck.endpoint.request_log import RequestLog
 
     log = RequestLog(small_data_dir / "requests.jsonl")
@@ -169,8 +198,12 @@ def test_chat_save_on_a_full_disk_says_so_in_one_line_and_leaves_no_file(small_d
 
     fill(small_data_dir)
     with LoopbackOpenAI(models=("qwen3",)) as server:
-        server.answer(Scripted(sse_events((SSE / "vllm_new_reasoning.sse").read_text(
-            encoding="utf-8")), pause=0.005))
+        server.answer(
+            Scripted(
+                sse_events((SSE / "vllm_new_reasoning.sse").read_text(encoding="utf-8")),
+                pause=0.005,
+            )
+        )
         chat = run_cli("chat", "hi", "--save", "--endpoint", server.url, "--kind", "vllm")
     assert chat.returncode == 1, chat.stderr
     assert "Traceback" not in chat.stderr

@@ -48,17 +48,18 @@ def test_collection_pauses_for_start_up_and_resumes_tuned() -> None:
 def test_the_sparkdeck_command_pauses_collection_before_textual_is_imported() -> None:
     """`sparkdeck` with no arguments, in a fresh interpreter: at the moment Textual is first
     imported (the imports are what the pause is for) the collector is already paused."""
-    probe = ("import gc, sys\n"
-             "class AtTextual:\n"
-             "    def find_spec(self, name, path=None, target=None):\n"
-             "        if name == 'textual':\n"
-             "            print('collecting' if gc.isenabled() else 'paused')\n"
-             "            raise SystemExit(0)\n"
-             "sys.meta_path.insert(0, AtTextual())\n"
-             "from sparkdeck.entry import main\n"
-             "main([])\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=60)
+    probe = (
+        "import gc, sys\n"
+        "class AtTextual:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'textual':\n"
+        "            print('collecting' if gc.isenabled() else 'paused')\n"
+        "            raise SystemExit(0)\n"
+        "sys.meta_path.insert(0, AtTextual())\n"
+        "from sparkdeck.entry import main\n"
+        "main([])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "paused", out.stderr
 
 
@@ -79,8 +80,7 @@ def test_freezing_collects_garbage_first_and_freezes_what_survives() -> None:
 
 
 @pytest.mark.parametrize("tune", [True, False])
-def test_the_app_resumes_and_freezes_collection_only_when_asked(tmp_path: Path,
-                                                              tune: bool) -> None:
+def test_the_app_resumes_and_freezes_collection_only_when_asked(tmp_path: Path, tune: bool) -> None:
     gc.unfreeze()
 
     async def scenario() -> None:
@@ -90,16 +90,23 @@ def test_the_app_resumes_and_freezes_collection_only_when_asked(tmp_path: Path,
         threshold = gc.get_threshold()
         started = time.monotonic()
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, lambda: "loaded" in text_of(
-                app.query_one("#environment-panel")), what="the presets")
+            await wait_until(
+                pilot,
+                lambda: "loaded" in text_of(app.query_one("#environment-panel")),
+                what="the presets",
+            )
             # collection resumes, tuned, once the first frame is drawn; untouched otherwise
             assert gc.isenabled()
             assert gc.get_threshold() == ((10_000, 50, threshold[2]) if tune else threshold)
             if time.monotonic() - started < FREEZE_AFTER_S - 0.5:  # a loaded machine may lag
                 assert gc.get_freeze_count() == 0  # not before the first data is on screen
             if tune:
-                await wait_until(pilot, lambda: gc.get_freeze_count() > 0,
-                                 timeout=FREEZE_AFTER_S + 10, what="the freeze")
+                await wait_until(
+                    pilot,
+                    lambda: gc.get_freeze_count() > 0,
+                    timeout=FREEZE_AFTER_S + 10,
+                    what="the freeze",
+                )
             else:
                 await pilot.pause(FREEZE_AFTER_S + 0.5)
                 assert gc.get_freeze_count() == 0

@@ -33,8 +33,7 @@ def spark_memory(available_gib: float, free_gib: float) -> MemorySnapshot:
 
 
 def preset(tmp_path: Path, kind: str, table: dict | None = None, **extra):
-    fields = {"title": kind, "kind": kind, "image": "x/y:1", "model": "m", **base_fields(),
-              **extra}
+    fields = {"title": kind, "kind": kind, "image": "x/y:1", "model": "m", **base_fields(), **extra}
     if table:
         fields[kind] = table
     return load_file(write_preset(tmp_path / "p", f"p-{kind}", **fields))
@@ -42,7 +41,8 @@ def preset(tmp_path: Path, kind: str, table: dict | None = None, **extra):
 
 def test_vllm_claims_its_share_of_memtotal(tmp_path):
     claim = preset(tmp_path, "vllm", {"gpu_memory_utilization": 0.8}).memory_claim(
-        SPARK_TOTAL, GUARD)
+        SPARK_TOTAL, GUARD
+    )
     assert claim.bytes == int(0.8 * SPARK_TOTAL) and not claim.estimated
     assert claim.describe().startswith("97.4 GiB (gpu_memory_utilization 0.8 x MemTotal 121.7")
 
@@ -57,10 +57,12 @@ def test_sglang_adds_the_activation_reserve_from_settings(tmp_path):
 
 def test_trtllm_with_and_without_stated_weights(tmp_path):
     floor = preset(tmp_path, "trtllm", {"free_gpu_memory_fraction": 0.5}).memory_claim(
-        SPARK_TOTAL, GUARD)
+        SPARK_TOTAL, GUARD
+    )
     assert floor.bytes == int(0.5 * SPARK_TOTAL) and "a floor" in floor.note
-    full = preset(tmp_path, "trtllm", {"free_gpu_memory_fraction": 0.5, "weights_gib": 20.0}
-                  ).memory_claim(SPARK_TOTAL, GUARD)
+    full = preset(
+        tmp_path, "trtllm", {"free_gpu_memory_fraction": 0.5, "weights_gib": 20.0}
+    ).memory_claim(SPARK_TOTAL, GUARD)
     assert full.bytes == 20 * GIB + int(0.5 * (SPARK_TOTAL - 20 * GIB))
 
 
@@ -79,8 +81,13 @@ def test_llamacpp_reads_the_local_gguf_and_adds_the_kv_cache(tmp_path):
     gguf_file = write_tiny_gguf(models / "tiny.gguf", n_layers=2, n_head=2, n_head_kv=1)
     shape = read_gguf_shape(gguf_file)
     assert (shape.layers, shape.kv_heads, shape.key_length) == (2, 1, 32)
-    p = preset(tmp_path, "llamacpp", {"context": 4096}, model="/models/tiny.gguf",
-               volumes=[f"{models}:/models:ro"])
+    p = preset(
+        tmp_path,
+        "llamacpp",
+        {"context": 4096},
+        model="/models/tiny.gguf",
+        volumes=[f"{models}:/models:ro"],
+    )
     claim = p.memory_claim(SPARK_TOTAL, GUARD)
     # 4096 tokens x 2 layers x 1 KV head x (32 + 32) x 2 bytes (f16)
     assert claim.bytes == gguf_file.stat().st_size + 4096 * 2 * 1 * 64 * 2
@@ -94,8 +101,7 @@ def test_llamacpp_file_that_is_not_a_gguf_falls_back_to_its_size(tmp_path):
     bogus = tmp_path / "models" / "bad.gguf"
     bogus.parent.mkdir()
     bogus.write_bytes(b"not a gguf" * 1000)
-    p = preset(tmp_path, "llamacpp", model="/models/bad.gguf",
-               volumes=[f"{bogus.parent}:/models"])
+    p = preset(tmp_path, "llamacpp", model="/models/bad.gguf", volumes=[f"{bogus.parent}:/models"])
     claim = p.memory_claim(SPARK_TOTAL, GUARD)
     assert claim.bytes == 10_000 and "KV cache unknown" in claim.note
 
@@ -103,11 +109,14 @@ def test_llamacpp_file_that_is_not_a_gguf_falls_back_to_its_size(tmp_path):
 HEADROOM = int(0.05 * SPARK_TOTAL)  # the stop threshold, kept free on top of a claim
 
 
-@pytest.mark.parametrize("available, free, verdict", [
-    (118.0, 110.0, FITS),               # 97.4 + 6.1 = 103.5 GiB needed, 110 free
-    (118.0, 60.0, FITS_AFTER_FLUSH),    # fits MemAvailable only: the page cache must go
-    (100.0, 95.0, DOES_NOT_FIT),        # short even of MemAvailable
-])
+@pytest.mark.parametrize(
+    "available, free, verdict",
+    [
+        (118.0, 110.0, FITS),  # 97.4 + 6.1 = 103.5 GiB needed, 110 free
+        (118.0, 60.0, FITS_AFTER_FLUSH),  # fits MemAvailable only: the page cache must go
+        (100.0, 95.0, DOES_NOT_FIT),  # short even of MemAvailable
+    ],
+)
 def test_fit_verdicts_for_a_vllm_claim(tmp_path, available, free, verdict):
     claim = preset(tmp_path, "vllm").memory_claim(SPARK_TOTAL, GUARD)
     fit = check_fit(claim, spark_memory(available, free), headroom=HEADROOM)
@@ -145,18 +154,27 @@ def test_flush_reporting_as_root_and_as_a_real_non_root_user(tmp_path):
     gave up root cannot, and the same numbers say "does not fit" (it never flushes)."""
     if os.geteuid() != 0:
         unavailable("needs root to become another user")
-    code = ("import os, sys\n"
-            "from sparkdeck.host.pagecache import can_flush\n"
-            "from sparkdeck.guard.fit import check_fit\n"
-            "from sparkdeck.guard.claims import MemoryClaim\n"
-            "from sparkdeck.host.meminfo import MemorySnapshot\n"
-            "if sys.argv[1] == 'drop': os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
-            "m = MemorySnapshot(100 << 30, 90 << 30, 40 << 30, 50 << 30, 0, 0, 0)\n"
-            "print(check_fit(MemoryClaim(60 << 30, 't'), m, headroom=0, "
-            "flush_possible=can_flush()).verdict)\n")
+    code = (
+        "import os, sys\n"
+        "from sparkdeck.host.pagecache import can_flush\n"
+        "from sparkdeck.guard.fit import check_fit\n"
+        "from sparkdeck.guard.claims import MemoryClaim\n"
+        "from sparkdeck.host.meminfo import MemorySnapshot\n"
+        "if sys.argv[1] == 'drop': os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+        "m = MemorySnapshot(100 << 30, 90 << 30, 40 << 30, 50 << 30, 0, 0, 0)\n"
+        "print(check_fit(MemoryClaim(60 << 30, 't'), m, headroom=0, "
+        "flush_possible=can_flush()).verdict)\n"
+    )
     root_dir = Path(__file__).resolve().parents[1]
-    as_root, as_nobody = (subprocess.run([sys.executable, "-c", code, who], capture_output=True,
-                                         text=True, cwd=root_dir, timeout=60)
-                          for who in ("keep", "drop"))
+    as_root, as_nobody = (
+        subprocess.run(
+            [sys.executable, "-c", code, who],
+            capture_output=True,
+            text=True,
+            cwd=root_dir,
+            timeout=60,
+        )
+        for who in ("keep", "drop")
+    )
     assert as_root.stdout.strip() == FITS_AFTER_FLUSH, as_root.stderr
     assert as_nobody.stdout.strip() == DOES_NOT_FIT, as_nobody.stderr

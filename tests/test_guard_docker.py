@@ -65,16 +65,28 @@ class CrossingSource:
 
 def sleeper(tmp_path: Path, busybox_image: str, preset_id: str = "sleeper", **openai):
     """A busybox "engine" that never answers its health path (a long start-up)."""
-    return busybox_preset(tmp_path, preset_id, busybox_image, "echo loading; sleep 600",
-                          health_path="/health", openai=openai, startup_timeout=60.0)
+    return busybox_preset(
+        tmp_path,
+        preset_id,
+        busybox_image,
+        "echo loading; sleep 600",
+        health_path="/health",
+        openai=openai,
+        startup_timeout=60.0,
+    )
 
 
 def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     source = CrossingSource()
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
-                   lambda: runtime.stop(engine.container_id, grace=0), engine=engine.name)
+    dog = Watchdog(
+        WatchdogPolicy(GuardSettings()),
+        source,
+        lambda: runtime.stop(engine.container_id, grace=0),
+        engine=engine.name,
+    )
     done = threading.Event()
     thread = threading.Thread(target=dog.run, args=(done, lambda: 2.0))
     thread.start()
@@ -94,20 +106,27 @@ def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
     assert (stopped["action"], action["action"]) == ("stopped", "stopping")
     assert action["engine"] == engine.name
     assert len(action["window"]) >= 3 and action["window"][-1]["available"] == int(
-        action["window"][-1]["total"] * 0.03)
+        action["window"][-1]["total"] * 0.03
+    )
 
 
-def test_stop_action_refuses_a_container_sparkdeck_did_not_start(runtime, docker_client,
-                                                                 busybox_image):
-    stranger = docker_client.containers.run(busybox_image, ["sleep", "60"], detach=True,
-                                            labels={"purpose": "not sparkdeck's"})
+def test_stop_action_refuses_a_container_sparkdeck_did_not_start(
+    runtime, docker_client, busybox_image
+):
+    stranger = docker_client.containers.run(
+        busybox_image, ["sleep", "60"], detach=True, labels={"purpose": "not sparkdeck's"}
+    )
     try:
         source = CrossingSource()
         source.cross()
         attempts: list = []
-        dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
-                       ContainerStopper.for_engine(runtime, stranger.id), engine="stranger",
-                       on_attempt=attempts.append)
+        dog = Watchdog(
+            WatchdogPolicy(GuardSettings()),
+            source,
+            ContainerStopper.for_engine(runtime, stranger.id),
+            engine="stranger",
+            on_attempt=attempts.append,
+        )
         dog.step()  # refused, and nothing of it killed directly either
         assert attempts[0].text.startswith("stop refused: refusing to stop")
         assert not attempts[0].done and attempts[0].killed == 0
@@ -119,8 +138,9 @@ def test_stop_action_refuses_a_container_sparkdeck_did_not_start(runtime, docker
         stranger.remove(force=True)
 
 
-def test_guarded_startup_stops_the_engine_and_keeps_the_readings(runtime, docker_client, scope,
-                                                                 tmp_path, busybox_image):
+def test_guarded_startup_stops_the_engine_and_keeps_the_readings(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     # the crossing comes after three readings of the start-up guard, however long the
     # container took to start (1.5 s after the launch began left one reading, or none, on a
     # loaded 2-core machine: the guard starts with the container)
@@ -138,13 +158,15 @@ def test_guarded_startup_stops_the_engine_and_keeps_the_readings(runtime, docker
     (saved,) = [e for e in events if isinstance(e, TimelineSaved)]
     record = json.loads(saved.path.read_text())
     assert record["preset_id"] == "sleeper" and len(record["timeline"]["points"]) >= 3
-    failure = json.loads((Path(os.environ["SPARKDECK_DATA_DIR"]) /
-                          "last-launch-failure.json").read_text())
+    failure = json.loads(
+        (Path(os.environ["SPARKDECK_DATA_DIR"]) / "last-launch-failure.json").read_text()
+    )
     assert "memory guard stopped sleeper" in failure["message"]
 
 
 def test_a_claim_that_does_not_fit_is_refused_and_the_old_engine_keeps_running(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     events: list = []
     launcher = Launcher(runtime, on_event=events.append, stop_grace=2)
     old = runtime.start(sleeper(tmp_path, busybox_image, "old").container_spec())
@@ -158,21 +180,33 @@ def test_a_claim_that_does_not_fit_is_refused_and_the_old_engine_keeps_running(
     assert checked.fit.verdict == DOES_NOT_FIT and not checked.forced
 
 
-def test_cli_refuses_then_force_launches(tmp_path, isolated_dirs, scope, docker_client,
-                                         busybox_image):
+def test_cli_refuses_then_force_launches(
+    tmp_path, isolated_dirs, scope, docker_client, busybox_image
+):
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
-    write_preset(isolated_dirs["config"] / "presets", "huge", title="huge", kind="openai",
-                 image=busybox_image, port=free_port(), **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/", "memory_gib": 4000.0,
-                         "entrypoint": ["/bin/sh", "-c", "echo ok > /www/x; httpd -f -p 8080 "
-                                        "-h /www"]})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "huge",
+        title="huge",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "health_path": "/",
+            "memory_gib": 4000.0,
+            "entrypoint": ["/bin/sh", "-c", "echo ok > /www/x; httpd -f -p 8080 -h /www"],
+        },
+    )
     try:
         refused = run_cli("launch", "huge", "--no-flush", "--yes", env=env)
         assert refused.returncode == 1
         assert "huge does not fit" in refused.stderr and "Pass --force" in refused.stderr
         assert scope_containers(docker_client, scope) == []
-        forced = run_cli("launch", "huge", "--no-flush", "--yes", "--force", "--timeout", "30",
-                         env=env)
+        forced = run_cli(
+            "launch", "huge", "--no-flush", "--yes", "--force", "--timeout", "30", env=env
+        )
         assert forced.returncode == 0, forced.stderr
         assert "memory fit: does not fit (launching anyway: --force)" in forced.stdout
         assert "start-up timeline:" in forced.stdout
@@ -188,13 +222,23 @@ def with_gpu_part(gib: float):
     def read(pids):
         found = read_engine_memory(pids)
         extra = int(gib * 2**30)
-        return replace(found, gpu=extra, held=found.held + extra,
-                       source=found.source + " + NVML per-process") if found.pids else found
+        return (
+            replace(
+                found,
+                gpu=extra,
+                held=found.held + extra,
+                source=found.source + " + NVML per-process",
+            )
+            if found.pids
+            else found
+        )
+
     return read
 
 
-def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope, tmp_path,
-                                                   busybox_image):
+def test_safe_switch_waits_times_out_or_is_skipped(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     def switch(gpu_gib: float, skip: bool) -> list:
         events: list = []
         guard = GuardSettings(switch_timeout_s=2.0)
@@ -202,9 +246,14 @@ def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope
         event = threading.Event()
         if skip:
             event.set()
-        Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
-                 stop_grace=1, engine_memory=with_gpu_part(gpu_gib)).stop_all(
-            wait_memory=True, skip_wait=event)
+        Launcher(
+            runtime,
+            on_event=events.append,
+            guard=guard,
+            gpu_pids=lambda: None,
+            stop_grace=1,
+            engine_memory=with_gpu_part(gpu_gib),
+        ).stop_all(wait_memory=True, skip_wait=event)
         assert scope_containers(docker_client, scope) == []
         return [e.progress for e in events if isinstance(e, SwitchWaited)]
 
@@ -217,11 +266,11 @@ def test_safe_switch_waits_times_out_or_is_skipped(runtime, docker_client, scope
 
 
 @pytest.mark.llama
-def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path,
-                                                              llama_image):
+def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path, llama_image):
     events: list = []
-    preset = load_file(write_preset(tmp_path / "presets", "tl",
-                                    **llama_preset_fields(llama_image, free_port())))
+    preset = load_file(
+        write_preset(tmp_path / "presets", "tl", **llama_preset_fields(llama_image, free_port()))
+    )
     engine = Launcher(runtime, on_event=events.append, stop_grace=2).launch(preset, flush=False)
     (saved,) = [e for e in events if isinstance(e, TimelineSaved)]
     phases = [m.phase for m in saved.timeline.marks]
@@ -234,8 +283,9 @@ def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path
     assert record["available_before"] > 0 and record["fit"]["verdict"]
 
 
-def test_guard_command_prints_decisions_for_the_running_engine(runtime, scope, tmp_path,
-                                                               busybox_image):
+def test_guard_command_prints_decisions_for_the_running_engine(
+    runtime, scope, tmp_path, busybox_image
+):
     runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
     result = run_cli("guard", "--duration", "2.5", env=env)
@@ -256,7 +306,8 @@ def test_guard_command_without_an_engine_says_so(docker_client, scope):
 
 
 def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     """The old engine's host PIDs come from Docker; the NVML listing is a FAKE (no GPU here)
     that keeps listing them for five polls, as a slow-to-exit CUDA process would."""
     engine = runtime.start(sleeper(tmp_path, busybox_image, "gpu").container_spec())
@@ -264,8 +315,13 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
     assert pids and all(Path(f"/proc/{pid}").exists() for pid in pids)
     listings = iter([set(pids) | {1}] * 5)
     events: list = []
-    Launcher(runtime, on_event=events.append, gpu_pids=lambda: next(listings, {1}),
-             guard=GuardSettings(switch_timeout_s=30.0), stop_grace=1).stop_all(wait_memory=True)
+    Launcher(
+        runtime,
+        on_event=events.append,
+        gpu_pids=lambda: next(listings, {1}),
+        guard=GuardSettings(switch_timeout_s=30.0),
+        stop_grace=1,
+    ).stop_all(wait_memory=True)
     progress = [e.progress for e in events if isinstance(e, SwitchWaited)]
     assert [p.state for p in progress] == ["waiting"] * 5 + [BACK]
     assert progress[0].gpu_pids_left == tuple(sorted(pids))
@@ -274,12 +330,14 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
 
 def web(tmp_path: Path, busybox_image: str, preset_id: str = "web"):
     """A busybox "engine" that answers its health path at once (busybox httpd)."""
-    return busybox_preset(tmp_path, preset_id, busybox_image, "exec httpd -f -p 8080 -h /www",
-                          startup_timeout=30.0)
+    return busybox_preset(
+        tmp_path, preset_id, busybox_image, "exec httpd -f -p 8080 -h /www", startup_timeout=30.0
+    )
 
 
 def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     """`sparkdeck stop`, then a launch seconds later: the stop did not wait, so the launch
     waits for the stopped engine's memory (from the returning record the stop left)."""
     from sparkdeck.guard.records import load_returning, save_returning
@@ -296,8 +354,9 @@ def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
 
     events: list = []
     guard = GuardSettings(switch_timeout_s=3.0)
-    launcher = Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
-                        stop_grace=1)
+    launcher = Launcher(
+        runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None, stop_grace=1
+    )
     started = time.monotonic()
     ready = launcher.launch(web(tmp_path, busybox_image), flush=False)
     assert ready.docker_state == "running"
@@ -311,8 +370,9 @@ def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(
     assert load_returning() == []  # waited once, then forgotten
 
     # a stop older than the switch timeout: nothing to wait for, the record is dropped
-    save_returning(replace(returning, container_id="0" * 64, label="older",
-                           stopped_at=time.time() - 600))
+    save_returning(
+        replace(returning, container_id="0" * 64, label="older", stopped_at=time.time() - 600)
+    )
     events.clear()
     launcher.launch(web(tmp_path, busybox_image, "web2"), flush=False)
     assert not [e for e in events if isinstance(e, SwitchWaited) and e.engine == "older"]

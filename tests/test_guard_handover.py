@@ -41,12 +41,14 @@ def guard_in_hog_reach() -> tuple[GuardSettings, int]:
     hog = min(2 * GIB, memory.available // 5) // 4096 * 4096
     start = 100 * memory.available / memory.total
     stop = start - 50 * hog / memory.total
-    return GuardSettings(stop_available_pct=stop,
-                         warn_available_pct=min(stop + 0.5 * (start - stop), 99.0)), hog
+    return GuardSettings(
+        stop_available_pct=stop, warn_available_pct=min(stop + 0.5 * (start - stop), 99.0)
+    ), hog
 
 
 def test_a_failed_stop_is_carried_through_by_the_next_watchdog_after_memory_came_back(
-        runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon):
+    runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon
+):
     engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     hung = DockerRuntime(hung_daemon, scope=scope, files_dir=tmp_path / "files")
     guard, hog_size = guard_in_hog_reach()

@@ -79,8 +79,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.02) 
     return True
 
 
-def guard_thread(dog: Watchdog, hz: float) -> tuple[threading.Thread, threading.Event,
-                                                    list[BaseException]]:
+def guard_thread(
+    dog: Watchdog, hz: float
+) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
     """dog.run in a thread; whatever escapes it is kept (it must be nothing)."""
     done, escaped = threading.Event(), []
 
@@ -97,17 +98,22 @@ def guard_thread(dog: Watchdog, hz: float) -> tuple[threading.Thread, threading.
 
 # ----- the promise at its figure ----------------------------------------------------------
 
+
 def test_threshold_crossed_container_stopped_within_2_s_median_of_5_runs(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     """Five real runs at the running rate (1 Hz), the crossing at a random moment of the
     sampling period; from the crossing to Docker confirming the container removed."""
     latencies = []
     for run in range(5):
         engine = runtime.start(sleeper(tmp_path, busybox_image, f"lat{run}").container_spec())
         source = CrossingSource()
-        dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
-                       ContainerStopper.for_engine(runtime, engine.container_id),
-                       engine=engine.name)
+        dog = Watchdog(
+            WatchdogPolicy(GuardSettings()),
+            source,
+            ContainerStopper.for_engine(runtime, engine.container_id),
+            engine=engine.name,
+        )
         thread, done, escaped = guard_thread(dog, RUNNING_HZ)
         try:
             time.sleep(1.0 + random.uniform(0, 1.0 / RUNNING_HZ))
@@ -118,22 +124,30 @@ def test_threshold_crossed_container_stopped_within_2_s_median_of_5_runs(
         assert not escaped and dog.stopped_by is not None and dog.attempts[-1].done
         assert engine.container_id not in [c.id for c in scope_containers(docker_client, scope)]
         latencies.append(dog.stopped_at - source.crossed_at)
-    print(f"crossing -> removed, 5 runs at {RUNNING_HZ:g} Hz: "
-          + ", ".join(f"{t:.2f}" for t in latencies) + " s")
+    print(
+        f"crossing -> removed, 5 runs at {RUNNING_HZ:g} Hz: "
+        + ", ".join(f"{t:.2f}" for t in latencies)
+        + " s"
+    )
     assert statistics.median(latencies) <= 2.0, latencies
 
 
-def test_container_pids_match_only_that_containers_full_id(tmp_path, runtime, tmp_path_factory,
-                                                            busybox_image):
+def test_container_pids_match_only_that_containers_full_id(
+    tmp_path, runtime, tmp_path_factory, busybox_image
+):
     """The processes killed without Docker: those whose cgroup path names the container's full
     id (cgroupfs or systemd layout), never a neighbour's, never for a short id; and on the
     real daemon exactly the PIDs Docker itself lists for the container."""
     ours, other = "a" * 63 + "1", "a" * 63 + "2"
     proc = tmp_path_factory.mktemp("proc")
-    for pid, line in [(10, f"0::/docker/{ours}"), (11, f"1:name=systemd:/system.slice/"
-                      f"docker-{ours}.scope"), (12, f"0::/docker/{other}"),
-                      (13, f"4:memory:/docker/{ours}/nested"), (14, "0::/user.slice"),
-                      (15, f"0::/docker/{ours}x")]:
+    for pid, line in [
+        (10, f"0::/docker/{ours}"),
+        (11, f"1:name=systemd:/system.slice/docker-{ours}.scope"),
+        (12, f"0::/docker/{other}"),
+        (13, f"4:memory:/docker/{ours}/nested"),
+        (14, "0::/user.slice"),
+        (15, f"0::/docker/{ours}x"),
+    ]:
         (proc / str(pid)).mkdir()
         (proc / str(pid) / "cgroup").write_text(line + "\n")
     (proc / "self").mkdir()
@@ -144,6 +158,7 @@ def test_container_pids_match_only_that_containers_full_id(tmp_path, runtime, tm
 
 
 # ----- a stop that fails -------------------------------------------------------------------
+
 
 @pytest.fixture
 def hung_daemon(tmp_path: Path) -> Iterator[docker.DockerClient]:
@@ -163,7 +178,8 @@ def hung_daemon(tmp_path: Path) -> Iterator[docker.DockerClient]:
 
 
 def test_a_stop_that_raises_does_not_end_the_watchdog_it_retries(
-        runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon):
+    runtime, docker_client, scope, tmp_path, busybox_image, hung_daemon
+):
     engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     hung = DockerRuntime(hung_daemon, scope=scope, files_dir=tmp_path / "files")
     calls: list[float] = []
@@ -175,8 +191,13 @@ def test_a_stop_that_raises_does_not_end_the_watchdog_it_retries(
     attempts: list[StopAttempt] = []
     source = CrossingSource()
     source.cross()
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), source, stop, engine=engine.name,
-                   on_attempt=attempts.append)
+    dog = Watchdog(
+        WatchdogPolicy(GuardSettings()),
+        source,
+        stop,
+        engine=engine.name,
+        on_attempt=attempts.append,
+    )
     thread, done, escaped = guard_thread(dog, 2.0)
     thread.join(timeout=30)
     done.set()
@@ -193,6 +214,7 @@ def test_a_stop_that_raises_does_not_end_the_watchdog_it_retries(
 
 # ----- the daemon paused at the crossing ---------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def private_dockerd() -> Iterator[tuple[int, docker.DockerClient, str]]:
     """A dockerd of this module's own (it is SIGSTOPped: the shared one never is)."""
@@ -200,8 +222,13 @@ def private_dockerd() -> Iterator[tuple[int, docker.DockerClient, str]]:
         unavailable("a private dockerd needs root and docker.io")
     directory = Path(tempfile.mkdtemp(prefix="sdp", dir="/tmp"))  # short: socket paths
     script = REPO / ".ci" / "dockerd.sh"
-    started = subprocess.run(["bash", str(script), "start", str(directory)],
-                             capture_output=True, text=True, timeout=180, check=False)
+    started = subprocess.run(
+        ["bash", str(script), "start", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     if started.returncode != 0:
         subprocess.run(["bash", str(script), "stop", str(directory)], timeout=60, check=False)
         pytest.fail(f"private dockerd did not start: {started.stderr[-2000:]}")
@@ -214,17 +241,14 @@ def private_dockerd() -> Iterator[tuple[int, docker.DockerClient, str]]:
         os.kill(pid, signal.SIGCONT)  # whatever a failed test left
         client.close()
         try:
-            subprocess.run(["bash", str(script), "stop", str(directory)], timeout=120,
-                           check=False)
+            subprocess.run(["bash", str(script), "stop", str(directory)], timeout=120, check=False)
         except subprocess.TimeoutExpired:  # a shutdown that hangs on a busy host: our own
             os.kill(pid, signal.SIGKILL)  # daemon, ended for sure, then its bridge removed
-            subprocess.run(["bash", str(script), "stop", str(directory)], timeout=60,
-                           check=False)
+            subprocess.run(["bash", str(script), "stop", str(directory)], timeout=60, check=False)
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(
-        private_dockerd, tmp_path):
+def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(private_dockerd, tmp_path):
     daemon_pid, client, _ = private_dockerd
     image = ensure_busybox_image(client, Path(shutil.which("busybox") or "/bin/busybox"))
     scope = "t" + uuid.uuid4().hex[:10]
@@ -234,9 +258,13 @@ def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(
     assert pids and all(alive(pid) for pid in pids)
     source = CrossingSource()
     attempts: list[StopAttempt] = []
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), source,
-                   ContainerStopper.for_engine(runtime, engine.container_id),
-                   engine=engine.name, on_attempt=attempts.append)
+    dog = Watchdog(
+        WatchdogPolicy(GuardSettings()),
+        source,
+        ContainerStopper.for_engine(runtime, engine.container_id),
+        engine=engine.name,
+        on_attempt=attempts.append,
+    )
     thread, done, escaped = guard_thread(dog, RUNNING_HZ)
     try:
         time.sleep(1.0 + random.uniform(0, 1.0 / RUNNING_HZ))
@@ -245,18 +273,25 @@ def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(
             source.cross()
             assert wait_for(lambda: not any(alive(pid) for pid in pids), 10.0)
             dead_after = time.monotonic() - source.crossed_at
-            print(f"daemon paused: crossing -> the container's processes dead "
-                  f"{dead_after:.2f} s")
+            print(f"daemon paused: crossing -> the container's processes dead {dead_after:.2f} s")
             assert dead_after <= 2.5, f"{dead_after:.2f} s"
             # Docker stays silent: its call times out (3 s), and the watchdog asks again
-            assert wait_for(lambda: any(a.text.startswith(
-                "stop failed: Docker is not answering; no process of the container is left; "
-                "retrying") for a in attempts), 15.0), [a.text for a in attempts]
+            assert wait_for(
+                lambda: any(
+                    a.text.startswith(
+                        "stop failed: Docker is not answering; no process of the container "
+                        "is left; retrying"
+                    )
+                    for a in attempts
+                ),
+                15.0,
+            ), [a.text for a in attempts]
             assert thread.is_alive() and not escaped and dog.stop_pending
             assert attempts[0].killed == len(pids) and attempts[0].text == (
                 f"Docker has not answered the stop within 0.8 s; killed {len(pids)} process"
                 f"{'es' if len(pids) > 1 else ''} of the container directly; waiting for "
-                "Docker to remove the container")
+                "Docker to remove the container"
+            )
             # the decision was written before anything was done, the kill after it
             actions = [a["action"] for a in reversed(recent_actions())]
             assert actions[:2] == ["stopping", "killed directly"], actions
@@ -264,18 +299,22 @@ def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(
             os.kill(daemon_pid, signal.SIGCONT)
         thread.join(timeout=60)
         assert not thread.is_alive() and not escaped and dog.stopped_by is not None
-        assert client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"},
-                                      ignore_removed=True) == []
+        assert (
+            client.containers.list(
+                all=True, filters={"label": f"{SCOPE}={scope}"}, ignore_removed=True
+            )
+            == []
+        )
         final = recent_actions()[0]
         assert final["action"] == "stopped" and "killed directly" in final["note"]
     finally:
         done.set()
-        for container in client.containers.list(all=True,
-                                                filters={"label": f"{SCOPE}={scope}"}):
+        for container in client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"}):
             container.remove(force=True)
 
 
 # ----- `sparkdeck guard` ------------------------------------------------------------------
+
 
 def test_guard_history_says_when_empty_and_json_always_parses(isolated_dirs):
     env = dict(os.environ)
@@ -294,8 +333,7 @@ def test_guard_history_says_when_empty_and_json_always_parses(isolated_dirs):
     assert rows[0]["note"] == "stopped: Docker ..."
 
 
-def test_guard_json_lines_all_parse_when_the_engine_goes(runtime, scope, tmp_path,
-                                                         busybox_image):
+def test_guard_json_lines_all_parse_when_the_engine_goes(runtime, scope, tmp_path, busybox_image):
     engine = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
     threading.Timer(2.5, lambda: runtime.stop(engine.container_id, grace=0)).start()
@@ -309,9 +347,13 @@ def test_guard_json_lines_all_parse_when_the_engine_goes(runtime, scope, tmp_pat
 def test_guard_piped_into_head_ends_quietly(runtime, scope, tmp_path, busybox_image):
     runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
-    child = subprocess.Popen([sys.executable, "-m", "sparkdeck", "guard", "--duration", "120"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                             stdin=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "guard", "--duration", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     first = child.stdout.readline()  # what `head -1` reads, then it exits
     child.stdout.close()
     # the next line finds the pipe closed: the guard ends then, not when --duration runs out
@@ -322,12 +364,14 @@ def test_guard_piped_into_head_ends_quietly(runtime, scope, tmp_path, busybox_im
 
 
 def test_guard_command_says_what_its_stop_did_in_text_and_json(
-        runtime, docker_client, scope, tmp_path, busybox_image, isolated_dirs):
+    runtime, docker_client, scope, tmp_path, busybox_image, isolated_dirs
+):
     """Thresholds no host meets (settings.toml): the guard stops the engine at its first
     sample and says so: a stop attempt line (a JSON object in --json), then the error."""
     isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
     (isolated_dirs["config"] / "settings.toml").write_text(
-        "[guard]\nstop_available_pct = 99.9\nwarn_available_pct = 99.95\n")
+        "[guard]\nstop_available_pct = 99.9\nwarn_available_pct = 99.95\n"
+    )
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
     runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     text = run_cli("guard", "--duration", "30", env=env)
@@ -342,17 +386,26 @@ def test_guard_command_says_what_its_stop_did_in_text_and_json(
     assert as_json.returncode == 1 and "Traceback" not in as_json.stderr, as_json.stderr
     lines = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert lines[0]["level"] == "stop"
-    assert lines[-1] == {"event": "stop attempt", "done": True, "killed": 0,
-                         "text": "stopped: Docker killed and removed the container"}
+    assert lines[-1] == {
+        "event": "stop attempt",
+        "done": True,
+        "killed": 0,
+        "text": "stopped: Docker killed and removed the container",
+    }
     assert scope_containers(docker_client, scope) == []
 
 
 # ----- the TUI follows every engine ---------------------------------------------------------
 
+
 def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
-    return SparkdeckApp(lambda: load_catalog([(tmp_path / "presets", False)]),
-                        lambda: runtime, settings=Settings(guard=GuardSettings()),
-                        flush=False, engine_poll_seconds=0.5)
+    return SparkdeckApp(
+        lambda: load_catalog([(tmp_path / "presets", False)]),
+        lambda: runtime,
+        settings=Settings(guard=GuardSettings()),
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
 
 def decision_recorder() -> tuple[list[GuardDecisionMade], Callable[[object], None]]:
@@ -371,7 +424,8 @@ def line_text(app: SparkdeckApp) -> str:
 
 
 def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     """Adopted after a (re)start of the TUI while it starts (its health never answers), and
     a healthy engine that hangs (SIGSTOPped: its health check takes longer than 1.5 s)."""
     starting = runtime.start(sleeper(tmp_path, busybox_image).container_spec())
@@ -380,27 +434,50 @@ def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
-            await wait_until(pilot, lambda: "starting" in engine_text(app), timeout=30.0,
-                             what="the engine card saying starting")
-            await wait_until(pilot, lambda: len(decisions) >= 2, timeout=30.0,
-                             what="the watchdog deciding on a starting engine")
+            await wait_until(
+                pilot,
+                lambda: "starting" in engine_text(app),
+                timeout=30.0,
+                what="the engine card saying starting",
+            )
+            await wait_until(
+                pilot,
+                lambda: len(decisions) >= 2,
+                timeout=30.0,
+                what="the watchdog deciding on a starting engine",
+            )
             assert line_text(app).startswith(("memory guard OK", "memory guard WARN"))
             assert "starting" in engine_text(app) and "not running" not in line_text(app)
 
             runtime.stop(starting.container_id, grace=0)
-            await wait_until(pilot, lambda: "not running" in line_text(app), timeout=30.0,
-                             what="the line going off once the container is removed")
+            await wait_until(
+                pilot,
+                lambda: "not running" in line_text(app),
+                timeout=30.0,
+                what="the line going off once the container is removed",
+            )
 
             ready = runtime.start(web(tmp_path, busybox_image).container_spec())
-            await wait_until(pilot, lambda: "ready" in engine_text(app), timeout=30.0,
-                             what="the healthy engine ready")
+            await wait_until(
+                pilot,
+                lambda: "ready" in engine_text(app),
+                timeout=30.0,
+                what="the healthy engine ready",
+            )
             docker_client.containers.get(ready.container_id).kill(signal="SIGSTOP")
-            await wait_until(pilot, lambda: "starting" in engine_text(app),
-                             timeout=HEALTH_TIMEOUT_S + 30.0,
-                             what="the hung engine's card flipping to starting")
+            await wait_until(
+                pilot,
+                lambda: "starting" in engine_text(app),
+                timeout=HEALTH_TIMEOUT_S + 30.0,
+                what="the hung engine's card flipping to starting",
+            )
             seen = len(decisions)
-            await wait_until(pilot, lambda: len(decisions) >= seen + 2, timeout=30.0,
-                             what="decisions while the engine hangs")
+            await wait_until(
+                pilot,
+                lambda: len(decisions) >= seen + 2,
+                timeout=30.0,
+                what="decisions while the engine hangs",
+            )
             assert "not running" not in line_text(app)
             assert [w for w in app.workers if w.group == "guard" and not w.is_finished]
 
@@ -412,7 +489,8 @@ def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
 
 
 def test_tui_running_watchdog_takes_over_before_the_launch_ends(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     """A launch from the dashboard: its start-up watchdog guards the new container until
     ready, and the running watchdog already follows it when the launch worker ends (handed
     over at ready, not left to the next engine poll)."""
@@ -432,8 +510,7 @@ def test_tui_running_watchdog_takes_over_before_the_launch_ends(
             table.move_cursor(row=table.get_row_index("handover"))
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: bool(at_finish), timeout=60.0,
-                             what="the launch's end")
+            await wait_until(pilot, lambda: bool(at_finish), timeout=60.0, what="the launch's end")
 
     asyncio.run(scenario())
     (engine,) = scope_containers(docker_client, scope)
@@ -456,40 +533,68 @@ def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_pa
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), notifications=True, message_hook=hook) as pilot:
-            await wait_until(pilot, lambda: len(decisions) >= 1, timeout=30.0,
-                             what="the watchdog following the engine")
+            await wait_until(
+                pilot,
+                lambda: len(decisions) >= 1,
+                timeout=30.0,
+                what="the watchdog following the engine",
+            )
             os.kill(daemon_pid, signal.SIGSTOP)
             try:
                 # thresholds no host meets, for a watchdog started now on the same engine
                 app.watchdog_line.follow(None)
-                app.settings = Settings(guard=GuardSettings(stop_available_pct=99.9,
-                                                            warn_available_pct=99.95))
+                app.settings = Settings(
+                    guard=GuardSettings(stop_available_pct=99.9, warn_available_pct=99.95)
+                )
                 app.watchdog_line.follow(engine)
-                await wait_until(pilot, lambda: "directly" in line_text(app), timeout=15.0,
-                                 what="the line saying the processes were killed directly")
-                assert "is STOPPING the engine: Docker has not answered the stop within " \
+                await wait_until(
+                    pilot,
+                    lambda: "directly" in line_text(app),
+                    timeout=15.0,
+                    what="the line saying the processes were killed directly",
+                )
+                assert (
+                    "is STOPPING the engine: Docker has not answered the stop within "
                     "0.8 s; killed" in line_text(app)
+                )
                 assert not any(alive(pid) for pid in pids)
                 seen = len(decisions)
-                await wait_until(pilot, lambda: len(decisions) >= seen + 2, timeout=15.0,
-                                 what="decisions going on while Docker is paused")
+                await wait_until(
+                    pilot,
+                    lambda: len(decisions) >= seen + 2,
+                    timeout=15.0,
+                    what="decisions going on while Docker is paused",
+                )
                 assert "STOPPING" in line_text(app)
             finally:
                 os.kill(daemon_pid, signal.SIGCONT)
                 resumed = time.monotonic()
-            await wait_until(pilot, lambda: "STOPPED the engine" in line_text(app),
-                             timeout=90.0, what="the stop confirmed once Docker answers")
+            await wait_until(
+                pilot,
+                lambda: "STOPPED the engine" in line_text(app),
+                timeout=90.0,
+                what="the stop confirmed once Docker answers",
+            )
             print(f"TUI: stop confirmed {time.monotonic() - resumed:.1f} s after SIGCONT")
-            await wait_until(pilot, lambda: any(
-                "the memory guard stopped the engine" in str(t.render())
-                for t in app.screen.query("Toast")), timeout=10.0, what="the toast")
+            await wait_until(
+                pilot,
+                lambda: any(
+                    "the memory guard stopped the engine" in str(t.render())
+                    for t in app.screen.query("Toast")
+                ),
+                timeout=10.0,
+                what="the toast",
+            )
 
     try:
         asyncio.run(scenario())
-        assert client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"},
-                                      ignore_removed=True) == []
+        assert (
+            client.containers.list(
+                all=True, filters={"label": f"{SCOPE}={scope}"}, ignore_removed=True
+            )
+            == []
+        )
     finally:
         os.kill(daemon_pid, signal.SIGCONT)
-        for container in client.containers.list(all=True,
-                                                filters={"label": f"{SCOPE}={scope}"}):
+        for container in client.containers.list(all=True, filters={"label": f"{SCOPE}={scope}"}):
             container.remove(force=True)

@@ -34,13 +34,19 @@ class Replay:
         return next(self.readings)
 
 
-def replay(readings: list[Reading], guard: GuardSettings = GuardSettings()) -> tuple[
-        Watchdog, list, list[float]]:
+def replay(
+    readings: list[Reading], guard: GuardSettings = GuardSettings()
+) -> tuple[Watchdog, list, list[float]]:
     stops: list[float] = []
     decisions: list = []
     source = Replay(readings)
-    dog = Watchdog(WatchdogPolicy(guard), source, lambda: stops.append(dog.window[-1].t),
-                   engine="replayed", on_decision=decisions.append)
+    dog = Watchdog(
+        WatchdogPolicy(guard),
+        source,
+        lambda: stops.append(dog.window[-1].t),
+        engine="replayed",
+        on_decision=decisions.append,
+    )
     for _ in readings:
         dog.step()
         if dog.stopped_by is not None:
@@ -114,9 +120,16 @@ def _flat(pct: float, n: int, full_rate: float = 0.0, some10: float = 0.0) -> li
     return out
 
 
-@pytest.mark.parametrize("pct, some10, level", [
-    (50.0, 0.0, OK), (9.9, 0.0, WARN), (50.0, 10.5, WARN), (4.9, 0.0, STOP), (5.0, 0.0, WARN),
-])
+@pytest.mark.parametrize(
+    "pct, some10, level",
+    [
+        (50.0, 0.0, OK),
+        (9.9, 0.0, WARN),
+        (50.0, 10.5, WARN),
+        (4.9, 0.0, STOP),
+        (5.0, 0.0, WARN),
+    ],
+)
 def test_thresholds(pct, some10, level):
     decision = WatchdogPolicy(GuardSettings()).decide(_flat(pct, 1, some10=some10))
     assert decision.level == level
@@ -134,8 +147,9 @@ def test_without_psi_memory_rules_still_apply_and_a_reset_counter_gives_no_rate(
     decision = WatchdogPolicy(GuardSettings()).decide(readings)
     assert decision.level == STOP and decision.full_rate_pct is None
     spiky = _flat(50.0, 4, full_rate=50.0)
-    reset = replace(spiky[-1], psi=replace(spiky[-1].psi, full=replace(spiky[-1].psi.full,
-                                                                     total_us=0)))
+    reset = replace(
+        spiky[-1], psi=replace(spiky[-1].psi, full=replace(spiky[-1].psi.full, total_us=0))
+    )
     assert WatchdogPolicy(GuardSettings()).decide([*spiky[:-1], reset]).level == OK
 
 
@@ -154,16 +168,18 @@ def test_readings_taken_faster_count_the_stall_rule_in_configured_periods():
     burst = []
     for i, r in enumerate(quarter):  # stalled 80 % of the time over the last 0.75 s only
         stalled = max(0, i - 9) * 0.25 * 0.8
-        burst.append(replace(r, psi=replace(r.psi, full=replace(r.psi.full,
-                                                                total_us=int(stalled * 1e6)))))
+        burst.append(
+            replace(r, psi=replace(r.psi, full=replace(r.psi.full, total_us=int(stalled * 1e6))))
+        )
     assert policy.decide(burst).level == STOP  # counted per reading it would have stopped
     decision = policy.decide(burst, interval_s=1.0)
     assert decision.level == WARN and not decision.stop_conditions_met
     sustained = []
     for r in quarter:
         stalled = r.t * 0.8
-        sustained.append(replace(r, psi=replace(r.psi, full=replace(r.psi.full,
-                                                                    total_us=int(stalled * 1e6)))))
+        sustained.append(
+            replace(r, psi=replace(r.psi, full=replace(r.psi.full, total_us=int(stalled * 1e6))))
+        )
     assert policy.decide(sustained, interval_s=1.0).level == STOP
 
 
@@ -181,8 +197,13 @@ def test_the_watchdog_reads_four_times_a_second_inside_the_warn_band():
             taken.append(time.monotonic())
             return replace(reading, t=time.monotonic())
 
-        dog = Watchdog(WatchdogPolicy(GuardSettings()), read, lambda: None, engine="t",
-                       record=lambda *a, **k: None)
+        dog = Watchdog(
+            WatchdogPolicy(GuardSettings()),
+            read,
+            lambda: None,
+            engine="t",
+            record=lambda *a, **k: None,
+        )
         until = threading.Event()
         timer = threading.Timer(seconds, until.set)
         timer.start()

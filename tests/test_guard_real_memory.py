@@ -91,8 +91,12 @@ def test_memavailable_follows_a_child_that_allocates_and_frees():
 
     cap = min(1024 * MIB, available() // 10)
     step = (cap // 4) // 4096 * 4096
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(step)], text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(step)],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     drops, rises, returned = [], [], []
     try:
         for _ in range(2):
@@ -105,17 +109,18 @@ def test_memavailable_follows_a_child_that_allocates_and_frees():
             for _ in range(4):
                 before = available()
                 talk(child, "f", "freed")
-                progress = SwitchWaiter(available, lambda: None,
-                                        poll_s=0.1).wait(baseline=before + step,
-                                                         margin=int(0.35 * step), timeout=5.0,
-                                                         old_pids=())
+                progress = SwitchWaiter(available, lambda: None, poll_s=0.1).wait(
+                    baseline=before + step, margin=int(0.35 * step), timeout=5.0, old_pids=()
+                )
                 rises.append(progress.available - before)
                 returned.append(progress.state == BACK)
     finally:
         child.kill()
         child.wait(timeout=10)
-    shown = f"steps of {step // MIB} MiB; drops {[d // MIB for d in drops]}, " \
-            f"rises {[r // MIB for r in rises]} MiB"
+    shown = (
+        f"steps of {step // MIB} MiB; drops {[d // MIB for d in drops]}, "
+        f"rises {[r // MIB for r in rises]} MiB"
+    )
     assert abs(statistics.median(drops) - step) < 0.35 * step, shown
     assert abs(statistics.median(rises) - step) < 0.35 * step, shown
     assert sum(returned) >= 5, shown
@@ -160,6 +165,7 @@ def limited_groups() -> Iterator[tuple[Path, Path]]:
                 break
             except OSError:
                 import time
+
                 time.sleep(0.1)
 
 
@@ -186,8 +192,12 @@ def test_pressure_responds_inside_a_memory_limited_cgroup(limited_groups, tmp_pa
         os.fsync(fh.fileno())
         # out of the cache, or the child's reads hit pages charged to this process's group
         os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    child = subprocess.Popen([sys.executable, "-c", THRASH, str(big)], text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", THRASH, str(big)],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
         (v1 / "cgroup.procs").write_text(str(child.pid))
         (v2 / "cgroup.procs").write_text(str(child.pid))

@@ -38,32 +38,47 @@ class TickingEvent(threading.Event):
 
 def returning_memory(clock: FakeClock, start_gib: float, end_gib: float, seconds: float):
     """MemAvailable climbing back linearly after a stop (replayed, not read)."""
+
     def read() -> int:
         frac = min((clock.now - 100.0) / seconds, 1.0)
         return int((start_gib + (end_gib - start_gib) * frac) * GIB)
+
     return read
 
 
 def test_pure_decision():
     common = dict(baseline=100 * GIB, margin=2 * GIB, timeout=120)
-    assert switch_progress(available=97 * GIB, elapsed=5, gpu_pids_left=None,
-                           **common).state == WAITING
-    assert switch_progress(available=98 * GIB, elapsed=5, gpu_pids_left=None,
-                           **common).state == BACK
+    assert (
+        switch_progress(available=97 * GIB, elapsed=5, gpu_pids_left=None, **common).state
+        == WAITING
+    )
+    assert (
+        switch_progress(available=98 * GIB, elapsed=5, gpu_pids_left=None, **common).state == BACK
+    )
     # memory is back, but NVML still lists a process of the old engine: keep waiting
-    assert switch_progress(available=99 * GIB, elapsed=5, gpu_pids_left={4242},
-                           **common).state == WAITING
-    assert switch_progress(available=50 * GIB, elapsed=120, gpu_pids_left=None,
-                           **common).state == TIMED_OUT
+    assert (
+        switch_progress(available=99 * GIB, elapsed=5, gpu_pids_left={4242}, **common).state
+        == WAITING
+    )
+    assert (
+        switch_progress(available=50 * GIB, elapsed=120, gpu_pids_left=None, **common).state
+        == TIMED_OUT
+    )
 
 
 def test_waits_until_memory_is_back_within_the_margin():
     clock = FakeClock()
     seen = []
-    progress = SwitchWaiter(returning_memory(clock, 20, 100, 60), lambda: None, clock=clock,
-                            poll_s=0.5).wait(baseline=100 * GIB, margin=2 * GIB, timeout=120,
-                                             old_pids=(), skip=TickingEvent(clock),
-                                             on_progress=seen.append)
+    progress = SwitchWaiter(
+        returning_memory(clock, 20, 100, 60), lambda: None, clock=clock, poll_s=0.5
+    ).wait(
+        baseline=100 * GIB,
+        margin=2 * GIB,
+        timeout=120,
+        old_pids=(),
+        skip=TickingEvent(clock),
+        on_progress=seen.append,
+    )
     assert progress.state == BACK
     assert 58.0 <= progress.elapsed <= 59.0  # 98 GiB reached at 58.5 s of the 60 s climb
     assert all(p.state == WAITING for p in seen[:-1]) and seen[-1] is progress
@@ -72,9 +87,9 @@ def test_waits_until_memory_is_back_within_the_margin():
 
 def test_times_out_with_a_clear_message():
     clock = FakeClock()
-    progress = SwitchWaiter(returning_memory(clock, 20, 60, 60), lambda: None, clock=clock
-                            ).wait(baseline=100 * GIB, margin=2 * GIB, timeout=120, old_pids=(),
-                                   skip=TickingEvent(clock))
+    progress = SwitchWaiter(returning_memory(clock, 20, 60, 60), lambda: None, clock=clock).wait(
+        baseline=100 * GIB, margin=2 * GIB, timeout=120, old_pids=(), skip=TickingEvent(clock)
+    )
     assert progress.state == TIMED_OUT and progress.elapsed >= 120
     assert "did not come back within 120 s" in progress.describe()
 
@@ -83,14 +98,22 @@ def test_old_gpu_processes_hold_the_wait_and_the_user_can_skip_it():
     clock = FakeClock()
     lingering = itertools.chain([{4242, 7}] * 10, itertools.repeat({7}))  # 7 is not ours
     progress = SwitchWaiter(lambda: 99 * GIB, lambda: next(lingering), clock=clock).wait(
-        baseline=100 * GIB, margin=2 * GIB, timeout=120, old_pids=(4242, 4243),
-        skip=TickingEvent(clock))
+        baseline=100 * GIB,
+        margin=2 * GIB,
+        timeout=120,
+        old_pids=(4242, 4243),
+        skip=TickingEvent(clock),
+    )
     assert progress.state == BACK and progress.gpu_pids_left == ()
     assert progress.elapsed == 5.0  # ten polls of 0.5 s listed 4242
     clock = FakeClock()
     skipped = SwitchWaiter(lambda: 10 * GIB, lambda: set(), clock=clock).wait(
-        baseline=100 * GIB, margin=2 * GIB, timeout=120, old_pids=(),
-        skip=TickingEvent(clock, skip_at=3.0))
+        baseline=100 * GIB,
+        margin=2 * GIB,
+        timeout=120,
+        old_pids=(),
+        skip=TickingEvent(clock, skip_at=3.0),
+    )
     assert skipped.state == SKIPPED and "skipped by the user" in skipped.describe()
 
 
@@ -115,12 +138,19 @@ def test_vllm_and_sglang_phases_from_their_log_lines():
     lines = [(float(i), text) for i, text in enumerate(VLLM_LOG.splitlines())]
     marks = mark_phases(lines, KINDS["vllm"].startup_phases)
     assert [(m.phase, m.t) for m in marks] == [
-        ("weights loading", 1.0), ("KV-cache allocation", 3.0), ("CUDA graph capture", 4.0),
-        ("ready", 5.0)]
+        ("weights loading", 1.0),
+        ("KV-cache allocation", 3.0),
+        ("CUDA graph capture", 4.0),
+        ("ready", 5.0),
+    ]
     lines = [(float(i), text) for i, text in enumerate(SGLANG_LOG.splitlines())]
     marks = mark_phases(lines, KINDS["sglang"].startup_phases)
-    assert [m.phase for m in marks] == ["weights loading", "KV-cache allocation",
-                                        "CUDA graph capture", "ready"]
+    assert [m.phase for m in marks] == [
+        "weights loading",
+        "KV-cache allocation",
+        "CUDA graph capture",
+        "ready",
+    ]
     assert marks[1].t == 1.0  # the first matching line wins
 
 

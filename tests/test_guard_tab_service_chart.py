@@ -37,7 +37,8 @@ def _figures(record: dict) -> str:
 
 
 def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
@@ -54,8 +55,9 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
     assert run_cli("service", "start", env=service_env).returncode == 0
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
     data = isolated_dirs["data"]
     steps: list[str] = []
 
@@ -74,9 +76,12 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
             # 1. The window asks; the service runs the launch.
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "svc-a" in engine_text(app), timeout=READY_S,
-                             what="svc-a ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app) and "svc-a" in engine_text(app),
+                timeout=READY_S,
+                what="svc-a ready",
+            )
             await wait_until(pilot, lambda: not area.busy(), what="svc-a's launch to finish")
             assert "the sparkdeck service launches svc-a" in steps, steps
             (container,) = running()
@@ -85,8 +90,12 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
 
             await pilot.press("g")
             chart = app.query_one(TimelineChart)
-            await wait_until(pilot, lambda: "svc-a" in str(chart.render()), timeout=10,
-                             what=lambda: f"svc-a's chart, not {str(chart.render())!r}")
+            await wait_until(
+                pilot,
+                lambda: "svc-a" in str(chart.render()),
+                timeout=10,
+                what=lambda: f"svc-a's chart, not {str(chart.render())!r}",
+            )
             text = str(chart.render())
             print(text)
             assert text.splitlines()[0].startswith(f"svc-a ({container.name}), saved ")
@@ -96,16 +105,27 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
             # 2. The CLI asks the service for another launch while the guard tab is open:
             # the chart follows within a look or two of its record being saved.
             switched = await asyncio.to_thread(
-                run_cli, "launch", "svc-b", "--yes", "--no-flush", "--timeout", "60",
-                env=service_env, timeout=READY_S + 60)
+                run_cli,
+                "launch",
+                "svc-b",
+                "--yes",
+                "--no-flush",
+                "--timeout",
+                "60",
+                env=service_env,
+                timeout=READY_S + 60,
+            )
             assert switched.returncode == 0, switched.stderr
             assert "sparkdeck service" in switched.stdout, switched.stdout
             (container,) = running()
             record = _record_of(data, container.id)
             assert record["preset_id"] == "svc-b"
-            await wait_until(pilot, lambda: "svc-b" in str(chart.render()),
-                             timeout=10,  # the chart looks every 2 s while shown
-                             what=lambda: f"svc-b's chart, not {str(chart.render())!r}")
+            await wait_until(
+                pilot,
+                lambda: "svc-b" in str(chart.render()),
+                timeout=10,  # the chart looks every 2 s while shown
+                what=lambda: f"svc-b's chart, not {str(chart.render())!r}",
+            )
             text = str(chart.render())
             print(text)
             assert text.splitlines()[0].startswith(f"svc-b ({container.name}), saved ")

@@ -21,7 +21,6 @@ from tests.test_guard_policy import recording
 TOTAL = 100 * GIB  # fake pool size for the pictures
 
 
-
 def does_not_fit():
     memory = MemorySnapshot(TOTAL, 40 * GIB, 30 * GIB, 10 * GIB, 0, 0, 0)
     return check_fit(MemoryClaim(80 * GIB, "0.8 x MemTotal"), memory, headroom=5 * GIB)
@@ -69,8 +68,15 @@ async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second
         await pilot.press("s")
         assert skip.is_set()
         final = switch_progress(available=60 * GIB, elapsed=4, **args)
-        screen.show(final.__class__("skipped", *[getattr(final, f) for f in (
-            "elapsed", "timeout", "target", "available", "gpu_pids_left")]))
+        screen.show(
+            final.__class__(
+                "skipped",
+                *[
+                    getattr(final, f)
+                    for f in ("elapsed", "timeout", "target", "available", "gpu_pids_left")
+                ],
+            )
+        )
         await pilot.pause()
         assert app.results and app.results[0].state == "skipped"
         assert app.screen is not screen
@@ -86,17 +92,30 @@ async def _test_switch_wait_screen_closes_itself_when_memory_is_back():
         screen = SwitchWaitScreen("sparkdeck-old", threading.Event())
         app.push_screen(screen, app.results.append)
         await pilot.pause()
-        screen.show(switch_progress(available=99 * GIB, elapsed=30, baseline=100 * GIB,
-                                    margin=2 * GIB, timeout=120, gpu_pids_left=()))
+        screen.show(
+            switch_progress(
+                available=99 * GIB,
+                elapsed=30,
+                baseline=100 * GIB,
+                margin=2 * GIB,
+                timeout=120,
+                gpu_pids_left=(),
+            )
+        )
         await pilot.pause()
         assert app.results[0].state == "memory back"
 
 
 def ramp_timeline() -> StartupTimeline:
-    points = tuple(TimelinePoint(t, TOTAL - used, used) for t, used in
-                   [(0.0, 10 * GIB), (1.0, 40 * GIB), (2.0, 80 * GIB), (3.0, 60 * GIB)])
-    marks = (PhaseMark(0.0, "weights loading", "x"), PhaseMark(2.0, "KV-cache allocation", "y"),
-             PhaseMark(3.0, "ready", "z"))
+    points = tuple(
+        TimelinePoint(t, TOTAL - used, used)
+        for t, used in [(0.0, 10 * GIB), (1.0, 40 * GIB), (2.0, 80 * GIB), (3.0, 60 * GIB)]
+    )
+    marks = (
+        PhaseMark(0.0, "weights loading", "x"),
+        PhaseMark(2.0, "KV-cache allocation", "y"),
+        PhaseMark(3.0, "ready", "z"),
+    )
     return StartupTimeline(points, marks, TOTAL)
 
 
@@ -137,15 +156,21 @@ async def _test_watchdog_line_shows_each_level():
         line.show(policy.decide(readings[:3]))
         await pilot.pause()
         assert line.has_class("-ok") and "OK" in str(line.render())
-        stop = next(policy.decide(readings[:i]) for i in range(2, len(readings))
-                    if policy.decide(readings[:i]).level == "stop")
+        stop = next(
+            policy.decide(readings[:i])
+            for i in range(2, len(readings))
+            if policy.decide(readings[:i]).level == "stop"
+        )
         line.show(stop)
         await pilot.pause()
         assert line.has_class("-stop") and not line.has_class("-ok")
         # the decision alone is not the stop: the line says STOPPED only once it is done
         assert "STOPPING the engine" in str(line.render())
-        line.show_attempt("stop failed: Docker is not answering; killed 2 processes of the "
-                          "container directly; retrying", done=False)
+        line.show_attempt(
+            "stop failed: Docker is not answering; killed 2 processes of the "
+            "container directly; retrying",
+            done=False,
+        )
         line.show(policy.decide(readings[:3]))  # later readings keep the stop in front
         await pilot.pause()
         assert line.has_class("-stop") and "killed 2 processes" in str(line.render())

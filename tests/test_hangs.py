@@ -42,6 +42,7 @@ NOT_ANSWERING = f"Docker is not answering (no reply within {DOCKER_TIMEOUT_S:g} 
 
 # ----- the test's own Docker daemon -------------------------------------------------------
 
+
 class PrivateDaemon:
     """A dockerd of this module's own, which the tests may pause (SIGSTOP) and resume."""
 
@@ -50,9 +51,13 @@ class PrivateDaemon:
         self.host = ""
 
     def start(self) -> None:
-        done = subprocess.run(["bash", str(REPO / ".ci/dockerd.sh"), "start",
-                               str(self.directory)], capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = subprocess.run(
+            ["bash", str(REPO / ".ci/dockerd.sh"), "start", str(self.directory)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         if done.returncode != 0:
             unavailable(f"cannot start a private dockerd: {done.stderr[-500:]}")
         self.host = done.stdout.strip().splitlines()[-1]
@@ -74,8 +79,12 @@ class PrivateDaemon:
             os.kill(self.pid, signal.SIGCONT)  # a paused daemon cannot shut down
         except (OSError, ValueError):
             pass
-        subprocess.run(["bash", str(REPO / ".ci/dockerd.sh"), "stop", str(self.directory)],
-                       capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            ["bash", str(REPO / ".ci/dockerd.sh"), "stop", str(self.directory)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -107,24 +116,29 @@ def private_busybox(private_client: docker.DockerClient) -> str:
     return ensure_busybox_image(private_client, Path(busybox))
 
 
-def sparkdeck_cli(*args: str, docker_host: str) -> tuple[subprocess.CompletedProcess[str],
-                                                          float]:
+def sparkdeck_cli(*args: str, docker_host: str) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {**os.environ, "DOCKER_HOST": docker_host}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     return done, time.monotonic() - started
 
 
 # ----- Docker does not answer -------------------------------------------------------------
+
 
 @pytest.mark.docker
 def test_reads_say_docker_is_not_answering_within_the_timeout(private_daemon):
     runtime = DockerRuntime.connect(base_url=private_daemon.host, scope="h" + uuid.uuid4().hex[:8])
     assert runtime.current() is None  # it answers while running
     with private_daemon.paused():
-        for read in (runtime.current, lambda: DockerRuntime.connect(
-                base_url=private_daemon.host)):
+        for read in (runtime.current, lambda: DockerRuntime.connect(base_url=private_daemon.host)):
             started = time.monotonic()
             with pytest.raises(DockerNotAnswering) as caught:
                 read()
@@ -143,36 +157,47 @@ def test_status_returns_within_the_timeout_with_one_line(private_daemon):
         done, elapsed = sparkdeck_cli("status", docker_host=private_daemon.host)
     assert done.returncode == 0, done.stderr
     assert elapsed - baseline <= DOCKER_TIMEOUT_S + SLACK_S, (elapsed, baseline)
-    docker_line = next(line for line in done.stdout.splitlines()
-                       if line.startswith("docker:"))
+    docker_line = next(line for line in done.stdout.splitlines() if line.startswith("docker:"))
     assert NOT_ANSWERING in docker_line
     assert "Traceback" not in done.stderr and "Read timed out" not in done.stdout
 
 
 @pytest.mark.docker
-def test_engine_card_says_docker_is_not_answering_and_s_answers(private_daemon, private_busybox,
-                                                                 tmp_path):
+def test_engine_card_says_docker_is_not_answering_and_s_answers(
+    private_daemon, private_busybox, tmp_path
+):
     scope = "h" + uuid.uuid4().hex[:8]
-    preset = busybox_preset(tmp_path, "paused-web", private_busybox,
-                            "exec httpd -f -p 8080 -h /www")
+    preset = busybox_preset(
+        tmp_path, "paused-web", private_busybox, "exec httpd -f -p 8080 -h /www"
+    )
     launcher_runtime = DockerRuntime.connect(base_url=private_daemon.host, scope=scope)
     launcher_runtime.start(preset.container_spec())
-    app = SparkdeckApp(lambda: load_catalog([(tmp_path / "presets", False)]),
-                       lambda: DockerRuntime.connect(base_url=private_daemon.host, scope=scope),
-                       flush=False, engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        lambda: load_catalog([(tmp_path / "presets", False)]),
+        lambda: DockerRuntime.connect(base_url=private_daemon.host, scope=scope),
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
     def toasts() -> list[str]:
         return [str(t.render()) for t in app.screen.query("Toast")]
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "uptime" in engine_text(app), timeout=60.0,
-                             what="the engine ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app) and "uptime" in engine_text(app),
+                timeout=60.0,
+                what="the engine ready",
+            )
             with private_daemon.paused():
                 paused = time.monotonic()
-                await wait_until(pilot, lambda: "Docker is not answering" in engine_text(app),
-                                 timeout=30.0, what="the card to say Docker is not answering")
+                await wait_until(
+                    pilot,
+                    lambda: "Docker is not answering" in engine_text(app),
+                    timeout=30.0,
+                    what="the card to say Docker is not answering",
+                )
                 # one poll in flight (0.5 s period) plus its 5 s timeout
                 assert time.monotonic() - paused <= 0.5 + DOCKER_TIMEOUT_S + 2 * SLACK_S
                 card = engine_text(app)
@@ -181,27 +206,41 @@ def test_engine_card_says_docker_is_not_answering_and_s_answers(private_daemon, 
                 await pilot.pause(1.5)
                 assert engine_text(app) == card  # nothing ticks that cannot be known
                 await pilot.press("s")
-                await wait_until(pilot, lambda: any("Docker is not answering" in t
-                                                    for t in toasts()),
-                                 timeout=2.0, what="an answer to s")
-                await wait_until(pilot, lambda: any(t.startswith("plan stop failed")
-                                                    and NOT_ANSWERING in t for t in toasts()),
-                                 timeout=DOCKER_TIMEOUT_S + SLACK_S,
-                                 what="the stop's failure, said plainly, within one timeout")
-                assert not any("Read timed out" in t or "UnixHTTPConnectionPool" in t
-                               for t in toasts())
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app),
-                             timeout=30.0, what="the card back once Docker answers")
+                await wait_until(
+                    pilot,
+                    lambda: any("Docker is not answering" in t for t in toasts()),
+                    timeout=2.0,
+                    what="an answer to s",
+                )
+                await wait_until(
+                    pilot,
+                    lambda: any(
+                        t.startswith("plan stop failed") and NOT_ANSWERING in t for t in toasts()
+                    ),
+                    timeout=DOCKER_TIMEOUT_S + SLACK_S,
+                    what="the stop's failure, said plainly, within one timeout",
+                )
+                assert not any(
+                    "Read timed out" in t or "UnixHTTPConnectionPool" in t for t in toasts()
+                )
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app),
+                timeout=30.0,
+                what="the card back once Docker answers",
+            )
 
     try:
         asyncio.run(scenario())
     finally:
-        for container in launcher_runtime.client.containers.list(all=True, filters={
-                "label": f"io.sparkdeck.scope={scope}"}):
+        for container in launcher_runtime.client.containers.list(
+            all=True, filters={"label": f"io.sparkdeck.scope={scope}"}
+        ):
             container.remove(force=True)
 
 
 # ----- the engine does not answer ---------------------------------------------------------
+
 
 @pytest.fixture
 def frozen_llama(tmp_path, runtime, llama_image, docker_client) -> Iterator[str]:
@@ -225,20 +264,23 @@ def frozen_llama(tmp_path, runtime, llama_image, docker_client) -> Iterator[str]
 def test_chat_and_bench_say_the_engine_is_not_answering(frozen_llama):
     host = os.environ.get("DOCKER_HOST", "")
     _, baseline = sparkdeck_cli("presets", "--json", docker_host=host)
-    for command in (["chat", "hello", "--max-tokens", "4"],
-                    ["bench", "--runs", "1", "--output-tokens", "4"]):
-        done, elapsed = sparkdeck_cli(*command, "--endpoint", frozen_llama, "--kind",
-                                      "llamacpp", docker_host=host)
+    for command in (
+        ["chat", "hello", "--max-tokens", "4"],
+        ["bench", "--runs", "1", "--output-tokens", "4"],
+    ):
+        done, elapsed = sparkdeck_cli(
+            *command, "--endpoint", frozen_llama, "--kind", "llamacpp", docker_host=host
+        )
         assert done.returncode == 1, (command, done.stdout, done.stderr)
-        assert elapsed - baseline <= LOOKUP_TIMEOUT_S + 2 * SLACK_S, (command, elapsed,
-                                                                        baseline)
-        assert (f"the engine is not answering (no reply from {frozen_llama}/v1/models within "
-                f"{LOOKUP_TIMEOUT_S:g} s)") in done.stderr, (command, done.stderr)
+        assert elapsed - baseline <= LOOKUP_TIMEOUT_S + 2 * SLACK_S, (command, elapsed, baseline)
+        assert (
+            f"the engine is not answering (no reply from {frozen_llama}/v1/models within "
+            f"{LOOKUP_TIMEOUT_S:g} s)"
+        ) in done.stderr, (command, done.stderr)
         assert "Traceback" not in done.stderr
 
     # Without --kind the kind is probed first: one silent path is enough to say so.
-    done, elapsed = sparkdeck_cli("chat", "hello", "--endpoint", frozen_llama,
-                                  docker_host=host)
+    done, elapsed = sparkdeck_cli("chat", "hello", "--endpoint", frozen_llama, docker_host=host)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert elapsed - baseline <= PROBE_TIMEOUT_S + 2 * SLACK_S, (elapsed, baseline)
     assert f"the engine is not answering (no reply from {frozen_llama}/" in done.stderr

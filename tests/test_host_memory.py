@@ -72,14 +72,21 @@ def test_flush_as_non_root_says_how_to_allow_it():
         unavailable("needs root to become another user")
     # The interpreter lives under /root here, which nobody may not execute: start as root,
     # load sparkdeck, then drop to nobody before asking to flush.
-    code = ("import os\n"
-            "from sparkdeck.host.pagecache import flush_page_cache, can_flush, "
-            "FlushNotPermitted\n"
-            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
-            "print('can', can_flush())\n"
-            "try:\n    flush_page_cache()\nexcept FlushNotPermitted as e:\n    print(e)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[1], timeout=60)
+    code = (
+        "import os\n"
+        "from sparkdeck.host.pagecache import flush_page_cache, can_flush, "
+        "FlushNotPermitted\n"
+        "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+        "print('can', can_flush())\n"
+        "try:\n    flush_page_cache()\nexcept FlushNotPermitted as e:\n    print(e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("can False")
     assert HOW_TO_ALLOW.splitlines()[0] in result.stdout

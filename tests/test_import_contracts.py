@@ -25,17 +25,24 @@ PACKAGE = Path(sparkdeck.__file__).parent
 
 def top_level_parts() -> set[str]:
     """sparkdeck's top-level modules and packages, as dotted names."""
-    names = {f"sparkdeck.{p.stem}" for p in PACKAGE.glob("*.py")
-             if p.stem not in ("__init__", "__main__")}
-    names |= {f"sparkdeck.{p.name}" for p in PACKAGE.iterdir()
-              if p.is_dir() and (p / "__init__.py").is_file()}
+    names = {
+        f"sparkdeck.{p.stem}"
+        for p in PACKAGE.glob("*.py")
+        if p.stem not in ("__init__", "__main__")
+    }
+    names |= {
+        f"sparkdeck.{p.name}"
+        for p in PACKAGE.iterdir()
+        if p.is_dir() and (p / "__init__.py").is_file()
+    }
     return names
 
 
 def test_the_import_contracts_hold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(ROOT)  # the contracts name modules; grimp finds them from here
-    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"),
-                        cache_dir=str(tmp_path), no_logo=True)
+    code = lint_imports(
+        config_filename=str(ROOT / "pyproject.toml"), cache_dir=str(tmp_path), no_logo=True
+    )
     assert code == 0, "an import contract is broken: run `lint-imports` for the chain"
 
 
@@ -47,8 +54,7 @@ def test_the_docker_contract_covers_every_part_but_the_runtime() -> None:
 
 def package_cycles() -> list[list[str]]:
     """Cycles among top-level parts (strongly connected groups of more than one)."""
-    graph = grimp.build_graph("sparkdeck", exclude_type_checking_imports=True,
-                              cache_dir=None)
+    graph = grimp.build_graph("sparkdeck", exclude_type_checking_imports=True, cache_dir=None)
     parts = top_level_parts()
 
     def part(module: str) -> str | None:
@@ -93,4 +99,3 @@ def package_cycles() -> list[list[str]]:
 
 def test_no_package_level_import_cycle() -> None:
     assert package_cycles() == []
-

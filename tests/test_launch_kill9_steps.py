@@ -30,13 +30,25 @@ pytestmark = pytest.mark.docker
 def web_preset(presets, preset_id: str, image: str, health_delay_s: float = 0.0) -> None:
     # busybox httpd as PID 1 behind sh with a TERM trap (a stop takes no grace period); the
     # health page appears only after `health_delay_s`, so the launch sits in its health wait
-    script = ("trap 'exit 0' TERM; mkdir -p /www; "
-              f"(sleep {health_delay_s}; echo ok > /www/health) & "
-              "httpd -f -p 8080 -h /www & wait")
-    write_preset(presets, preset_id, title=preset_id, kind="openai", image=image,
-                 port=free_port(), **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/health",
-                         "entrypoint": ["/bin/sh", "-c", script]})
+    script = (
+        "trap 'exit 0' TERM; mkdir -p /www; "
+        f"(sleep {health_delay_s}; echo ok > /www/health) & "
+        "httpd -f -p 8080 -h /www & wait"
+    )
+    write_preset(
+        presets,
+        preset_id,
+        title=preset_id,
+        kind="openai",
+        image=image,
+        port=free_port(),
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "health_path": "/health",
+            "entrypoint": ["/bin/sh", "-c", script],
+        },
+    )
 
 
 # Docker events that mark each step, and how long after the event to strike
@@ -48,13 +60,21 @@ STEPS = {
 }
 
 
-def kill_launch_at(docker_client, scope: str, env: dict[str, str], event: str, preset: str,
-                   delay_s: float) -> None:
-    events = docker_client.events(decode=True, since=int(time.time()) - 1, filters={
-        "type": "container", "event": event, "label": f"{SCOPE}={scope}"})
-    launch = subprocess.Popen([sys.executable, "-m", "sparkdeck", "launch", "b", "--no-flush",
-                               "--yes"], env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def kill_launch_at(
+    docker_client, scope: str, env: dict[str, str], event: str, preset: str, delay_s: float
+) -> None:
+    events = docker_client.events(
+        decode=True,
+        since=int(time.time()) - 1,
+        filters={"type": "container", "event": event, "label": f"{SCOPE}={scope}"},
+    )
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "launch", "b", "--no-flush", "--yes"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for seen in events:
             labels = seen.get("Actor", {}).get("Attributes", {})
@@ -69,8 +89,9 @@ def kill_launch_at(docker_client, scope: str, env: dict[str, str], event: str, p
 
 
 @pytest.mark.parametrize("step", list(STEPS))
-def test_kill_9_at_each_launch_step_leaves_a_clean_state(step, isolated_dirs, scope,
-                                                         docker_client, busybox_image):
+def test_kill_9_at_each_launch_step_leaves_a_clean_state(
+    step, isolated_dirs, scope, docker_client, busybox_image
+):
     presets = isolated_dirs["config"] / "presets"
     web_preset(presets, "a", busybox_image)
     web_preset(presets, "b", busybox_image, health_delay_s=3.0)
@@ -89,7 +110,10 @@ def test_kill_9_at_each_launch_step_leaves_a_clean_state(step, isolated_dirs, sc
         report = json.loads(status.stdout)
         for container in alive:  # every live container is sparkdeck's, on record
             assert records.load_launch_record(container.id) is not None, (
-                step, container.name, report.get("adopted"))
+                step,
+                container.name,
+                report.get("adopted"),
+            )
 
         # no stale lock, and the next launch leaves exactly one engine: the new one
         again = run_cli("launch", "b", "--no-flush", "--yes", env=env)

@@ -47,35 +47,55 @@ OTHER = "tiny-Q8_0.gguf"  # another quantisation: never fetched
 
 # ----- pure: which repo, which files -------------------------------------------------------
 
+
 def test_repo_ids_are_told_from_paths() -> None:
     assert repo_and_tag("Qwen/Qwen3-8B") == ("Qwen/Qwen3-8B", "")
     assert repo_and_tag("unsloth/Qwen3-8B-GGUF:Q8_0") == ("unsloth/Qwen3-8B-GGUF", "Q8_0")
-    for not_a_repo in ("/models/x.gguf", "models/x.gguf", "./a/b", "~/a/b", "llama3",
-                       "a/b/c", "../b", "", "gpt-oss:20b"):
+    for not_a_repo in (
+        "/models/x.gguf",
+        "models/x.gguf",
+        "./a/b",
+        "~/a/b",
+        "llama3",
+        "a/b/c",
+        "../b",
+        "",
+        "gpt-oss:20b",
+    ):
         assert repo_and_tag(not_a_repo) is None, not_a_repo
 
 
 def test_llama_cpp_picks_one_quantisation_with_its_splits() -> None:
-    names = ["README.md", "m-Q2_K.gguf", "m-Q8_0.gguf", "m-Q4_K_M.gguf", "mmproj-m-F16.gguf",
-             "m-Q4_K_M.imatrix.gguf"]
+    names = [
+        "README.md",
+        "m-Q2_K.gguf",
+        "m-Q8_0.gguf",
+        "m-Q4_K_M.gguf",
+        "mmproj-m-F16.gguf",
+        "m-Q4_K_M.imatrix.gguf",
+    ]
     assert llama_cpp_files(names, "") == ["m-Q4_K_M.gguf"]  # Q4_K_M before Q8_0
     assert llama_cpp_files(names, "q8_0") == ["m-Q8_0.gguf"]  # tags match in any case
     assert llama_cpp_files(names, "IQ1_S") == []  # a tag that is not there: nothing
     assert llama_cpp_files(["mmproj-F16.gguf", "b-F16.gguf", "a-BF16.gguf"], "") == [
-        "b-F16.gguf"]  # neither default: the first model file, never the projector
-    split = ["big/big-Q4_K_M-00002-of-00002.gguf", "big/big-Q4_K_M-00001-of-00002.gguf",
-             "big/big-Q8_0-00001-of-00002.gguf"]
+        "b-F16.gguf"
+    ]  # neither default: the first model file, never the projector
+    split = [
+        "big/big-Q4_K_M-00002-of-00002.gguf",
+        "big/big-Q4_K_M-00001-of-00002.gguf",
+        "big/big-Q8_0-00001-of-00002.gguf",
+    ]
     assert sorted(llama_cpp_files(split, "")) == sorted(split[:2])
 
 
 # ----- real: the launch ----------------------------------------------------------------------
 
+
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     wanted = write_tiny_gguf(tmp_path / "a.gguf").read_bytes()
     other = write_tiny_gguf(tmp_path / "b.gguf", seed=99).read_bytes()
-    repo = FakeRepo({"README.md": b"# tiny\n", WANTED: wanted, OTHER: other},
-                    lfs=(WANTED, OTHER))
+    repo = FakeRepo({"README.md": b"# tiny\n", WANTED: wanted, OTHER: other}, lfs=(WANTED, OTHER))
     with FakeHub({REPO: repo}) as fake:
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # the preset mounts this
@@ -87,16 +107,30 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _preset(tmp_path: Path, preset_id: str, image: str, model: str):
-    return load_file(write_preset(tmp_path / "presets", preset_id, **llama_preset_fields(
-        image, free_port(), model=model, hf_cache=True)))
+    return load_file(
+        write_preset(
+            tmp_path / "presets",
+            preset_id,
+            **llama_preset_fields(image, free_port(), model=model, hf_cache=True),
+        )
+    )
 
 
 def _vllm_on_busybox(tmp_path: Path, preset_id: str, image: str, model: str):
     """A vLLM preset on the busybox image: for launches that must stop before the start."""
-    return load_file(write_preset(
-        tmp_path / "presets", preset_id, title=preset_id, kind="vllm", image=image,
-        model=model, port=free_port(), **{**base_fields(), "hf_cache": True},
-        vllm={"gpu_memory_utilization": 0.05, "serve_command": ["/bin/true"]}))
+    return load_file(
+        write_preset(
+            tmp_path / "presets",
+            preset_id,
+            title=preset_id,
+            kind="vllm",
+            image=image,
+            model=model,
+            port=free_port(),
+            **{**base_fields(), "hf_cache": True},
+            vllm={"gpu_memory_utilization": 0.05, "serve_command": ["/bin/true"]},
+        )
+    )
 
 
 def _env(docker_client: docker.DockerClient, container_id: str) -> dict[str, str]:
@@ -107,28 +141,40 @@ def _env(docker_client: docker.DockerClient, container_id: str) -> dict[str, str
 @pytest.mark.docker
 @pytest.mark.llama
 def test_a_missing_model_is_downloaded_first_then_the_engine_starts_offline(
-        hub: FakeHub, runtime, docker_client, tmp_path: Path, llama_image: str) -> None:
+    hub: FakeHub, runtime, docker_client, tmp_path: Path, llama_image: str
+) -> None:
     preset = _preset(tmp_path, "hub-gguf", llama_image, REPO)
     flow = LaunchFlow(lambda: runtime, flush=False, stop_grace=5)
     plan = flow.plan(preset)
     size = len(hub.repos[REPO].files[WANTED])
-    assert any(line.startswith(f"will download 0.0 GiB of model {REPO} first")
-               for line in plan.lines()), plan.lines()
+    assert any(
+        line.startswith(f"will download 0.0 GiB of model {REPO} first") for line in plan.lines()
+    ), plan.lines()
     assert plan.model is not None and plan.model.needed == size  # one file, not the repo
 
     events: list = []
     engine = flow.run(plan, events.append)
 
     kinds = [type(e) for e in events]
-    order = [FitChecked, ModelDownloadStarted, ModelDownloading, ModelDownloaded,
-             ContainerStarted, EngineReady]
+    order = [
+        FitChecked,
+        ModelDownloadStarted,
+        ModelDownloading,
+        ModelDownloaded,
+        ContainerStarted,
+        EngineReady,
+    ]
     assert [k for k in kinds if k in order] == sorted(
-        [k for k in kinds if k in order], key=order.index), kinds
+        [k for k in kinds if k in order], key=order.index
+    ), kinds
     assert set(order) <= set(kinds), kinds
     started = next(e for e in events if isinstance(e, ModelDownloadStarted))
     assert (started.needed, started.files) == (size, 1)
-    assert next(e for e in events if isinstance(e, ModelDownloading)).describe().startswith(
-        f"downloading {REPO}:")
+    assert (
+        next(e for e in events if isinstance(e, ModelDownloading))
+        .describe()
+        .startswith(f"downloading {REPO}:")
+    )
     # the fake Hub served the chosen file only, and the container got the offline switches
     assert hub.ranges(WANTED) and not hub.ranges(OTHER)
     env = _env(docker_client, engine.container_id)
@@ -152,10 +198,11 @@ def test_a_missing_model_is_downloaded_first_then_the_engine_starts_offline(
 
 @pytest.mark.docker
 def test_a_model_the_hub_does_not_have_fails_the_launch_before_anything_is_touched(
-        hub: FakeHub, runtime, docker_client, scope, tmp_path: Path,
-        busybox_image: str) -> None:
-    keeper = busybox_preset(tmp_path, "keeper", busybox_image,
-                            "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait $!")
+    hub: FakeHub, runtime, docker_client, scope, tmp_path: Path, busybox_image: str
+) -> None:
+    keeper = busybox_preset(
+        tmp_path, "keeper", busybox_image, "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait $!"
+    )
     flow = LaunchFlow(lambda: runtime, flush=False, stop_grace=5)
     running = flow.run(flow.plan(keeper), lambda e: None)
     missing = _vllm_on_busybox(tmp_path, "no-such-model", busybox_image, "fake-org/not-there")
@@ -174,8 +221,12 @@ def tiny_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """HF_HOME on a real 1 MiB tmpfs (needs root, as the CI runs)."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         unavailable(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     monkeypatch.setenv("HF_HOME", str(mount))
@@ -185,11 +236,12 @@ def tiny_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.docker
 def test_too_little_disk_refuses_the_launch_with_the_numbers_and_starts_nothing(
-        hub: FakeHub, tiny_disk: Path, runtime, docker_client, scope, tmp_path: Path,
-        busybox_image: str) -> None:
+    hub: FakeHub, tiny_disk: Path, runtime, docker_client, scope, tmp_path: Path, busybox_image: str
+) -> None:
     big = b"\0" * (3 * 2**20)  # 3 MiB of weights for a 1 MiB disk
-    hub.repos["fake-org/big"] = FakeRepo({"config.json": b"{}", "model.safetensors": big},
-                                         lfs=("model.safetensors",))
+    hub.repos["fake-org/big"] = FakeRepo(
+        {"config.json": b"{}", "model.safetensors": big}, lfs=("model.safetensors",)
+    )
     preset = _vllm_on_busybox(tmp_path, "big-vllm", busybox_image, "fake-org/big")
     flow = LaunchFlow(lambda: runtime, flush=False, stop_grace=5)
     with pytest.raises(ModelStepFailed, match=r"needs 0\.00 GiB more but .* has 0\.00 GiB"):

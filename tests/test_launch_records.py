@@ -23,32 +23,51 @@ pytestmark = pytest.mark.docker
 
 
 def web_preset(presets, preset_id: str, image: str) -> None:
-    write_preset(presets, preset_id, title=preset_id, kind="openai", image=image,
-                 port=free_port(), **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/index.html",
-                         # sh as PID 1 with a TERM trap: a stop takes no grace period
-                         "entrypoint": ["/bin/sh", "-c", "trap 'exit 0' TERM; "
-                                        "httpd -f -p 8080 -h /www & wait"]})
+    write_preset(
+        presets,
+        preset_id,
+        title=preset_id,
+        kind="openai",
+        image=image,
+        port=free_port(),
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "health_path": "/index.html",
+            # sh as PID 1 with a TERM trap: a stop takes no grace period
+            "entrypoint": ["/bin/sh", "-c", "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait"],
+        },
+    )
 
 
 def record_mentions(container_id: str) -> bool:
-    return any(container_id in path.read_text(errors="replace")
-               for path in records.launches_dir().glob("*.json"))
+    return any(
+        container_id in path.read_text(errors="replace")
+        for path in records.launches_dir().glob("*.json")
+    )
 
 
-def kill_launch_right_after_its_start(docker_client, scope: str, env: dict[str, str],
-                                      preset_id: str) -> str:
+def kill_launch_right_after_its_start(
+    docker_client, scope: str, env: dict[str, str], preset_id: str
+) -> str:
     """Start `sparkdeck launch`, freeze it (SIGSTOP) the moment Docker reports its new
     container started, and kill -9 it there. Retried until the freeze lands before the
     launch wrote its record (the window is a few HTTP round trips wide)."""
     for attempt in range(10):
         since = int(time.time()) - 1
-        events = docker_client.events(decode=True, since=since, filters={
-            "type": "container", "event": "start", "label": f"{SCOPE}={scope}"})
+        events = docker_client.events(
+            decode=True,
+            since=since,
+            filters={"type": "container", "event": "start", "label": f"{SCOPE}={scope}"},
+        )
         before = {c.id for c in scope_containers(docker_client, scope)}
-        launch = subprocess.Popen([sys.executable, "-m", "sparkdeck", "launch", preset_id,
-                                   "--no-flush", "--yes"], env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        launch = subprocess.Popen(
+            [sys.executable, "-m", "sparkdeck", "launch", preset_id, "--no-flush", "--yes"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             for event in events:
                 started = event.get("id") or event.get("Actor", {}).get("ID", "")
@@ -67,7 +86,8 @@ def kill_launch_right_after_its_start(docker_client, scope: str, env: dict[str, 
 
 
 def test_kill_9_of_launch_after_the_create_leaves_no_wrong_record_and_adopts_the_orphan(
-        isolated_dirs, scope, docker_client, busybox_image):
+    isolated_dirs, scope, docker_client, busybox_image
+):
     presets = isolated_dirs["config"] / "presets"
     web_preset(presets, "a", busybox_image)
     web_preset(presets, "b", busybox_image)

@@ -42,10 +42,10 @@ from tests.support.cli import cli, run_cli
 
 pytestmark = pytest.mark.docker
 
+
 # Serves /www after `delay` seconds, like an engine loading weights; exits on SIGTERM at once.
 def serving(delay: float = 0.0) -> str:
-    return (f"trap 'exit 0' TERM; sleep {delay} & wait $!; "
-            "httpd -f -p 8080 -h /www & wait $!")
+    return f"trap 'exit 0' TERM; sleep {delay} & wait $!; httpd -f -p 8080 -h /www & wait $!"
 
 
 NEVER_READY = "trap 'exit 0' TERM; sleep 3600 & wait $!"
@@ -59,15 +59,31 @@ def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
     remove_scope(docker_client, scope)
 
 
-def cli_preset(isolated_dirs: dict[str, Path], preset_id: str, image: str, script: str,
-               port: int | None = None, **fields: Any) -> int:
+def cli_preset(
+    isolated_dirs: dict[str, Path],
+    preset_id: str,
+    image: str,
+    script: str,
+    port: int | None = None,
+    **fields: Any,
+) -> int:
     """A busybox preset in the CLI's own preset dir; returns its host port."""
     port = port or free_port()
-    write_preset(isolated_dirs["config"] / "presets", preset_id, title=preset_id,
-                 kind="openai", image=image, port=port, startup_timeout=60.0,
-                 **{**base_fields(), **fields},
-                 openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", script],
-                         "health_path": "/index.html"})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        preset_id,
+        title=preset_id,
+        kind="openai",
+        image=image,
+        port=port,
+        startup_timeout=60.0,
+        **{**base_fields(), **fields},
+        openai={
+            "container_port": 8080,
+            "entrypoint": ["/bin/sh", "-c", script],
+            "health_path": "/index.html",
+        },
+    )
     return port
 
 
@@ -98,6 +114,7 @@ def no_wait() -> threading.Event:
 
 # ----- item 3: one launch at a time --------------------------------------------------------
 
+
 class AliveWatcher(threading.Thread):
     """Counts the scope's running containers every 50 ms: the most seen at once."""
 
@@ -113,19 +130,26 @@ class AliveWatcher(threading.Thread):
             self.done.wait(0.05)
 
 
-def test_two_launches_at_once_never_leave_two_engines(cli_env, isolated_dirs, scope,
-                                                      docker_client, busybox_image):
+def test_two_launches_at_once_never_leave_two_engines(
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
     cli_preset(isolated_dirs, "a", busybox_image, serving(1.5))
     cli_preset(isolated_dirs, "b", busybox_image, serving(1.5))
     refused = 0
     for trial in range(10):
         watcher = AliveWatcher(docker_client, scope)
         watcher.start()
-        procs = {p: subprocess.Popen(cli("launch", p, *LAUNCH_FLAGS, "--timeout", "60"),
-                                     env=cli_env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL)
-                 for p in ("a", "b")}
+        procs = {
+            p: subprocess.Popen(
+                cli("launch", p, *LAUNCH_FLAGS, "--timeout", "60"),
+                env=cli_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                stdin=subprocess.DEVNULL,
+            )
+            for p in ("a", "b")
+        }
         out = {p: proc.communicate(timeout=120) for p, proc in procs.items()}
         watcher.done.set()
         watcher.join()
@@ -149,13 +173,19 @@ def test_two_launches_at_once_never_leave_two_engines(cli_env, isolated_dirs, sc
     assert refused >= 3, f"only {refused} of 10 trials overlapped: the race was not tested"
 
 
-def test_kill_9_of_the_lock_holder_leaves_no_stale_lock(cli_env, isolated_dirs, scope,
-                                                        docker_client, busybox_image):
+def test_kill_9_of_the_lock_holder_leaves_no_stale_lock(
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
     cli_preset(isolated_dirs, "slow", busybox_image, NEVER_READY)
     cli_preset(isolated_dirs, "next", busybox_image, serving())
-    holder = subprocess.Popen(cli("launch", "slow", *LAUNCH_FLAGS, "--timeout", "300"),
-                              env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, stdin=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        cli("launch", "slow", *LAUNCH_FLAGS, "--timeout", "300"),
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert holder.stdout is not None
         for line in holder.stdout:  # the launch holds the lock until its engine is ready
@@ -179,8 +209,10 @@ def test_kill_9_of_the_lock_holder_leaves_no_stale_lock(cli_env, isolated_dirs, 
 
 # ----- item 4: check before touching; a failure after the stop is kept ---------------------
 
+
 def test_a_held_port_fails_the_switch_before_the_running_engine_is_stopped(
-        cli_env, isolated_dirs, scope, docker_client, busybox_image):
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
     port_a = cli_preset(isolated_dirs, "a", busybox_image, serving())
     assert run_cli("launch", "a", *LAUNCH_FLAGS, env=cli_env).returncode == 0
     (engine_a,) = alive_ids(docker_client, scope)
@@ -205,12 +237,16 @@ def test_a_held_port_fails_the_switch_before_the_running_engine_is_stopped(
 
 
 def test_no_gpu_runtime_fails_before_the_running_engine_is_stopped(
-        runtime, docker_client, scope, tmp_path, busybox_image):
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     if "nvidia" in runtime.runtimes():
         # Not a missing part: the test needs a Docker WITHOUT the runtime (CI's).
         pytest.skip("this Docker has the NVIDIA runtime")
-    first = launcher(runtime).launch(busybox_preset(tmp_path, "a", busybox_image, serving()),
-                                     flush=False, skip_switch_wait=no_wait())
+    first = launcher(runtime).launch(
+        busybox_preset(tmp_path, "a", busybox_image, serving()),
+        flush=False,
+        skip_switch_wait=no_wait(),
+    )
     wants_gpu = busybox_preset(tmp_path, "gpu", busybox_image, serving(), gpus=True)
     events: list[Any] = []
     with pytest.raises(LaunchError) as info:
@@ -218,18 +254,27 @@ def test_no_gpu_runtime_fails_before_the_running_engine_is_stopped(
     assert alive_ids(docker_client, scope) == [first.container_id]  # still serving
     assert events == []  # refused before the pull, the fit check or any stop
     assert "set `gpus = false` in the preset for a host without the NVIDIA runtime" in str(
-        info.value)
+        info.value
+    )
 
 
-def test_a_failure_after_the_stop_is_shown_until_dismissed(cli_env, isolated_dirs, scope,
-                                                           docker_client, busybox_image):
+def test_a_failure_after_the_stop_is_shown_until_dismissed(
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
     cli_preset(isolated_dirs, "a", busybox_image, serving())
     assert run_cli("launch", "a", *LAUNCH_FLAGS, env=cli_env).returncode == 0
     # b's command is not in the image: Docker refuses it only at start, after a's stop
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", "b", title="b", kind="openai",
-                 image=busybox_image, port=port, **base_fields(),
-                 openai={"container_port": 8080, "entrypoint": ["/opt/engine/serve"]})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "b",
+        title="b",
+        kind="openai",
+        image=busybox_image,
+        port=port,
+        **base_fields(),
+        openai={"container_port": 8080, "entrypoint": ["/opt/engine/serve"]},
+    )
     failed = run_cli("launch", "b", *LAUNCH_FLAGS, env=cli_env)
     assert failed.returncode == 1 and "stopping a" in failed.stdout
     assert alive(docker_client, scope) == []
@@ -249,6 +294,7 @@ def test_a_failure_after_the_stop_is_shown_until_dismissed(cli_env, isolated_dir
 
 # ----- item 6: only our own containers are removed -----------------------------------------
 
+
 class CompetingRuntime(DockerRuntime):
     """DockerRuntime whose create meets a container of the same name made just before it
     (after the name was checked): the race two launches of one preset run into."""
@@ -265,21 +311,28 @@ class CompetingRuntime(DockerRuntime):
 
 
 @pytest.mark.parametrize("whose", ["another program", "another launch"])
-def test_a_name_conflict_never_removes_the_other_container(whose, docker_client, scope,
-                                                          tmp_path, busybox_image):
-    labels = ({} if whose == "another program"
-              else {MANAGED: "true", SCOPE: scope, "io.sparkdeck.preset": "dup"})
-    competitor = {"image": busybox_image, "entrypoint": ["/bin/sh", "-c", NEVER_READY],
-                  "labels": labels}
-    runtime = CompetingRuntime(docker_client, scope=scope, files_dir=tmp_path / "files",
-                               competitor=competitor)
+def test_a_name_conflict_never_removes_the_other_container(
+    whose, docker_client, scope, tmp_path, busybox_image
+):
+    labels = (
+        {}
+        if whose == "another program"
+        else {MANAGED: "true", SCOPE: scope, "io.sparkdeck.preset": "dup"}
+    )
+    competitor = {
+        "image": busybox_image,
+        "entrypoint": ["/bin/sh", "-c", NEVER_READY],
+        "labels": labels,
+    }
+    runtime = CompetingRuntime(
+        docker_client, scope=scope, files_dir=tmp_path / "files", competitor=competitor
+    )
     try:
         preset = busybox_preset(tmp_path, "dup", busybox_image, serving())
         with pytest.raises(LaunchError) as info:
             runtime.start(preset.container_spec())
         names = {"name": runtime.container_name("dup")}  # still there, still running
-        assert [c["Id"] for c in docker_client.api.containers(filters=names)] == [
-            runtime.made.id]
+        assert [c["Id"] for c in docker_client.api.containers(filters=names)] == [runtime.made.id]
         assert "appeared while this launch created its own" in str(info.value)
     finally:
         if runtime.made is not None:
@@ -290,8 +343,9 @@ def test_a_name_conflict_never_removes_the_other_container(whose, docker_client,
         remove_scope(docker_client, scope)
 
 
-def test_a_running_engine_under_the_name_is_refused_not_removed(runtime, docker_client, scope,
-                                                                tmp_path, busybox_image):
+def test_a_running_engine_under_the_name_is_refused_not_removed(
+    runtime, docker_client, scope, tmp_path, busybox_image
+):
     spec = busybox_preset(tmp_path, "twice", busybox_image, NEVER_READY).container_spec()
     first = runtime.start(spec)
     with pytest.raises(LaunchError) as info:
@@ -306,13 +360,20 @@ def test_a_running_engine_under_the_name_is_refused_not_removed(runtime, docker_
 
 # ----- item 7: the truth after Ctrl-C, twice ---------------------------------------------------
 
-def test_second_ctrl_c_kills_the_engine_and_says_so(cli_env, isolated_dirs, scope,
-                                                    docker_client, busybox_image):
+
+def test_second_ctrl_c_kills_the_engine_and_says_so(
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
     cli_preset(isolated_dirs, "stubborn", busybox_image, IGNORES_TERM)
     errors = (isolated_dirs["data"].parent / "stderr.txt").open("w+")
-    proc = subprocess.Popen(cli("launch", "stubborn", *LAUNCH_FLAGS, "--timeout", "300"),
-                            env=cli_env, stdout=subprocess.PIPE, stderr=errors,
-                            text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cli("launch", "stubborn", *LAUNCH_FLAGS, "--timeout", "300"),
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=errors,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     lines: list[str] = []
     assert proc.stdout is not None
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)

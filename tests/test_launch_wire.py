@@ -31,11 +31,24 @@ from sparkdeck.runtime.pull import PullProgress
 from sparkdeck.runtime.state import EngineState
 
 ENGINE = EngineState(
-    container_id="c0ffee", name="sparkdeck-tiny", preset_id="tiny", kind="llamacpp",
-    image="local/llama:b11434", model="/models/tiny.gguf", base_url="http://127.0.0.1:18080",
-    health_path="/health", metrics_path=None, spec_hash="abc", docker_state="running",
-    exit_code=None, started_at="2026-12-03T15:00:00Z", log_tail=("line 1", "line <2>"),
-    image_id="sha256:1234", argv=("llama-server", "-c", "2048"), published_on="127.0.0.1")
+    container_id="c0ffee",
+    name="sparkdeck-tiny",
+    preset_id="tiny",
+    kind="llamacpp",
+    image="local/llama:b11434",
+    model="/models/tiny.gguf",
+    base_url="http://127.0.0.1:18080",
+    health_path="/health",
+    metrics_path=None,
+    spec_hash="abc",
+    docker_state="running",
+    exit_code=None,
+    started_at="2026-12-03T15:00:00Z",
+    log_tail=("line 1", "line <2>"),
+    image_id="sha256:1234",
+    argv=("llama-server", "-c", "2048"),
+    published_on="127.0.0.1",
+)
 
 
 def samples() -> list[LaunchEvent]:
@@ -43,13 +56,24 @@ def samples() -> list[LaunchEvent]:
     readings = HostReadings()
     window = [readings(), readings()]
     decision = WatchdogPolicy(GuardSettings()).decide(window, 0.5)
-    fit = check_fit(share_claim(0.5, memory.total, "--gpu-memory-utilization"), memory,
-                    headroom=2**30, returning=3 * 2**30, returning_from=("old",))
-    switch = SwitchProgress("waiting", 1.5, 60.0, memory.available - 1, memory.available,
-                            None, (41, 42))
-    timeline = StartupTimeline((TimelinePoint(0.0, memory.available, memory.used),
-                                TimelinePoint(0.5, memory.available - 5, memory.used + 5)),
-                               (PhaseMark(0.0, "starting", "container started"),), memory.total)
+    fit = check_fit(
+        share_claim(0.5, memory.total, "--gpu-memory-utilization"),
+        memory,
+        headroom=2**30,
+        returning=3 * 2**30,
+        returning_from=("old",),
+    )
+    switch = SwitchProgress(
+        "waiting", 1.5, 60.0, memory.available - 1, memory.available, None, (41, 42)
+    )
+    timeline = StartupTimeline(
+        (
+            TimelinePoint(0.0, memory.available, memory.used),
+            TimelinePoint(0.5, memory.available - 5, memory.used + 5),
+        ),
+        (PhaseMark(0.0, "starting", "container started"),),
+        memory.total,
+    )
     return [
         ev.PullStarted("local/llama:b11434"),
         ev.ModelPullStarted("tiny:latest"),
@@ -57,8 +81,9 @@ def samples() -> list[LaunchEvent]:
         ev.FitChecked(fit, forced=True),
         ev.ModelInCache("org/tiny", 123_456, note="the Hub was not asked"),
         ev.ModelDownloadStarted("org/tiny", "f" * 40, 3, 1000, 2000),
-        ev.ModelDownloading("org/tiny", DownloadProgress("model.gguf", 5, 10, 500, 2000,
-                                                         1e6, None)),
+        ev.ModelDownloading(
+            "org/tiny", DownloadProgress("model.gguf", 5, 10, 500, 2000, 1e6, None)
+        ),
         ev.ModelDownloaded("org/tiny", 1000, 2.5),
         ev.PreviousStopping(ENGINE, grace=12.0, at=1234.5),
         ev.PreviousStopped(ENGINE, 3.25),

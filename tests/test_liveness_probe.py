@@ -41,8 +41,9 @@ def service_on(monkeypatch: pytest.MonkeyPatch) -> Path:
     return location.socket_path()
 
 
-def test_off_and_no_socket_and_a_left_over_file(service_on: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_off_and_no_socket_and_a_left_over_file(
+    service_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     life = probe()
     assert life.state == NOT_RUNNING and "no socket" in life.detail
     service_on.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,8 @@ def test_off_and_no_socket_and_a_left_over_file(service_on: Path,
 
 
 def test_a_listener_that_never_answers_is_not_answering_within_the_heartbeat(
-        service_on: Path) -> None:
+    service_on: Path,
+) -> None:
     service_on.parent.mkdir(parents=True, exist_ok=True)
     with socket.socket(socket.AF_UNIX) as wedged, cpu_hog():
         wedged.bind(str(service_on))
@@ -72,8 +74,9 @@ def test_a_listener_that_never_answers_is_not_answering_within_the_heartbeat(
 
 
 def test_a_stopped_lock_holder_is_told_at_once(service_on: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK], stdout=subprocess.PIPE,
-                              text=True, env=os.environ.copy())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         service_on.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +94,7 @@ def test_a_stopped_lock_holder_is_told_at_once(service_on: Path) -> None:
         holder.wait()
 
 
-def test_the_oom_score_is_lowered_where_allowed_and_says_why_where_not(
-        tmp_path: Path) -> None:
+def test_the_oom_score_is_lowered_where_allowed_and_says_why_where_not(tmp_path: Path) -> None:
     target = tmp_path / "oom_score_adj"
     target.write_text("0")
     assert "-500" in protect_from_oom(str(target)) and target.read_text() == "-500"

@@ -20,14 +20,19 @@ from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.metrics_loopback import serving
 from tests.test_ui_app import make_app, text_of, wait_until
 
-BODY = (b"# HELP vllm:num_requests_running Requests running.\n"
-        b"# TYPE vllm:num_requests_running gauge\n"
-        b'vllm:num_requests_running{model_name="m"} 3.0\n')
+BODY = (
+    b"# HELP vllm:num_requests_running Requests running.\n"
+    b"# TYPE vllm:num_requests_running gauge\n"
+    b'vllm:num_requests_running{model_name="m"} 3.0\n'
+)
 
 
 def _respond(path: str) -> tuple[int, bytes]:
-    return {"/metrics": (200, BODY), "/health": (200, b""),
-            "/v1/models": (200, b'{"data": [{"id": "m"}]}')}.get(path, (404, b"no"))
+    return {
+        "/metrics": (200, BODY),
+        "/health": (200, b""),
+        "/v1/models": (200, b'{"data": [{"id": "m"}]}'),
+    }.get(path, (404, b"no"))
 
 
 def _attach(name: str, url: str, kind: str) -> None:
@@ -38,9 +43,14 @@ def _attach(name: str, url: str, kind: str) -> None:
 def _metrics(*args: str) -> subprocess.CompletedProcess:
     # no Docker daemon: an attached engine needs none
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-    return subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", *args],
-                          capture_output=True, text=True, timeout=60, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "metrics", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_cli_reads_the_one_attached_engine():
@@ -69,11 +79,18 @@ def test_metrics_tab_reads_the_attached_engine_without_docker(tmp_path: Path) ->
         async def scenario() -> None:
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.press("e")
-                await wait_until(pilot, lambda: bool(app.metrics_tab.trail)
-                                 and app.metrics_tab.trail[-1].ok, timeout=15.0,
-                                 what="a reading of the attached engine")
-                await wait_until(pilot, lambda: "running" in text_of(
-                    app.query_one("#metrics-queue")), timeout=5.0, what="the queue line")
+                await wait_until(
+                    pilot,
+                    lambda: bool(app.metrics_tab.trail) and app.metrics_tab.trail[-1].ok,
+                    timeout=15.0,
+                    what="a reading of the attached engine",
+                )
+                await wait_until(
+                    pilot,
+                    lambda: "running" in text_of(app.query_one("#metrics-queue")),
+                    timeout=5.0,
+                    what="the queue line",
+                )
                 assert "3 running" in text_of(app.query_one("#metrics-queue"))
 
         asyncio.run(scenario())
@@ -88,8 +105,12 @@ def test_metrics_tab_says_an_attached_engine_has_no_metrics(tmp_path: Path) -> N
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.press("e")
                 rates = app.query_one("#metrics-rates")
-                await wait_until(pilot, lambda: "no metrics to read" in text_of(rates),
-                                 timeout=15.0, what="the tab to say there are no metrics")
+                await wait_until(
+                    pilot,
+                    lambda: "no metrics to read" in text_of(rates),
+                    timeout=15.0,
+                    what="the tab to say there are no metrics",
+                )
                 assert "waiting" not in text_of(rates)
 
         asyncio.run(scenario())

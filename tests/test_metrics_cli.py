@@ -27,7 +27,7 @@ from tests.conftest import free_port, write_preset
 from tests.support.cli import run_cli
 from tests.support.metrics_loopback import serving
 
-LLAMA_BODY = (Path(__file__).parent / "fixtures" / "metrics" / "llamacpp-b11434-busy.prom")
+LLAMA_BODY = Path(__file__).parent / "fixtures" / "metrics" / "llamacpp-b11434-busy.prom"
 
 
 ROUTES: dict[str, tuple[int, bytes]] = {}
@@ -41,8 +41,14 @@ def server():
 
 
 def test_reader_outcomes_are_typed(server):
-    ROUTES.update({"/ok": (200, LLAMA_BODY.read_bytes()), "/off": (501, b"off"),
-                       "/bad": (200, b"\xff\xfe"), "/err": (500, b"boom")})
+    ROUTES.update(
+        {
+            "/ok": (200, LLAMA_BODY.read_bytes()),
+            "/off": (501, b"off"),
+            "/bad": (200, b"\xff\xfe"),
+            "/err": (500, b"boom"),
+        }
+    )
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -50,9 +56,16 @@ def test_reader_outcomes_are_typed(server):
     async def scrape_all():
         reader = MetricsReader()
         try:
-            return [await reader.scrape(MetricsTarget(url, "llamacpp", off_hint="turn it on"))
-                    for url in (server + "/ok", server + "/off", server + "/bad",
-                                server + "/err", closed + "/metrics")]
+            return [
+                await reader.scrape(MetricsTarget(url, "llamacpp", off_hint="turn it on"))
+                for url in (
+                    server + "/ok",
+                    server + "/off",
+                    server + "/bad",
+                    server + "/err",
+                    closed + "/metrics",
+                )
+            ]
         finally:
             await reader.aclose()
 
@@ -66,8 +79,18 @@ def test_reader_outcomes_are_typed(server):
 
 def test_cli_json_lines_from_an_endpoint(server):
     ROUTES.update({"/metrics": (200, LLAMA_BODY.read_bytes())})
-    done = run_cli("metrics", "--endpoint", server, "--kind", "llamacpp", "--json",
-                   "--samples", "3", "--interval", "0.2")
+    done = run_cli(
+        "metrics",
+        "--endpoint",
+        server,
+        "--kind",
+        "llamacpp",
+        "--json",
+        "--samples",
+        "3",
+        "--interval",
+        "0.2",
+    )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(lines) == 3
@@ -85,8 +108,7 @@ def test_cli_human_output_and_failures(server):
     custom = run_cli("metrics", "--endpoint", server, "--kind", "openai", "--samples", "1")
     assert custom.returncode == 1 and "metrics_map" in custom.stderr
     assert run_cli("metrics", "--endpoint", server, "--samples", "0").returncode == 1
-    unknown = run_cli("metrics", "--endpoint", f"http://127.0.0.1:{free_port()}",
-                      "--samples", "1")
+    unknown = run_cli("metrics", "--endpoint", f"http://127.0.0.1:{free_port()}", "--samples", "1")
     assert unknown.returncode == 1 and "nothing answers" in unknown.stderr
 
 
@@ -108,8 +130,12 @@ def test_bytes_per_token_is_validated_and_reaches_the_plan(tmp_path):
     assert preset.bytes_per_token == 4.6e9
     plan = get_kind("vllm").metrics_plan("http://127.0.0.1:8000", "/metrics", preset)
     assert plan.bytes_per_token == 4.6e9 and plan.target.url.endswith(":8000/metrics")
-    for bad, fragment in ((0, "out of range"), (-5.0, "out of range"), ("4 GB", "a number"),
-                          (2e13, "ceiling")):
+    for bad, fragment in (
+        (0, "out of range"),
+        (-5.0, "out of range"),
+        ("4 GB", "a number"),
+        (2e13, "ceiling"),
+    ):
         path = write_preset(tmp_path, "bad", **_preset_fields(bytes_per_token=bad))
         with pytest.raises(PresetError) as info:
             load_file(path)
@@ -117,9 +143,16 @@ def test_bytes_per_token_is_validated_and_reaches_the_plan(tmp_path):
 
 
 def test_custom_engine_metrics_map_is_checked(tmp_path):
-    fields = {"title": "t", "kind": "openai", "image": "x",
-              "openai": {"container_port": 9000, "metrics_path": "/metrics",
-                         "metrics_map": {"tokens": "a_total", "running": "b c"}}}
+    fields = {
+        "title": "t",
+        "kind": "openai",
+        "image": "x",
+        "openai": {
+            "container_port": 9000,
+            "metrics_path": "/metrics",
+            "metrics_map": {"tokens": "a_total", "running": "b c"},
+        },
+    }
     with pytest.raises(PresetError) as info:
         load_file(write_preset(tmp_path, "custom", **fields))
     text = str(info.value)
@@ -157,8 +190,7 @@ def test_a_slow_scrape_is_not_followed_by_a_burst():
 
 def test_sglang_without_enable_metrics_gets_the_flag_not_zeros(server):
     # SGLang has no /metrics route without --enable-metrics: the loopback server answers 404.
-    done = run_cli("metrics", "--endpoint", server, "--kind", "sglang", "--samples", "1",
-                   "--json")
+    done = run_cli("metrics", "--endpoint", server, "--kind", "sglang", "--samples", "1", "--json")
     (line,) = [json.loads(text) for text in done.stdout.splitlines()]
     assert done.returncode == 0 and line["status"] == "metrics-off"
     assert "--enable-metrics" in line["reason"]

@@ -27,22 +27,41 @@ from sparkdeck.metrics.snapshot import normalise
 from tests.support.metrics_loopback import serving
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
-REAL_LINES = [line for f in sorted(FIXTURES.glob("*.prom"))
-              for line in f.read_text().splitlines()]
-NAMES = sorted({name for kind in ("vllm", "sglang", "llamacpp", "trtllm")
-                for name in get_kind(kind).metrics_map.all_names()})
+REAL_LINES = [line for f in sorted(FIXTURES.glob("*.prom")) for line in f.read_text().splitlines()]
+NAMES = sorted(
+    {
+        name
+        for kind in ("vllm", "sglang", "llamacpp", "trtllm")
+        for name in get_kind(kind).metrics_map.all_names()
+    }
+)
 TARGET = MetricsTarget("http://127.0.0.1:1/metrics", "vllm")
 
 numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["NaN", "+Inf", "-Inf", "1e308", "-1e308", "1e999", "0x10", "", "1,5",
-                     "9" * 400, "-0", "1_000"]),
+    st.sampled_from(
+        [
+            "NaN",
+            "+Inf",
+            "-Inf",
+            "1e308",
+            "-1e308",
+            "1e999",
+            "0x10",
+            "",
+            "1,5",
+            "9" * 400,
+            "-0",
+            "1_000",
+        ]
+    ),
     st.integers(min_value=-(10**30), max_value=10**30),
 )
 label_sets = st.dictionaries(
     st.text("abcdefghijklmnopqrstuvwxyz_le", min_size=1, max_size=6),
     st.one_of(st.text(max_size=8), st.sampled_from(["+Inf", "0.1", "NaN", "abc", '"', "\\"])),
-    max_size=40)
+    max_size=40,
+)
 
 
 @st.composite
@@ -59,8 +78,9 @@ def lines(draw) -> str:
         inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
         return f"{name}{{{inner}}} {draw(numbers)}"
     if choice == 3:
-        kind = draw(st.sampled_from(["counter", "gauge", "histogram", "summary", "untyped",
-                                     "bogus", ""]))
+        kind = draw(
+            st.sampled_from(["counter", "gauge", "histogram", "summary", "untyped", "bogus", ""])
+        )
         return f"# TYPE {name.removesuffix('_total').removesuffix('_bucket')} {kind}"
     if choice == 4:
         return f"{name} {draw(numbers)}"
@@ -108,7 +128,7 @@ def test_specific_hostile_bodies_are_invalid_with_a_reason():
         b"# TYPE b_count counter\nb_count +Inf\n": "finite",
         b"x 1\nx 2\n": "twice",
         b'# TYPE h histogram\nh_bucket{le="abc"} 1\n': "bucket bound",
-        b"a{b=\"c\" 1\n": "not Prometheus text",
+        b'a{b="c" 1\n': "not Prometheus text",
         b"a 1\x00": "NUL",
     }
     for body, reason in cases.items():
@@ -144,8 +164,9 @@ def test_hostile_bodies_through_real_http():
 def _examples(count: int) -> list[bytes]:
     found: list[bytes] = []
 
-    @settings(max_examples=count, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=count, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(bodies)
     def collect(body: bytes) -> None:
         found.append(body)

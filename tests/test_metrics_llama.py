@@ -26,19 +26,24 @@ TOKENS = "llamacpp:tokens_predicted_total"
 
 
 def _launch(runtime, tmp_path: Path, llama_image: str, preset_id: str, **extra):
-    preset = load_file(write_preset(tmp_path / "presets", preset_id,
-                                    **llama_preset_fields(llama_image, free_port(), **extra)))
+    preset = load_file(
+        write_preset(
+            tmp_path / "presets",
+            preset_id,
+            **llama_preset_fields(llama_image, free_port(), **extra),
+        )
+    )
     return preset, Launcher(runtime, stop_grace=5).launch(preset, flush=False)
 
 
 def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_image):
     # 2 slots, 6 concurrent streams: some wait (deferred) while two run.
-    preset, engine = _launch(runtime, tmp_path, llama_image, "metrics-llama",
-                             bytes_per_token=1e6)
+    preset, engine = _launch(runtime, tmp_path, llama_image, "metrics-llama", bytes_per_token=1e6)
     plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)
     before = server_counter(engine.base_url, TOKENS)
-    seen = asyncio.run(observe_load(plan, engine.base_url, "tiny", streams=6,
-                                    max_tokens=700, ignore_eos=True))
+    seen = asyncio.run(
+        observe_load(plan, engine.base_url, "tiny", streams=6, max_tokens=700, ignore_eos=True)
+    )
     after = server_counter(engine.base_url, TOKENS)
 
     load = seen.load
@@ -85,9 +90,24 @@ def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
     assert metrics.status == "metrics-off" and "--metrics" in (metrics.reason or "")
     assert metrics.generation_tps is None and metrics.running is None  # not zeros
 
-    cli = subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", "--endpoint",
-                          engine.base_url, "--kind", "llamacpp", "--samples", "2", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "metrics",
+            "--endpoint",
+            engine.base_url,
+            "--kind",
+            "llamacpp",
+            "--samples",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = [json.loads(line) for line in cli.stdout.splitlines()]
     assert cli.returncode == 0 and len(lines) == 2
     assert {line["status"] for line in lines} == {"metrics-off"}
@@ -97,17 +117,32 @@ def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
 def _custom_preset(tmp_path: Path, image: str, argv: list[str]):
     fields = llama_preset_fields(image, free_port())
     fields.pop("llamacpp")
-    fields.update(kind="openai", openai={"container_port": 8080, "command": argv,
-                                         "health_path": "/health"})
+    fields.update(
+        kind="openai", openai={"container_port": 8080, "command": argv, "health_path": "/health"}
+    )
     return load_file(write_preset(tmp_path / "presets", "no-metrics", **fields))
 
 
 def test_cli_json_samples_from_the_running_engine(runtime, tmp_path, llama_image, scope):
     _launch(runtime, tmp_path, llama_image, "cli-metrics")
     env_scope = {"SPARKDECK_SCOPE": scope}
-    cli = subprocess.run([sys.executable, "-m", "sparkdeck", "metrics", "--json",
-                          "--samples", "3", "--interval", "0.3"], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, **env_scope})
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "metrics",
+            "--json",
+            "--samples",
+            "3",
+            "--interval",
+            "0.3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env_scope},
+    )
     assert cli.returncode == 0, cli.stderr
     lines = [json.loads(line) for line in cli.stdout.splitlines()]
     assert len(lines) == 3 and all(line["status"] == "ok" for line in lines)

@@ -45,8 +45,10 @@ def counter(name: str, value: float, labels: str = "") -> str:
 
 def test_llamacpp_captured_busy_then_after():
     llama = get_kind("llamacpp").metrics_map
-    busy, after = raw(fixture("llamacpp-b11434-busy.prom"), 0.0), raw(
-        fixture("llamacpp-b11434-after.prom"), 8.0)
+    busy, after = (
+        raw(fixture("llamacpp-b11434-busy.prom"), 0.0),
+        raw(fixture("llamacpp-b11434-after.prom"), 8.0),
+    )
     first = normalise(history_of(busy), llama, "llamacpp")
     assert (first.running, first.waiting) == (2, 2)
     assert first.generation_tps is None  # one sample is no rate, not a zero
@@ -77,13 +79,17 @@ def test_counter_reset_counts_from_zero_and_is_flagged():
 
 def test_label_sets_are_summed():
     vllm = get_kind("vllm").metrics_map
+
     def body(a: float, b: float) -> str:
-        return ("# TYPE vllm:generation_tokens_total counter\n"
-                f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {a}\n'
-                f'vllm:generation_tokens_total{{engine="1",model_name="m"}} {b}\n'
-                "# TYPE vllm:num_requests_running gauge\n"
-                'vllm:num_requests_running{engine="0",model_name="m"} 3\n'
-                'vllm:num_requests_running{engine="1",model_name="m"} 4\n')
+        return (
+            "# TYPE vllm:generation_tokens_total counter\n"
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {a}\n'
+            f'vllm:generation_tokens_total{{engine="1",model_name="m"}} {b}\n'
+            "# TYPE vllm:num_requests_running gauge\n"
+            'vllm:num_requests_running{engine="0",model_name="m"} 3\n'
+            'vllm:num_requests_running{engine="1",model_name="m"} 4\n'
+        )
+
     m = normalise(history_of(raw(body(10, 20), 0), raw(body(40, 90), 2)), vllm, "vllm")
     assert m.generation_tps == pytest.approx((30 + 70) / 2)
     assert m.running == 7 and m.models == ("m",)
@@ -91,12 +97,16 @@ def test_label_sets_are_summed():
 
 def test_old_vllm_names_are_read():
     vllm = get_kind("vllm").metrics_map
+
     def body(itl_sum: float, itl_count: float) -> str:
-        return ("# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.42\n"
-                "# TYPE vllm:time_per_output_token_seconds histogram\n"
-                f'vllm:time_per_output_token_seconds_bucket{{le="+Inf"}} {itl_count}\n'
-                f"vllm:time_per_output_token_seconds_sum {itl_sum}\n"
-                f"vllm:time_per_output_token_seconds_count {itl_count}\n")
+        return (
+            "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.42\n"
+            "# TYPE vllm:time_per_output_token_seconds histogram\n"
+            f'vllm:time_per_output_token_seconds_bucket{{le="+Inf"}} {itl_count}\n'
+            f"vllm:time_per_output_token_seconds_sum {itl_sum}\n"
+            f"vllm:time_per_output_token_seconds_count {itl_count}\n"
+        )
+
     m = normalise(history_of(raw(body(1.0, 100), 0), raw(body(3.0, 200), 1)), vllm, "vllm")
     assert m.kv_usage == pytest.approx(0.42)
     assert m.stream_tps == pytest.approx(100 / 2.0)  # 100 tokens took 2 s: 50 tok/s
@@ -105,10 +115,14 @@ def test_old_vllm_names_are_read():
 def _ttft(counts: list[float]) -> str:
     bounds = ["0.1", "0.5", "1.0", "+Inf"]
     lines = ["# TYPE vllm:time_to_first_token_seconds histogram"]
-    lines += [f'vllm:time_to_first_token_seconds_bucket{{le="{b}"}} {c}'
-              for b, c in zip(bounds, counts, strict=False)]
-    lines += [f"vllm:time_to_first_token_seconds_count {counts[-1]}",
-              "vllm:time_to_first_token_seconds_sum 1"]
+    lines += [
+        f'vllm:time_to_first_token_seconds_bucket{{le="{b}"}} {c}'
+        for b, c in zip(bounds, counts, strict=False)
+    ]
+    lines += [
+        f"vllm:time_to_first_token_seconds_count {counts[-1]}",
+        "vllm:time_to_first_token_seconds_sum 1",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -146,9 +160,13 @@ def test_sglang_rate_comes_from_its_live_gauge():
 def test_trtllm_documented_names():
     trt = get_kind("trtllm").metrics_map
     body = fixture("trtllm-documented.prom").decode()
-    later = (body.replace("} 5000.0", "} 5600.0").replace("} 30.0", "} 60.0")
-             .replace("} 70.0", "} 80.0").replace("} 400.0", "} 500.0")
-             .replace("} 300.0", "} 390.0"))
+    later = (
+        body.replace("} 5000.0", "} 5600.0")
+        .replace("} 30.0", "} 60.0")
+        .replace("} 70.0", "} 80.0")
+        .replace("} 400.0", "} 500.0")
+        .replace("} 300.0", "} 390.0")
+    )
     m = normalise(history_of(raw(body, 0), raw(later, 2)), trt, "trtllm")
     assert m.generation_tps == pytest.approx(300)
     assert (m.running, m.waiting, m.kv_usage) == (4, 2, 0.5)
@@ -158,14 +176,17 @@ def test_trtllm_documented_names():
 
 def test_ollama_ps_gives_memory_and_model():
     ollama = get_kind("ollama")
-    ps = (b'{"models":[{"name":"qwen3:8b","model":"qwen3:8b","size":6000000000,'
-          b'"size_vram":5500000000,"expires_at":"2026-11-30T05:00:00Z"}]}')
+    ps = (
+        b'{"models":[{"name":"qwen3:8b","model":"qwen3:8b","size":6000000000,'
+        b'"size_vram":5500000000,"expires_at":"2026-11-30T05:00:00Z"}]}'
+    )
     sample = RawSample(decode_ps(ps), 1.0, 1.0)
     m = normalise(history_of(sample), ollama.metrics_map, "ollama")
     assert m.memory_bytes == 6e9 and m.gpu_memory_bytes == 5.5e9
     assert m.models == ("qwen3:8b",) and m.generation_tps is None and "per reply" in m.note
-    empty = normalise(history_of(RawSample(decode_ps(b'{"models":[]}'), 1, 1)),
-                      ollama.metrics_map, "ollama")
+    empty = normalise(
+        history_of(RawSample(decode_ps(b'{"models":[]}'), 1, 1)), ollama.metrics_map, "ollama"
+    )
     assert empty.memory_bytes == 0 and empty.models == ()
     for bad in (b"[]", b'{"models":[{"size":-1}]}', b'{"models":["x"]}', b"\xff"):
         with pytest.raises(MalformedMetrics):
@@ -179,11 +200,14 @@ def test_a_page_without_the_engines_names_is_not_zeros():
 
 
 def test_custom_map_from_a_preset_table():
-    mapping = get_kind("openai").metrics_map_for({"metrics_map": {
-        "generation_tokens": "atlas:tokens_out_total", "running": "atlas:active"}})
+    mapping = get_kind("openai").metrics_map_for(
+        {"metrics_map": {"generation_tokens": "atlas:tokens_out_total", "running": "atlas:active"}}
+    )
     assert isinstance(mapping, MetricsMap)
+
     def body(n: float) -> str:
         return counter("atlas:tokens_out", n) + "# TYPE atlas:active gauge\natlas:active 2\n"
+
     m = normalise(history_of(raw(body(0), 0), raw(body(250), 0.5)), mapping, "openai")
     assert m.generation_tps == pytest.approx(500) and m.running == 2
     assert get_kind("openai").metrics_map_for({"metrics_map": {}}) is None
@@ -191,8 +215,10 @@ def test_custom_map_from_a_preset_table():
 
 def test_vllm_captured_idle_during_after():
     vllm = get_kind("vllm").metrics_map
-    idle, during, after = (raw(fixture(f"vllm-0.32.0-{name}.txt"), t) for name, t in (
-        ("idle", 0.0), ("during-load", 2.0), ("after-load", 10.0)))
+    idle, during, after = (
+        raw(fixture(f"vllm-0.32.0-{name}.txt"), t)
+        for name, t in (("idle", 0.0), ("during-load", 2.0), ("after-load", 10.0))
+    )
     h = history_of(idle, during)
     busy = normalise(h, vllm, "vllm")
     assert (busy.running, busy.waiting) == (2, 0)

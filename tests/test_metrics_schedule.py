@@ -44,12 +44,14 @@ def engine() -> Iterator[str]:
             if number == 3:
                 time.sleep(WAIT_S)
             tokens = RATE * (time.monotonic() - started)
-            body = ("# HELP vllm:generation_tokens_total Generation tokens processed.\n"
-                    "# TYPE vllm:generation_tokens_total counter\n"
-                    f'vllm:generation_tokens_total{{model_name="m"}} {tokens:.3f}\n'
-                    "# HELP vllm:num_requests_running Requests running.\n"
-                    "# TYPE vllm:num_requests_running gauge\n"
-                    'vllm:num_requests_running{model_name="m"} 1.0\n').encode()
+            body = (
+                "# HELP vllm:generation_tokens_total Generation tokens processed.\n"
+                "# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{model_name="m"}} {tokens:.3f}\n'
+                "# HELP vllm:num_requests_running Requests running.\n"
+                "# TYPE vllm:num_requests_running gauge\n"
+                'vllm:num_requests_running{model_name="m"} 1.0\n'
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -60,7 +62,7 @@ def engine() -> Iterator[str]:
                 for i in range(pieces):
                     if i:
                         time.sleep(TRICKLE_S / pieces)  # each read well inside its timeout
-                    self.wfile.write(body[i * size:(i + 1) * size])
+                    self.wfile.write(body[i * size : (i + 1) * size])
                     self.wfile.flush()
             except OSError:
                 pass  # the sampler gave up on this one and closed the connection
@@ -74,9 +76,24 @@ def engine() -> Iterator[str]:
 
 def _metrics(url: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sparkdeck", "metrics", "--endpoint", url, "--kind", "vllm",
-         "--interval", "1", *args],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "sparkdeck",
+            "metrics",
+            "--endpoint",
+            url,
+            "--kind",
+            "vllm",
+            "--interval",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_six_samples_keep_their_schedule_and_rates_through_a_hanging_scrape():
@@ -86,8 +103,10 @@ def test_six_samples_keep_their_schedule_and_rates_through_a_hanging_scrape():
     readings = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(readings) == 6
     span = readings[-1]["wall"] - readings[0]["wall"]
-    print(f"span {span:.2f} s; late {[r.get('late') for r in readings]}; "
-          f"tok/s {[r['generation_tps'] for r in readings]}")
+    print(
+        f"span {span:.2f} s; late {[r.get('late') for r in readings]}; "
+        f"tok/s {[r['generation_tps'] for r in readings]}"
+    )
     # five periods from the first reading to the last (the trickle would have added 3 s)
     assert span == pytest.approx(5.0, abs=0.6)
     assert [r["late"] for r in readings] == [False, False, True, False, True, False]

@@ -24,8 +24,9 @@ TOKENS = "vllm:generation_tokens_total"
 
 
 @pytest.fixture(scope="module")
-def queueing_vllm(vllm_python: Path, tiny_hf_model: Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def queueing_vllm(
+    vllm_python: Path, tiny_hf_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
     log = tmp_path_factory.mktemp("vllm-metrics") / "server.log"
     with running_vllm(vllm_python, tiny_hf_model, log, extra=("--max-num-seqs", "2")) as server:
         yield server
@@ -34,10 +35,21 @@ def queueing_vllm(vllm_python: Path, tiny_hf_model: Path,
 def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     server = queueing_vllm
     plan = get_kind("vllm").metrics_plan(server.base_url, "/metrics")
-    before = {name: server_counter(server.base_url, name) for name in (
-        TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")}
-    seen = asyncio.run(observe_load(plan, server.base_url, server.model, streams=6,
-                                    max_tokens=500, period_s=0.2, settle_s=120))
+    before = {
+        name: server_counter(server.base_url, name)
+        for name in (TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
+    }
+    seen = asyncio.run(
+        observe_load(
+            plan,
+            server.base_url,
+            server.model,
+            streams=6,
+            max_tokens=500,
+            period_s=0.2,
+            settle_s=120,
+        )
+    )
     after = {name: server_counter(server.base_url, name) for name in before}
 
     assert seen.load.errors == [] and seen.load.streams_ok == 6

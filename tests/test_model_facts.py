@@ -77,8 +77,9 @@ def test_mixtral_active_weights_are_shared_plus_two_of_eight_experts(tmp_path: P
         tensors[f"model.layers.{layer}.block_sparse_moe.gate.weight"] = f16(8, 32)
         for expert in range(8):
             for w in ("w1", "w2", "w3"):
-                tensors[f"model.layers.{layer}.block_sparse_moe.experts.{expert}.{w}.weight"] \
-                    = f16(48, 32)
+                tensors[f"model.layers.{layer}.block_sparse_moe.experts.{expert}.{w}.weight"] = f16(
+                    48, 32
+                )
     facts = read_hf_dir(model_dir(tmp_path, "mixtral-8x7b.json", tensors))
     shared = (2 * 64 * 32 + 2 * (32 * 32 + 8 * 32)) * 2
     experts = 2 * 8 * 3 * 48 * 32 * 2
@@ -88,23 +89,29 @@ def test_mixtral_active_weights_are_shared_plus_two_of_eight_experts(tmp_path: P
 
 
 def test_fused_experts_count_and_shared_experts_do_not(tmp_path: Path) -> None:
-    tensors = {"model.layers.0.mlp.experts.gate_up_proj": f16(32, 16, 8),  # gpt-oss: fused
-               "model.layers.0.mlp.router.weight": f16(32, 16),
-               "model.layers.0.self_attn.k_proj.weight": f16(16, 16)}
+    tensors = {
+        "model.layers.0.mlp.experts.gate_up_proj": f16(32, 16, 8),  # gpt-oss: fused
+        "model.layers.0.mlp.router.weight": f16(32, 16),
+        "model.layers.0.self_attn.k_proj.weight": f16(16, 16),
+    }
     facts = read_hf_dir(model_dir(tmp_path, "gpt-oss-20b.json", tensors))
     assert facts.expert_bytes == 32 * 16 * 8 * 2
     assert facts.active_weight_bytes == (32 * 16 + 16 * 16) * 2 + 4 * 16 * 8 * 2
 
-    deepseek = {"model.layers.3.mlp.shared_experts.gate_proj.weight": f16(16, 8),
-                "model.layers.3.mlp.experts.7.gate_proj.weight": f16(16, 8)}
+    deepseek = {
+        "model.layers.3.mlp.shared_experts.gate_proj.weight": f16(16, 8),
+        "model.layers.3.mlp.experts.7.gate_proj.weight": f16(16, 8),
+    }
     facts = read_hf_dir(model_dir(tmp_path, "deepseek-v3.json", deepseek))
     assert facts.expert_bytes == 16 * 8 * 2  # the shared expert is always read
 
 
 def test_weight_bytes_agree_with_the_files_within_one_percent(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    tensors = {f"model.layers.{i}.mlp.down_proj.weight": rng.standard_normal(
-        (256, 512)).astype(np.float32) for i in range(4)}
+    tensors = {
+        f"model.layers.{i}.mlp.down_proj.weight": rng.standard_normal((256, 512)).astype(np.float32)
+        for i in range(4)
+    }
     tensors["model.embed_tokens.weight"] = rng.standard_normal((1000, 256)).astype(np.float16)
     folder = model_dir(tmp_path, "llama-3.1-8b.json", tensors)
     facts = read_model(folder)
@@ -114,8 +121,9 @@ def test_weight_bytes_agree_with_the_files_within_one_percent(tmp_path: Path) ->
 
 
 def test_gguf_facts_agree_with_its_header_and_file_size(tmp_path: Path) -> None:
-    path = write_tiny_gguf(tmp_path / "m.gguf", n_embd=512, n_layers=4, n_ff=1024, n_head=8,
-                           n_head_kv=2)
+    path = write_tiny_gguf(
+        tmp_path / "m.gguf", n_embd=512, n_layers=4, n_ff=1024, n_head=8, n_head_kv=2
+    )
     facts = read_gguf(path)
     shape = read_gguf_shape(path)
     assert (facts.layers, facts.kv_heads, facts.head_dim) == (4, 2, 64)
@@ -132,8 +140,9 @@ def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
     (folder / "config.json").write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(ModelUnreadable, match=r"config\.json.*num_hidden_layers"):
         read_hf_dir(folder)
-    (folder / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "hidden_size": 64,
-                                                    "num_attention_heads": 2}))
+    (folder / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2})
+    )
     with pytest.raises(ModelUnreadable, match=r"no \.safetensors"):
         read_hf_dir(folder)
     (folder / "model.safetensors").write_bytes(b"\xff" * 64)
@@ -157,13 +166,15 @@ def test_kv_dtype_must_be_known() -> None:
 
 # ----- the library: the real huggingface_hub cache scanner over a real cache layout --------
 
+
 def _safetensors_bytes(tensors: dict[str, np.ndarray], tmp: Path) -> bytes:
     save_file(tensors, str(tmp))
     return tmp.read_bytes()
 
 
-def test_models_command_lists_cache_and_gguf_with_presets(tmp_path: Path,
-                                                           isolated_dirs: dict[str, Path]) -> None:
+def test_models_command_lists_cache_and_gguf_with_presets(
+    tmp_path: Path, isolated_dirs: dict[str, Path]
+) -> None:
     import os
     import subprocess
     import sys
@@ -171,11 +182,14 @@ def test_models_command_lists_cache_and_gguf_with_presets(tmp_path: Path,
     from tests.support.hf_cache import add_to_cache
 
     cache = tmp_path / "hub"
-    weights = _safetensors_bytes({"model.embed_tokens.weight": f16(512, 64)},
-                                 tmp_path / "w.safetensors")
-    add_to_cache(cache, "meta-llama/Llama-3.1-8B-Instruct",
-                 {"config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(),
-                  "model.safetensors": weights})
+    weights = _safetensors_bytes(
+        {"model.embed_tokens.weight": f16(512, 64)}, tmp_path / "w.safetensors"
+    )
+    add_to_cache(
+        cache,
+        "meta-llama/Llama-3.1-8B-Instruct",
+        {"config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(), "model.safetensors": weights},
+    )
     add_to_cache(cache, "broken/model", {"config.json": b"{not json"})
     ggufs = tmp_path / "ggufs"
     ggufs.mkdir()
@@ -184,10 +198,16 @@ def test_models_command_lists_cache_and_gguf_with_presets(tmp_path: Path,
     presets.mkdir(parents=True)
     (presets / "my-vllm.toml").write_text(
         'title = "mine"\nkind = "vllm"\nimage = "vllm/vllm-openai:latest"\n'
-        'model = "meta-llama/Llama-3.1-8B-Instruct"\n')
+        'model = "meta-llama/Llama-3.1-8B-Instruct"\n'
+    )
     env = {**os.environ, "HF_HUB_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-m", "sparkdeck", "models", "--json", "--dir",
-                          str(ggufs)], capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", "--json", "--dir", str(ggufs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     listed = {m["name"]: m for m in json.loads(out.stdout)["models"]}
     llama = listed["meta-llama/Llama-3.1-8B-Instruct"]
@@ -199,8 +219,13 @@ def test_models_command_lists_cache_and_gguf_with_presets(tmp_path: Path,
     assert "config.json" in listed["broken/model"]["problem"]
     assert listed["tiny.gguf"]["facts"]["layers"] == 2
 
-    text = subprocess.run([sys.executable, "-m", "sparkdeck", "models", "--dir", str(ggufs)],
-                          capture_output=True, text=True, env=env, timeout=60)
+    text = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", "--dir", str(ggufs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert text.returncode == 0, text.stderr
     line = next(x for x in text.stdout.splitlines() if x.startswith("meta-llama/"))
     assert "128 KiB" in line and "my-vllm" in line

@@ -38,15 +38,18 @@ MIB = 2**20
 def weights(tmp_path: Path, rows: int = 49152) -> bytes:
     path = tmp_path / "w.safetensors"
     rng = np.random.default_rng(7)
-    save_file({"model.embed_tokens.weight": rng.standard_normal((rows, 256)).astype(
-        np.float16)}, str(path))
+    save_file(
+        {"model.embed_tokens.weight": rng.standard_normal((rows, 256)).astype(np.float16)},
+        str(path),
+    )
     return path.read_bytes()
 
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    repo = FakeRepo({"config.json": CONFIG, "model.safetensors": weights(tmp_path)},
-                    lfs=("model.safetensors",))
+    repo = FakeRepo(
+        {"config.json": CONFIG, "model.safetensors": weights(tmp_path)}, lfs=("model.safetensors",)
+    )
     with FakeHub({REPO: repo}) as fake:
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -62,7 +65,8 @@ def test_pull_reports_progress_and_the_model_is_then_readable(hub: FakeHub) -> N
     assert plan.needed == plan.total
     snapshot = pull(plan, seen.append)
     assert (snapshot / "model.safetensors").read_bytes() == hub.repos[REPO].files[
-        "model.safetensors"]
+        "model.safetensors"
+    ]
     assert seen[-1].done == plan.total and seen[-1].total == plan.total
     assert [p.done for p in seen] == sorted(p.done for p in seen)
     assert any(p.file == "model.safetensors" and 0 < p.file_done < p.file_total for p in seen)
@@ -84,7 +88,8 @@ def test_a_dropped_connection_is_resumed_with_a_range_request(hub: FakeHub) -> N
 
 
 def test_gated_and_private_repos_name_hf_token_and_never_print_it(
-        hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     hub.repos["fake-org/gated"] = FakeRepo({"config.json": CONFIG}, gated=True)
     hub.repos["fake-org/private"] = FakeRepo({"config.json": CONFIG}, private=True)
     with pytest.raises(NeedsToken, match="export HF_TOKEN"):
@@ -129,12 +134,18 @@ def test_a_checksum_mismatch_is_refused_and_not_kept(hub: FakeHub, tmp_path: Pat
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", "models", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_ctrl_c_keeps_completed_files_and_the_next_pull_resumes_after_them(
-        hub: FakeHub, tmp_path: Path) -> None:
+    hub: FakeHub, tmp_path: Path
+) -> None:
     # huggingface_hub 2.x deletes a partly fetched file when its download stops, so a pull
     # resumes per file across runs (byte ranges only within a run, tested above).
     repo = hub.repos[REPO]
@@ -146,13 +157,17 @@ def test_ctrl_c_keeps_completed_files_and_the_next_pull_resumes_after_them(
     env = dict(os.environ)
     blobs = tmp_path / "hub" / "models--fake-org--tiny-llama" / "blobs"
     first = hashlib.sha256(repo.files["model-1.safetensors"]).hexdigest()
-    process = subprocess.Popen([sys.executable, "-m", "sparkdeck", "models", "pull", REPO],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "models", "pull", REPO],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (
-            blobs.is_dir() and any(p.stat().st_size >= 10 * MIB
-                                   for p in blobs.glob("*.incomplete"))):
+        blobs.is_dir() and any(p.stat().st_size >= 10 * MIB for p in blobs.glob("*.incomplete"))
+    ):
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)

@@ -42,10 +42,15 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A hub cache holding Llama 3.1 8B's config with 16 MiB of f16 weights."""
     cache = tmp_path / "hub"
     weights = tmp_path / "w.safetensors"
-    save_file({"model.embed_tokens.weight": np.zeros((2048, 4096), dtype=np.float16)},
-              str(weights))
-    add_to_cache(cache, REPO, {"config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(),
-                               "model.safetensors": weights.read_bytes()})
+    save_file({"model.embed_tokens.weight": np.zeros((2048, 4096), dtype=np.float16)}, str(weights))
+    add_to_cache(
+        cache,
+        REPO,
+        {
+            "config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(),
+            "model.safetensors": weights.read_bytes(),
+        },
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     for module in (vllm_engine, sglang_engine, trtllm_engine):
         monkeypatch.setattr(module, "host_pool", lambda: POOL)
@@ -61,7 +66,8 @@ WEIGHTS = 2048 * 4096 * 2
 
 
 def test_vllm_sized_from_model_sets_kv_bytes_and_a_matching_utilization(
-        tmp_path: Path, hub: Path) -> None:
+    tmp_path: Path, hub: Path
+) -> None:
     p = preset(tmp_path, "vllm", context=8192, concurrency=4)
     plan = preset_plan(p)
     assert (plan.weights, plan.kv, plan.overhead) == (WEIGHTS, 4 * GIB, 4 * GIB)
@@ -78,10 +84,12 @@ def test_vllm_sized_from_model_sets_kv_bytes_and_a_matching_utilization(
     assert argv[argv.index("--max-model-len") + 1] == "8192"
 
 
-def test_vllm_without_the_kv_bytes_flag_sizes_through_utilization(tmp_path: Path,
-                                                                   hub: Path) -> None:
-    p = preset(tmp_path, "vllm", context=8192, kv_cache_dtype="fp8",
-               vllm={"kv_cache_memory_bytes": False})
+def test_vllm_without_the_kv_bytes_flag_sizes_through_utilization(
+    tmp_path: Path, hub: Path
+) -> None:
+    p = preset(
+        tmp_path, "vllm", context=8192, kv_cache_dtype="fp8", vllm={"kv_cache_memory_bytes": False}
+    )
     assert preset_plan(p).kv == GIB // 2  # fp8: half of f16's 1 GiB per 8k tokens
     argv = p.container_spec().command
     assert "--kv-cache-memory-bytes" not in argv
@@ -95,8 +103,9 @@ def test_utilization_is_capped_by_mem_available_less_the_reserve() -> None:
     assert share_of(99 * GIB, 100 * GIB, ceiling=0.9) == 0.9
 
 
-def test_a_model_that_is_not_here_keeps_the_stated_share_and_says_so(tmp_path: Path,
-                                                                     hub: Path) -> None:
+def test_a_model_that_is_not_here_keeps_the_stated_share_and_says_so(
+    tmp_path: Path, hub: Path
+) -> None:
     p = preset(tmp_path, "vllm", model="nobody/absent", context=4096)
     claim = p.memory_claim(POOL[0], GuardSettings())
     assert claim.bytes == int(0.8 * POOL[0])
@@ -133,33 +142,36 @@ def test_trtllm_fraction_is_of_what_is_free_after_weights(tmp_path: Path, hub: P
 
 
 def test_llamacpp_context_is_tokens_of_every_slot(tmp_path: Path) -> None:
-    gguf = write_tiny_gguf(tmp_path / "tiny.gguf", n_embd=256, n_layers=4, n_head=8,
-                           n_head_kv=2)
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf", n_embd=256, n_layers=4, n_head=8, n_head_kv=2)
     p = preset(tmp_path, "llamacpp", model=str(gguf), context=2048, concurrency=3)
     plan = preset_plan(p)
     # 2 x 4 layers x 2 KV heads x 32 head size x 2 bytes = 1 KiB per token
     assert plan.kv_bytes_per_token == 1024 and plan.kv == 3 * 2048 * 1024
     argv = p.container_spec().command
     assert argv[argv.index("-c") + 1] == "6144" and argv[argv.index("--parallel") + 1] == "3"
-    assert plan.weights == sum(t.n_bytes for t in __import__("gguf").GGUFReader(
-        str(gguf)).tensors)
+    assert plan.weights == sum(t.n_bytes for t in __import__("gguf").GGUFReader(str(gguf)).tensors)
 
 
-@pytest.mark.parametrize(("fields", "key", "words"), [
-    ({"concurrency": 2}, "concurrency", "needs `context`"),
-    ({"context": 4096, "concurrency": 2, "kv_budget_gib": 4.0}, "concurrency", "not both"),
-    ({"context": 4096, "kv_cache_dtype": "int3"}, "kv_cache_dtype", "not one of"),
-    ({"context": 8}, "context", "out of range"),
-])
-def test_sizing_keys_are_checked(tmp_path: Path, fields: dict[str, Any], key: str,
-                                 words: str) -> None:
+@pytest.mark.parametrize(
+    ("fields", "key", "words"),
+    [
+        ({"concurrency": 2}, "concurrency", "needs `context`"),
+        ({"context": 4096, "concurrency": 2, "kv_budget_gib": 4.0}, "concurrency", "not both"),
+        ({"context": 4096, "kv_cache_dtype": "int3"}, "kv_cache_dtype", "not one of"),
+        ({"context": 8}, "context", "out of range"),
+    ],
+)
+def test_sizing_keys_are_checked(
+    tmp_path: Path, fields: dict[str, Any], key: str, words: str
+) -> None:
     with pytest.raises(PresetError) as caught:
         preset(tmp_path, "vllm", **fields)
     assert any(p.key == key and words in p.message for p in caught.value.problems)
 
 
 def test_metrics_ceiling_uses_active_weights_when_the_preset_states_none(
-        tmp_path: Path, hub: Path) -> None:
+    tmp_path: Path, hub: Path
+) -> None:
     def ceiling(p: Preset) -> float | None:
         return get_kind("vllm").metrics_plan("http://127.0.0.1:1", "/metrics", p).bytes_per_token
 
@@ -168,23 +180,46 @@ def test_metrics_ceiling_uses_active_weights_when_the_preset_states_none(
     assert ceiling(preset(tmp_path, "vllm", model="nobody/absent")) is None
 
 
-def test_models_plan_command_prints_the_parts(tmp_path: Path, hub: Path,
-                                              isolated_dirs: dict[str, Path]) -> None:
-    write_preset(isolated_dirs["config"] / "presets", "sized", title="t", kind="llamacpp",
-                 image="img:1", model=str(write_tiny_gguf(tmp_path / "m.gguf")),
-                 context=1024, concurrency=2)
+def test_models_plan_command_prints_the_parts(
+    tmp_path: Path, hub: Path, isolated_dirs: dict[str, Path]
+) -> None:
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "sized",
+        title="t",
+        kind="llamacpp",
+        image="img:1",
+        model=str(write_tiny_gguf(tmp_path / "m.gguf")),
+        context=1024,
+        concurrency=2,
+    )
     env = {**os.environ, "HF_HUB_CACHE": str(hub)}
-    out = subprocess.run([sys.executable, "-m", "sparkdeck", "models", "plan", "sized",
-                          "--json"], capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", "plan", "sized", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["sized_from_model"] and data["plan"]["sequences"] == 2
     assert data["plan"]["kv"] == 2048 * data["plan"]["kv_bytes_per_token"]
     assert data["memory_setting"].startswith("-c 2048 ")
-    text = subprocess.run([sys.executable, "-m", "sparkdeck", "models", "plan", "sized"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    text = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", "plan", "sized"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert "weights:" in text.stdout and "overhead:" in text.stdout
     assert "total claim:" in text.stdout
-    missing = subprocess.run([sys.executable, "-m", "sparkdeck", "models", "plan", "nope"],
-                             capture_output=True, text=True, env=env, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "models", "plan", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "no preset" in missing.stderr

@@ -42,16 +42,27 @@ def presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     directory = tmp_path / "presets"
     fields = {**base_fields(), "hf_cache": True, "port": 8000}
     made = {
-        "here": write_preset(directory, "here", title="t", kind="vllm", image="i",
-                             model="org/here", **fields),
-        "absent": write_preset(directory, "absent", title="t", kind="vllm", image="i",
-                               model="org/absent", **fields),
-        "no-mount": write_preset(directory, "no-mount", title="t", kind="vllm", image="i",
-                                 model="org/absent", **{**fields, "hf_cache": False}),
-        "ollama": write_preset(directory, "ollama", title="t", kind="ollama", image="i",
-                               model="llama3:8b", **fields),
-        "gguf": write_preset(directory, "gguf", title="t", kind="llamacpp", image="i",
-                             model=str(gguf), **fields),
+        "here": write_preset(
+            directory, "here", title="t", kind="vllm", image="i", model="org/here", **fields
+        ),
+        "absent": write_preset(
+            directory, "absent", title="t", kind="vllm", image="i", model="org/absent", **fields
+        ),
+        "no-mount": write_preset(
+            directory,
+            "no-mount",
+            title="t",
+            kind="vllm",
+            image="i",
+            model="org/absent",
+            **{**fields, "hf_cache": False},
+        ),
+        "ollama": write_preset(
+            directory, "ollama", title="t", kind="ollama", image="i", model="llama3:8b", **fields
+        ),
+        "gguf": write_preset(
+            directory, "gguf", title="t", kind="llamacpp", image="i", model=str(gguf), **fields
+        ),
     }
     return {key: load_file(path) for key, path in made.items()}
 
@@ -60,19 +71,23 @@ def host() -> WidgetHost:
     """The preset table alone, with its own default styles."""
     return WidgetHost(PresetTable(id="preset-table"), css_path=None)
 
+
 def test_the_cell_says_the_size_missing_or_that_it_cannot_tell(presets: dict) -> None:
     cells = {key: model_cell(preset) for key, preset in presets.items()}
-    assert cells == {"here": "1.5 GiB", "absent": "missing", "no-mount": "-",
-                     "ollama": "-", "gguf": "0.5 GiB"}
-
+    assert cells == {
+        "here": "1.5 GiB",
+        "absent": "missing",
+        "no-mount": "-",
+        "ollama": "-",
+        "gguf": "0.5 GiB",
+    }
 
 
 def test_the_table_shows_rows_first_then_the_sizes_from_a_worker(presets: dict) -> None:
     async def scenario() -> None:
         async with host().run_test(size=(140, 12)) as pilot:
             table = pilot.app.query_one(PresetTable)
-            rows = [(p.id, "1.0 GiB", p.image, p.model, p.kind)
-                    for _, p in sorted(presets.items())]
+            rows = [(p.id, "1.0 GiB", p.image, p.model, p.kind) for _, p in sorted(presets.items())]
             table.show_rows(rows)
             table.read_model_sizes(list(presets.values()))
             # the rows are there at once; the sizes come when the worker has walked the cache
@@ -98,8 +113,9 @@ def test_the_engine_card_shows_a_launch_s_model_download() -> None:
     from sparkdeck.ui.dashboard.card_steps import report_after
     from sparkdeck.ui.dashboard.engine_card import EngineReport
 
-    report = report_after(EngineReport(), ModelDownloadStarted("o/r", "c" * 40, 2, 100, 100),
-                          PullTracker())
+    report = report_after(
+        EngineReport(), ModelDownloadStarted("o/r", "c" * 40, 2, 100, 100), PullTracker()
+    )
     assert (report.phase, report.pull_fraction) == ("pulling", 0.0)
     half = PullProgress("w.safetensors", 40, 80, 50, 100, 2**20, 50.0)
     report = report_after(report, ModelDownloading("o/r", half), PullTracker())
@@ -117,8 +133,9 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from tests.support.fake_hub import FakeHub, FakeRepo
 
     weights = b"\x07" * (24 * 2**20)  # huggingface_hub reports every 10 MiB
-    repo = FakeRepo({"config.json": CONFIG, "model.safetensors": weights},
-                    lfs=("model.safetensors",))
+    repo = FakeRepo(
+        {"config.json": CONFIG, "model.safetensors": weights}, lfs=("model.safetensors",)
+    )
     with FakeHub({"fake-org/tiny": repo}) as fake:
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -154,8 +171,10 @@ def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:
             await wait_until(pilot, lambda: table.row_count == 2)
             assert str(status.render()).startswith("done: fake-org/tiny")
             # per file and in total: bytes, rate and ETA, as the CLI prints them
-            assert any("model.safetensors  10.0 MiB/24.0 MiB  |  total" in line
-                       and "/s  ETA" in line for line in lines), lines
+            assert any(
+                "model.safetensors  10.0 MiB/24.0 MiB  |  total" in line and "/s  ETA" in line
+                for line in lines
+            ), lines
             bar = screen.query_one(ProgressBar)
             assert bar.progress == bar.total == len(CONFIG) + 24 * 2**20
             await pilot.press("escape")  # nothing runs: the view closes
@@ -215,7 +234,8 @@ def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
             await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
             # the key that opened the view, once, with what the view is for
             rows = [what for key, what in app.screen.rows if key == "o"]
-            assert rows == ["Models: Models on this machine; pull one from the Hub with "
-                            "progress (Esc cancels)"], app.screen.rows
+            assert rows == [
+                "Models: Models on this machine; pull one from the Hub with progress (Esc cancels)"
+            ], app.screen.rows
 
     asyncio.run(scenario())

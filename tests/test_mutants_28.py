@@ -43,8 +43,7 @@ REPO = "meta-llama/Llama-3.1-8B-Instruct"
 def _reading(t: float, available_pct: int) -> Reading:
     total = 100 * GIB
     memory = MemorySnapshot(total, total * available_pct // 100, 0, 0, 0, 0, 0)
-    return Reading(t, memory, PsiSnapshot(PsiLine(0.0, 0.0, 0.0, 0),
-                                          PsiLine(0.0, 0.0, 0.0, 0), t))
+    return Reading(t, memory, PsiSnapshot(PsiLine(0.0, 0.0, 0.0, 0), PsiLine(0.0, 0.0, 0.0, 0), t))
 
 
 def test_a_failed_stop_is_retried_after_memory_came_back_until_it_is_confirmed():
@@ -59,8 +58,7 @@ def test_a_failed_stop_is_retried_after_memory_came_back_until_it_is_confirmed()
             raise TimeoutError("Docker is not answering")
         return StopAttempt(True, "stopped", 0, 1.0)
 
-    dog = Watchdog(WatchdogPolicy(GuardSettings()), lambda: next(readings), stop,
-                   engine="e")
+    dog = Watchdog(WatchdogPolicy(GuardSettings()), lambda: next(readings), stop, engine="e")
     assert dog.step().level == STOP and dog.stop_pending and len(calls) == 1
     assert dog.attempts[0].text == "stop failed: Docker is not answering; retrying"
     recovered = dog.step()  # 60 % available: the reading itself says all is well
@@ -81,18 +79,29 @@ POOL = (128 * GIB, 128 * GIB)
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hub cache holding Llama 3.1 8B's config with 16 MiB of f16 weights."""
     cache, weights = tmp_path / "hub", tmp_path / "w.safetensors"
-    save_file({"model.embed_tokens.weight": np.zeros((2048, 4096), dtype=np.float16)},
-              str(weights))
-    add_to_cache(cache, REPO, {"config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(),
-                               "model.safetensors": weights.read_bytes()})
+    save_file({"model.embed_tokens.weight": np.zeros((2048, 4096), dtype=np.float16)}, str(weights))
+    add_to_cache(
+        cache,
+        REPO,
+        {
+            "config.json": (CONFIGS / "llama-3.1-8b.json").read_bytes(),
+            "model.safetensors": weights.read_bytes(),
+        },
+    )
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     for module in (vllm_engine, sglang_engine, trtllm_engine):
         monkeypatch.setattr(module, "host_pool", lambda: POOL)
 
 
 def _sized(tmp_path: Path, kind: str, **fields: Any) -> list[str]:
-    base = {"title": "t", "kind": kind, "image": "img:1", "model": REPO, "context": 8192,
-            "kv_budget_gib": 120.0}
+    base = {
+        "title": "t",
+        "kind": kind,
+        "image": "img:1",
+        "model": REPO,
+        "context": 8192,
+        "kv_budget_gib": 120.0,
+    }
     preset = load_file(write_preset(tmp_path / "presets", f"p-{kind}", **{**base, **fields}))
     return preset.container_spec().command
 
@@ -115,25 +124,38 @@ def test_vllm_utilization_never_exceeds_0_9(tmp_path: Path, hub: None):
 def test_trtllm_free_fraction_never_exceeds_0_9(tmp_path: Path, hub: None):
     """Kills: `ceiling=SHARE_CEILING` -> `ceiling=1.0` in trtllm.py (120 GiB of the
     123.98 GiB free after weights and overhead is 0.968; the ceiling: 0.9)."""
-    spec = load_file(write_preset(tmp_path / "presets", "p-trt", title="t", kind="trtllm",
-                                  image="img:1", model=REPO, context=8192,
-                                  kv_budget_gib=120.0)).container_spec()
+    spec = load_file(
+        write_preset(
+            tmp_path / "presets",
+            "p-trt",
+            title="t",
+            kind="trtllm",
+            image="img:1",
+            model=REPO,
+            context=8192,
+            kv_budget_gib=120.0,
+        )
+    ).container_spec()
     assert "free_gpu_memory_fraction: 0.9\n" in spec.files[0].content
 
 
 # ----- presets.py: every spelling of a secret's name is refused -----------------------------
-@pytest.mark.parametrize("name", [
-    "OPENAI_APIKEY",      # only APIKEY matches (no `_` before KEY, no API_KEY, no TOKEN)
-    "MY_API_KEY_FILE",    # only API_KEY matches (KEY is not at the end)
-    "HF_TOKEN_PATH",      # only TOKEN
-    "CLIENT_SECRET_ID",   # only SECRET
-    "DB_PASSWORD_FILE",   # only PASSWORD
-    "SIGNING_KEY",        # only _KEY$
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OPENAI_APIKEY",  # only APIKEY matches (no `_` before KEY, no API_KEY, no TOKEN)
+        "MY_API_KEY_FILE",  # only API_KEY matches (KEY is not at the end)
+        "HF_TOKEN_PATH",  # only TOKEN
+        "CLIENT_SECRET_ID",  # only SECRET
+        "DB_PASSWORD_FILE",  # only PASSWORD
+        "SIGNING_KEY",  # only _KEY$
+    ],
+)
 def test_each_secret_name_pattern_is_refused(tmp_path: Path, name: str):
     """Kills: the pattern without `APIKEY` (and without any other of its alternatives)."""
-    path = write_preset(tmp_path, "p", title="t", kind="vllm", image="i", model="m",
-                        env={name: "not-for-a-file"})
+    path = write_preset(
+        tmp_path, "p", title="t", kind="vllm", image="i", model="m", env={name: "not-for-a-file"}
+    )
     with pytest.raises(PresetError) as info:
         load_file(path)
     assert f"env.{name}: looks like a secret" in str(info.value)
@@ -142,8 +164,9 @@ def test_each_secret_name_pattern_is_refused(tmp_path: Path, name: str):
 @pytest.mark.parametrize("name", ["KEYBOARD_LAYOUT", "MONKEY", "MY_KEYS", "VLLM_LOGGING_LEVEL"])
 def test_names_that_only_look_alike_are_accepted(tmp_path: Path, name: str):
     """Kills: `_KEY$` unanchored (MY_KEYS refused) or `KEY` alone (MONKEY refused)."""
-    path = write_preset(tmp_path, "p", title="t", kind="vllm", image="i", model="m",
-                        env={name: "1"})
+    path = write_preset(
+        tmp_path, "p", title="t", kind="vllm", image="i", model="m", env={name: "1"}
+    )
     assert load_file(path).env == {name: "1"}
 
 
@@ -160,8 +183,9 @@ def _late_first_read() -> list[Timed]:
 def test_bench_decode_rate_counts_from_the_last_token_of_the_first_read():
     """Kills: `after *= (self.text_chunks - self.first_batch) / (self.text_chunks - 1)`
     -> `after *= 1.0` in bench/stats.py."""
-    figures = request_figures(0.5, _late_first_read(), 2.1, prompt_fallback=4,
-                              prompt_fallback_source="target")
+    figures = request_figures(
+        0.5, _late_first_read(), 2.1, prompt_fallback=4, prompt_fallback_source="target"
+    )
     assert (figures.text_chunks, figures.first_batch, figures.output_tokens) == (11, 3, 11)
     assert figures.decode_tps == pytest.approx(8.0)
 

@@ -31,14 +31,15 @@ from sparkdeck.ui.themes import load_theme
 # ----- bench/stats.py: the empty-content filter ---------------------------------------------
 def test_empty_and_role_only_chunks_are_not_tokens_nor_the_first_token():
     """Kills: `if isinstance(delta, (Content, Reasoning)) and delta.text` -> without `.text`."""
-    events = [Timed(0.10, Content("")),  # role-only first chunk: vLLM sends one
-              Timed(0.50, Reasoning("hm")),
-              Timed(0.70, Content("")),
-              Timed(0.90, Content("a")),
-              Timed(1.30, Content("")),  # an empty chunk after the text: not the last token
-              Timed(1.40, Finished("stop"))]
-    figures = request_figures(0.0, events, 1.5, prompt_fallback=8,
-                              prompt_fallback_source="target")
+    events = [
+        Timed(0.10, Content("")),  # role-only first chunk: vLLM sends one
+        Timed(0.50, Reasoning("hm")),
+        Timed(0.70, Content("")),
+        Timed(0.90, Content("a")),
+        Timed(1.30, Content("")),  # an empty chunk after the text: not the last token
+        Timed(1.40, Finished("stop")),
+    ]
+    figures = request_figures(0.0, events, 1.5, prompt_fallback=8, prompt_fallback_source="target")
     assert (figures.first_at, figures.last_at) == (0.50, 0.90)
     assert (figures.output_tokens, figures.output_source) == (2, "chunks")
 
@@ -48,8 +49,12 @@ def _histogram(counts: tuple[float, float, float], t: float, wall: float) -> Raw
     le = ("0.1", "1.0", "+Inf")
     lines = ["# TYPE ttft histogram"]
     lines += [f'ttft_bucket{{le="{b}"}} {c}' for b, c in zip(le, counts, strict=False)]
-    lines += [f"ttft_sum {counts[-1] * 0.5}", f"ttft_count {counts[-1]}",
-              "# TYPE gen_total counter", f"gen_total {t * 100}"]
+    lines += [
+        f"ttft_sum {counts[-1] * 0.5}",
+        f"ttft_count {counts[-1]}",
+        "# TYPE gen_total counter",
+        f"gen_total {t * 100}",
+    ]
     return RawSample(parse_body(("\n".join(lines) + "\n").encode()), wall=wall, monotonic=t)
 
 
@@ -91,11 +96,14 @@ def _reading(t: float, available_pct: float, some10: float = 0.0, full_us: int =
     return Reading(t, memory, psi)
 
 
-@pytest.mark.parametrize("available_pct, some10, level", [
-    (10.0, 0.0, OK),     # at warn_available_pct: not under it
-    (50.0, 10.0, OK),    # at warn_some_avg10: not over it
-    (5.0, 0.0, WARN),    # at stop_available_pct: not under it, but under the warning
-])
+@pytest.mark.parametrize(
+    "available_pct, some10, level",
+    [
+        (10.0, 0.0, OK),  # at warn_available_pct: not under it
+        (50.0, 10.0, OK),  # at warn_some_avg10: not over it
+        (5.0, 0.0, WARN),  # at stop_available_pct: not under it, but under the warning
+    ],
+)
 def test_thresholds_on_the_dot(available_pct, some10, level):
     """Kills: `<` -> `<=` on MemAvailable, `>` -> `>=` on PSI some avg10."""
     reading = _reading(0.0, available_pct, some10)
@@ -124,22 +132,29 @@ def test_a_claim_that_needs_exactly_what_is_there_fits():
         return MemorySnapshot(TOTAL, available, free, available - free, 0, 0, 0)
 
     assert check_fit(claim, memory(65 * GIB, 65 * GIB), headroom=headroom).verdict == FITS
-    assert check_fit(claim, memory(65 * GIB, 40 * GIB),
-                     headroom=headroom).verdict == FITS_AFTER_FLUSH
-    assert check_fit(claim, memory(65 * GIB - 1, 40 * GIB),
-                     headroom=headroom).verdict == DOES_NOT_FIT
-    assert check_fit(claim, memory(65 * GIB, 65 * GIB - 1),
-                     headroom=headroom).verdict == FITS_AFTER_FLUSH
+    assert (
+        check_fit(claim, memory(65 * GIB, 40 * GIB), headroom=headroom).verdict == FITS_AFTER_FLUSH
+    )
+    assert (
+        check_fit(claim, memory(65 * GIB - 1, 40 * GIB), headroom=headroom).verdict == DOES_NOT_FIT
+    )
+    assert (
+        check_fit(claim, memory(65 * GIB, 65 * GIB - 1), headroom=headroom).verdict
+        == FITS_AFTER_FLUSH
+    )
 
 
 # ----- presets.py: secret names in any case --------------------------------------------------
-@pytest.mark.parametrize("name", ["hf_token", "Hf_Token", "openai_api_key", "foo_password",
-                                  "My_Secret"])
+@pytest.mark.parametrize(
+    "name", ["hf_token", "Hf_Token", "openai_api_key", "foo_password", "My_Secret"]
+)
 def test_secret_names_are_refused_in_any_case(tmp_path: Path, name: str):
     """Kills: a case-sensitive secret-name check (dropping re.I)."""
     path = tmp_path / "p.toml"
-    path.write_text(f'id = "p"\ntitle = "t"\nkind = "vllm"\nimage = "i"\nmodel = "m"\n'
-                    f'[env]\n{name} = "not-for-a-file"\n')
+    path.write_text(
+        f'id = "p"\ntitle = "t"\nkind = "vllm"\nimage = "i"\nmodel = "m"\n'
+        f'[env]\n{name} = "not-for-a-file"\n'
+    )
     with pytest.raises(PresetError) as info:
         load_file(path)
     assert f"env.{name}" in str(info.value) and "looks like a secret" in str(info.value)
@@ -159,12 +174,15 @@ def test_a_good_theme_loads(tmp_path: Path):
     assert load_theme(_theme(tmp_path, **GOOD)).primary == "#112233"
 
 
-@pytest.mark.parametrize("key, value", [
-    ("primary", "#1122334"),         # kills an unanchored end: `^#[0-9A-Fa-f]{6}`
-    ("primary", "x#112233"),         # kills an unanchored start: `#[0-9A-Fa-f]{6}$`
-    ("secondary", "#12345g"),        # kills "only primary is checked"
-    ("background", "red"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("primary", "#1122334"),  # kills an unanchored end: `^#[0-9A-Fa-f]{6}`
+        ("primary", "x#112233"),  # kills an unanchored start: `#[0-9A-Fa-f]{6}$`
+        ("secondary", "#12345g"),  # kills "only primary is checked"
+        ("background", "red"),
+    ],
+)
 def test_bad_colours_are_refused_with_the_key(tmp_path: Path, key: str, value: str):
     with pytest.raises(ValueError, match=re.escape(f"{key}") + ".*is not a #RRGGBB colour"):
         load_theme(_theme(tmp_path, **{**GOOD, key: value}))

@@ -35,16 +35,21 @@ MIB = 2**20
 
 # nvidia-smi's XML tag for each clock-event reason the reader names (the H200 lists these 9).
 SMI_REASON_TAGS = {
-    "idle": "gpu_idle", "applications clocks setting": "applications_clocks_setting",
-    "SW power cap": "sw_power_cap", "HW slowdown": "hw_slowdown",
+    "idle": "gpu_idle",
+    "applications clocks setting": "applications_clocks_setting",
+    "SW power cap": "sw_power_cap",
+    "HW slowdown": "hw_slowdown",
     "HW thermal slowdown": "hw_thermal_slowdown",
-    "HW power brake slowdown": "hw_power_brake_slowdown", "sync boost": "sync_boost",
-    "SW thermal slowdown": "sw_thermal_slowdown", "display clock setting": "display_clocks_setting",
+    "HW power brake slowdown": "hw_power_brake_slowdown",
+    "sync boost": "sync_boost",
+    "SW thermal slowdown": "sw_thermal_slowdown",
+    "display clock setting": "display_clocks_setting",
 }
 
 
-def replay(path: Path | dict, host_total: int | None = None) -> tuple[
-        RecordedNvml, list[tuple[str, GpuReading]]]:
+def replay(
+    path: Path | dict, host_total: int | None = None
+) -> tuple[RecordedNvml, list[tuple[str, GpuReading]]]:
     """Every sample of a recording, read by one NvmlReader as a panel would poll it."""
     nvml = RecordedNvml(path)
     total = nvml.host_mem_total_bytes if host_total is None else host_total
@@ -123,10 +128,12 @@ def test_h200_last_load_sample_agrees_with_nvidia_smi_taken_right_after(h200, sm
     assert gpu.memory_used is not None and abs(gpu.memory_used - used) <= MIB
     [(pid, proc_bytes)] = gpu.processes
     assert pid == int(smi.findtext("processes/process_info/pid") or 0)
-    assert abs(proc_bytes - number(smi.findtext("processes/process_info/used_memory")) * MIB) \
-        <= MIB
-    active = {el.tag.removeprefix("clocks_event_reason_")
-              for el in smi.find("clocks_event_reasons") if el.text == "Active"}
+    assert abs(proc_bytes - number(smi.findtext("processes/process_info/used_memory")) * MIB) <= MIB
+    active = {
+        el.tag.removeprefix("clocks_event_reason_")
+        for el in smi.find("clocks_event_reasons")
+        if el.text == "Active"
+    }
     assert {SMI_REASON_TAGS[name] for name in gpu.clock_event_reasons} == active
     assert gpu.pstate == int(smi.findtext("performance_state").removeprefix("P"))
     average = number(smi.findtext("gpu_power_readings/average_power_draw"))
@@ -172,8 +179,13 @@ def test_gb10_driver_that_reports_memtotal_is_still_unified():
     host = data["host_mem_total_bytes"]
     for sample in data["samples"]:
         sample["calls"]["nvmlDeviceGetMemoryInfo(gpu0, version=33554472)"] = {
-            "__struct__": "c_nvmlMemory_v2_t", "version": 33554472, "total": host - 3 * MIB,
-            "reserved": 0, "free": host // 3, "used": host - host // 3}
+            "__struct__": "c_nvmlMemory_v2_t",
+            "version": 33554472,
+            "total": host - 3 * MIB,
+            "reserved": 0,
+            "free": host // 3,
+            "used": host - host // 3,
+        }
     for _, reading in replay(data)[1]:
         assert reading.unified_memory and reading.gpus[0].memory_total == host - 3 * MIB
 
@@ -220,9 +232,8 @@ def test_no_driver_gives_a_reading_with_an_error_not_an_exception():
 
 
 def test_importing_the_reader_does_not_load_textual():
-    code = ("import sys, sparkdeck.host.nvml\n"
-            "assert 'textual' not in sys.modules\n"
-            "print('ok')\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
+    code = "import sys, sparkdeck.host.nvml\nassert 'textual' not in sys.modules\nprint('ok')\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

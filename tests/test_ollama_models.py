@@ -36,8 +36,10 @@ def test_a_model_the_server_holds_needs_no_pull(tmp_path: Path) -> None:
 
 def test_a_preset_without_a_model_asks_nothing(tmp_path: Path) -> None:
     # no server at all behind this address: a request would fail the test
-    assert get_kind("ollama").missing_model("http://127.0.0.1:9",
-                                            ollama_preset(tmp_path, None)) is None
+    assert (
+        get_kind("ollama").missing_model("http://127.0.0.1:9", ollama_preset(tmp_path, None))
+        is None
+    )
 
 
 def test_pull_reports_every_blob_and_ends_at_success(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_ollamas_own_error_is_the_message() -> None:
 
 def test_a_stream_that_stops_before_success_is_a_failure() -> None:
     with FakeOllama(finish_pull=False) as ollama:
-        with pytest.raises(ModelPullError, match="ended without \"success\""):
+        with pytest.raises(ModelPullError, match='ended without "success"'):
             pull_model(ollama.url, "qwen3:8b", lambda event: None)
 
 
@@ -94,7 +96,8 @@ def test_an_unreachable_server_says_where(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_launcher_pulls_the_model_before_ready_and_cleans_up_when_it_fails(
-        runtime, docker_client, scope, tmp_path, busybox_image, monkeypatch):
+    runtime, docker_client, scope, tmp_path, busybox_image, monkeypatch
+):
     """A real busybox container stands in for the engine (it answers its health path); the
     model store is the FAKE Ollama, reached through the engine kind's two hooks."""
     from tests.conftest import scope_containers
@@ -103,10 +106,20 @@ def test_launcher_pulls_the_model_before_ready_and_cleans_up_when_it_fails(
     with FakeOllama(unknown={"missing"}) as ollama:
         kind = type(get_kind("openai"))
         wanted = {"model": "qwen3:8b"}
-        monkeypatch.setattr(kind, "missing_model", lambda self, url, preset: (
-            None if model_present(ollama.url, wanted["model"]) else wanted["model"]))
-        monkeypatch.setattr(kind, "pull_model", lambda self, url, model, on_progress,
-                            cancel=None: pull_model(ollama.url, model, on_progress, cancel))
+        monkeypatch.setattr(
+            kind,
+            "missing_model",
+            lambda self, url, preset: (
+                None if model_present(ollama.url, wanted["model"]) else wanted["model"]
+            ),
+        )
+        monkeypatch.setattr(
+            kind,
+            "pull_model",
+            lambda self, url, model, on_progress, cancel=None: pull_model(
+                ollama.url, model, on_progress, cancel
+            ),
+        )
         events: list = []
         launcher = Launcher(runtime, on_event=events.append, stop_grace=1)
         ready = launcher.launch(web(tmp_path, busybox_image), flush=False)

@@ -42,12 +42,15 @@ def skip_wait() -> threading.Event:
 
 
 def test_a_memlock_dockerd_cannot_grant_is_refused_before_the_stop_and_the_flush(
-        runtime: DockerRuntime, docker_client, scope, tmp_path, busybox_image, llama_image):
+    runtime: DockerRuntime, docker_client, scope, tmp_path, busybox_image, llama_image
+):
     if host_memlock() == -1:
         unavailable("this host's dockerd may lock unlimited memory: nothing to refuse")
     first = Launcher(runtime, stop_grace=5).launch(
-        busybox_preset(tmp_path, "running", busybox_image, SERVING), flush=False,
-        skip_switch_wait=skip_wait())
+        busybox_preset(tmp_path, "running", busybox_image, SERVING),
+        flush=False,
+        skip_switch_wait=skip_wait(),
+    )
     flushes: list[str] = []
 
     def flush() -> FlushReport:  # would drop this machine's page cache: recorded instead
@@ -62,7 +65,8 @@ def test_a_memlock_dockerd_cannot_grant_is_refused_before_the_stop_and_the_flush
     events: list[Any] = []
     with pytest.raises(PreflightFailed) as info:
         Launcher(runtime, on_event=events.append, flush=flush, stop_grace=5).launch(
-            preset, flush=True, skip_switch_wait=skip_wait())
+            preset, flush=True, skip_switch_wait=skip_wait()
+        )
     assert "locked memory (memlock)" in str(info.value)
     assert "before anything was stopped or flushed" in str(info.value)
     assert flushes == []  # the page cache was kept
@@ -74,14 +78,16 @@ def test_a_memlock_dockerd_cannot_grant_is_refused_before_the_stop_and_the_flush
     assert docker_client.containers.list(all=True, filters={"label": "io.sparkdeck.probe"}) == []
 
 
-def test_the_default_no_mmap_works_with_the_documented_build(runtime: DockerRuntime,
-                                                             tmp_path, llama_image):
+def test_the_default_no_mmap_works_with_the_documented_build(
+    runtime: DockerRuntime, tmp_path, llama_image
+):
     fields = llama_preset_fields(llama_image, free_port())
     del fields["llamacpp"]["no_mmap_flag"]  # the default, as docs/presets.md writes a preset
     preset = load_file(write_preset(tmp_path / "presets", "no-mmap-default", **fields))
     assert preset.options["no_mmap"] is True
-    ready = Launcher(runtime, stop_grace=5).launch(preset, flush=False,
-                                                   skip_switch_wait=skip_wait())
+    ready = Launcher(runtime, stop_grace=5).launch(
+        preset, flush=False, skip_switch_wait=skip_wait()
+    )
     assert httpx.get(ready.base_url + "/health", timeout=10).status_code == 200
     assert "--no-mmap" not in ready_command(preset)  # refused by this build
     env = dict(preset.container_spec().env)  # each build reads its own spelling

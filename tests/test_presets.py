@@ -59,8 +59,9 @@ def test_sglang_llamacpp_trtllm_ollama_specs():
     trt = catalog.get("trtllm").container_spec()
     (options_file,) = trt.files
     assert "free_gpu_memory_fraction: 0.75" in options_file.content
-    assert trt.command[trt.command.index("--extra_llm_api_options") + 1] == \
-        options_file.container_path
+    assert (
+        trt.command[trt.command.index("--extra_llm_api_options") + 1] == options_file.container_path
+    )
     ollama = catalog.get("ollama").container_spec()
     env = dict(ollama.env)
     assert env["OLLAMA_CONTEXT_LENGTH"] == "8192" and env["OLLAMA_HOST"] == "0.0.0.0:11434"
@@ -72,35 +73,58 @@ def test_share_defaults_to_08_and_ceiling_is_enforced(tmp_path):
     assert ok.options["gpu_memory_utilization"] == 0.8
     sg = load_file(write(tmp_path / "s.toml", 'title="s"\nkind="sglang"\nimage="i"\nmodel="m"\n'))
     assert sg.options["mem_fraction_static"] == 0.8
-    bad = write(tmp_path / "greedy.toml", 'title="v"\nkind="vllm"\nimage="i"\nmodel="m"\n'
-                                          '[vllm]\ngpu_memory_utilization = 0.95\n')
+    bad = write(
+        tmp_path / "greedy.toml",
+        'title="v"\nkind="vllm"\nimage="i"\nmodel="m"\n[vllm]\ngpu_memory_utilization = 0.95\n',
+    )
     with pytest.raises(PresetError) as info:
         load_file(bad)
     assert str(info.value) == f"{bad}: vllm.gpu_memory_utilization: 0.95 is above the ceiling 0.9"
 
 
-@pytest.mark.parametrize("body, key, fragment", [
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nprot=1\n', "prot", "unknown key"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nport="8000"\n', "port", "whole number"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nport=70000\n', "port", "ceiling 65535"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\ngpus=1\n', "gpus", "true or false"),
-    ('title="t"\nkind="vllm"\nimage="i"\n', "model", "required"),
-    ('title="t"\nkind="nope"\nimage="i"\n', "kind", "not one of"),
-    ('kind="vllm"\nimage="i"\nmodel="m"\n', "title", "required"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[vllm]\ngpu_memory_utilization=0\n',
-     "vllm.gpu_memory_utilization", "above 0"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[sglang]\nmem_fraction_static=0.5\n',
-     "sglang", "does not apply"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[env]\nHF_TOKEN="hf_abc"\n',
-     "env.HF_TOKEN", "looks like a secret"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nargs=["--gpu-memory-utilization=0.99"]\n',
-     "args", "use vllm.gpu_memory_utilization"),
-    ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nvolumes=["/data"]\n', "volumes",
-     "HOST_PATH:CONTAINER_PATH"),
-    ('title="t"\nkind="openai"\nimage="i"\n', "openai.container_port", "required"),
-    ('title="t"\nkind="llamacpp"\nimage="i"\nmodel="m"\n[llamacpp]\ncontext=true\n',
-     "llamacpp.context", "whole number"),
-])
+@pytest.mark.parametrize(
+    "body, key, fragment",
+    [
+        ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nprot=1\n', "prot", "unknown key"),
+        ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nport="8000"\n', "port", "whole number"),
+        ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nport=70000\n', "port", "ceiling 65535"),
+        ('title="t"\nkind="vllm"\nimage="i"\nmodel="m"\ngpus=1\n', "gpus", "true or false"),
+        ('title="t"\nkind="vllm"\nimage="i"\n', "model", "required"),
+        ('title="t"\nkind="nope"\nimage="i"\n', "kind", "not one of"),
+        ('kind="vllm"\nimage="i"\nmodel="m"\n', "title", "required"),
+        (
+            'title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[vllm]\ngpu_memory_utilization=0\n',
+            "vllm.gpu_memory_utilization",
+            "above 0",
+        ),
+        (
+            'title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[sglang]\nmem_fraction_static=0.5\n',
+            "sglang",
+            "does not apply",
+        ),
+        (
+            'title="t"\nkind="vllm"\nimage="i"\nmodel="m"\n[env]\nHF_TOKEN="hf_abc"\n',
+            "env.HF_TOKEN",
+            "looks like a secret",
+        ),
+        (
+            'title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nargs=["--gpu-memory-utilization=0.99"]\n',
+            "args",
+            "use vllm.gpu_memory_utilization",
+        ),
+        (
+            'title="t"\nkind="vllm"\nimage="i"\nmodel="m"\nvolumes=["/data"]\n',
+            "volumes",
+            "HOST_PATH:CONTAINER_PATH",
+        ),
+        ('title="t"\nkind="openai"\nimage="i"\n', "openai.container_port", "required"),
+        (
+            'title="t"\nkind="llamacpp"\nimage="i"\nmodel="m"\n[llamacpp]\ncontext=true\n',
+            "llamacpp.context",
+            "whole number",
+        ),
+    ],
+)
 def test_bad_values_name_file_and_key(tmp_path, body, key, fragment):
     path = write(tmp_path / "bad.toml", body)
     with pytest.raises(PresetError) as info:
@@ -127,13 +151,18 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path):
 
 
 def test_user_preset_overrides_bundled_by_id(isolated_dirs):
-    write(isolated_dirs["config"] / "presets" / "mine.toml",
-          'id="vllm-ngc"\ntitle="my vLLM"\nkind="vllm"\nimage="nvcr.io/nvidia/vllm:custom"\n'
-          'model="m"\n[vllm]\ngpu_memory_utilization=0.7\n')
+    write(
+        isolated_dirs["config"] / "presets" / "mine.toml",
+        'id="vllm-ngc"\ntitle="my vLLM"\nkind="vllm"\nimage="nvcr.io/nvidia/vllm:custom"\n'
+        'model="m"\n[vllm]\ngpu_memory_utilization=0.7\n',
+    )
     catalog = load_catalog()
     preset = catalog.get("vllm-ngc")
     assert (preset.title, preset.bundled, preset.options["gpu_memory_utilization"]) == (
-        "my vLLM", False, 0.7)
+        "my vLLM",
+        False,
+        0.7,
+    )
     assert len([p for p in catalog.presets.values() if p.id == "vllm-ngc"]) == 1
 
 
@@ -143,18 +172,22 @@ def test_duplicate_ids_in_one_dir_are_reported(tmp_path):
     catalog = load_catalog([(tmp_path, False)])
     assert list(catalog.presets) == ["x"]
     assert [str(p) for p in catalog.problems] == [
-        f"{tmp_path / 'two.toml'}: id: 'x' is already used by {tmp_path / 'one.toml'}"]
+        f"{tmp_path / 'two.toml'}: id: 'x' is already used by {tmp_path / 'one.toml'}"
+    ]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_validate_command_exit_codes(tmp_path):
     good = write(tmp_path / "good.toml", 'title="a"\nkind="vllm"\nimage="i"\nmodel="m"\n')
-    bad = write(tmp_path / "bad.toml", 'title="a"\nkind="vllm"\nimage="i"\nmodel="m"\n'
-                                      '[vllm]\ngpu_memory_utilization=1.5\n')
+    bad = write(
+        tmp_path / "bad.toml",
+        'title="a"\nkind="vllm"\nimage="i"\nmodel="m"\n[vllm]\ngpu_memory_utilization=1.5\n',
+    )
     ok = _cli("presets", "validate", str(good))
     assert ok.returncode == 0 and "good.toml: ok" in ok.stdout
     failed = _cli("presets", "validate", str(good), str(bad))
@@ -170,9 +203,15 @@ def test_presets_json_lists_bundled_and_names_no_secret_values(monkeypatch):
     result = _cli("presets", "--json")
     assert result.returncode == 0
     data = json.loads(result.stdout)
-    assert {p["id"] for p in data["presets"]} >= {"vllm-ngc", "vllm-upstream", "sglang",
-                                                  "llamacpp", "ollama", "trtllm",
-                                                  "custom-openai"}
+    assert {p["id"] for p in data["presets"]} >= {
+        "vllm-ngc",
+        "vllm-upstream",
+        "sglang",
+        "llamacpp",
+        "ollama",
+        "trtllm",
+        "custom-openai",
+    }
     assert all(p["pass_env"] == ["HF_TOKEN"] for p in data["presets"])
 
 

@@ -19,20 +19,63 @@ from sparkdeck.engines import KINDS
 from sparkdeck.presets import PresetError, load_catalog, load_file
 
 VALID = {"title": "t", "kind": "vllm", "image": "img", "model": "m"}
-KEYS = ["id", "title", "description", "kind", "image", "model", "port", "lan", "args", "env",
-        "pass_env", "volumes", "gpus", "ipc", "shm_size", "hf_cache", "startup_timeout",
-        "memlock", *KINDS, "bogus"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20))
+KEYS = [
+    "id",
+    "title",
+    "description",
+    "kind",
+    "image",
+    "model",
+    "port",
+    "lan",
+    "args",
+    "env",
+    "pass_env",
+    "volumes",
+    "gpus",
+    "ipc",
+    "shm_size",
+    "hf_cache",
+    "startup_timeout",
+    "memlock",
+    *KINDS,
+    "bogus",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+)
 toml_values = st.recursive(
-    st.one_of(st.booleans(), st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=True),
-              st.text(max_size=30)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.sampled_from(
-                                ["gpu_memory_utilization", "mem_fraction_static", "context",
-                                 "container_port", "HF_TOKEN", "A", "x y", "serve_command"]),
-                                inner, max_size=4)),
-    max_leaves=8)
+    st.one_of(
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=True),
+        st.text(max_size=30),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "gpu_memory_utilization",
+                    "mem_fraction_static",
+                    "context",
+                    "container_port",
+                    "HF_TOKEN",
+                    "A",
+                    "x y",
+                    "serve_command",
+                ]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=8,
+)
 
 
 @st.composite

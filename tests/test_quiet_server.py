@@ -35,9 +35,10 @@ def test_no_ticks_while_idle_a_fresh_date_after_and_a_prompt_exit(tmp_path: Path
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(path)
     sock.listen(8)
-    server = CountingServer(uvicorn.Config(Starlette(routes=[Route("/", _hello)]),
-                                           log_level="warning", lifespan="off"),
-                            takes_signals=False)
+    server = CountingServer(
+        uvicorn.Config(Starlette(routes=[Route("/", _hello)]), log_level="warning", lifespan="off"),
+        takes_signals=False,
+    )
 
     async def scenario() -> None:
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))

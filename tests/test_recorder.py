@@ -53,9 +53,13 @@ RECORDING_CHILD = textwrap.dedent("""
 
 
 def child(db: Path, mode: str = "run") -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", RECORDING_CHILD, str(db), mode],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.Popen(
+        [sys.executable, "-c", RECORDING_CHILD, str(db), mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_real_samples_are_recorded_and_read_back(tmp_path: Path) -> None:
@@ -83,7 +87,8 @@ def test_real_samples_are_recorded_and_read_back(tmp_path: Path) -> None:
 
 
 def test_kill_9_of_a_recording_process_loses_at_most_5_s_and_gives_a_postmortem(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "rec.sqlite"
     proc = child(db)
     assert proc.stdout is not None
@@ -160,8 +165,15 @@ def test_size_cap_keeps_the_file_bounded_and_the_newest_rows(tmp_path: Path) -> 
     sizes = []
     for n in range(60_000):  # ~16 h at 1 Hz: far more than 2 MiB of rows
         clock[0] += 1.0
-        recorder.add(RecordedSample(t=clock[0], mem_total=128 * GIB, mem_available=n,
-                                    engine_state="vllm-ngc running", tok_s=float(n)))
+        recorder.add(
+            RecordedSample(
+                t=clock[0],
+                mem_total=128 * GIB,
+                mem_available=n,
+                engine_state="vllm-ngc running",
+                tok_s=float(n),
+            )
+        )
         if n % 5000 == 4999:
             sizes.append(db_size(db))
     recorder.close()
@@ -181,7 +193,11 @@ def test_gpu_columns_and_throttle_from_the_h200_recording(tmp_path: Path) -> Non
     recorder.close()
     gpu = sampler.sample().gpu.gpus[0]
     assert (row.gpu_sm_mhz, row.gpu_sm_max_mhz, row.gpu_util, row.gpu_temp_c) == (
-        gpu.sm_clock_mhz, 1980, gpu.utilisation_gpu, gpu.temperature_c)
+        gpu.sm_clock_mhz,
+        1980,
+        gpu.utilisation_gpu,
+        gpu.temperature_c,
+    )
     assert row.gpu_power_w == gpu.power_w and row.gpu_reasons == "SW power cap"
     assert row.throttle == "power cap"
     assert rows_between(tmp_path / "rec.sqlite", 0) == [row]
@@ -214,8 +230,9 @@ def test_a_real_memory_hog_shows_in_the_rows_and_the_postmortem(tmp_path: Path) 
         recorder.record(sampler.sample(), "baseline idle", None)
         time.sleep(0.5)
     parked["base"] = pcp_free_bytes()
-    hog = subprocess.Popen([sys.executable, "-c", HOG, str(2 * GIB), "3"],
-                           stdout=subprocess.PIPE, text=True)
+    hog = subprocess.Popen(
+        [sys.executable, "-c", HOG, str(2 * GIB), "3"], stdout=subprocess.PIPE, text=True
+    )
     assert hog.stdout is not None and hog.stdout.readline().strip() == "held"
     for _ in range(4):
         recorder.record(sampler.sample(), "test-hog holding", None)
@@ -240,8 +257,10 @@ def test_a_real_memory_hog_shows_in_the_rows_and_the_postmortem(tmp_path: Path) 
     recorder._db.close()
     recorder._lock.release()
     total = rows[0].mem_total or 1
-    guard = GuardSettings(stop_available_pct=100.0 * (held + GIB // 4) / total,
-                          warn_available_pct=100.0 * (held + GIB // 4) / total)
+    guard = GuardSettings(
+        stop_available_pct=100.0 * (held + GIB // 4) / total,
+        warn_available_pct=100.0 * (held + GIB // 4) / total,
+    )
     recorder, postmortem = FlightRecorder.open(db, guard=guard)
     recorder.close()
     assert postmortem is not None and postmortem.memory == "ran out"
@@ -251,7 +270,8 @@ def test_a_real_memory_hog_shows_in_the_rows_and_the_postmortem(tmp_path: Path) 
 
 
 def test_settings_toml_sets_the_bounds_and_a_bad_value_names_file_and_key(
-        isolated_dirs: dict[str, Path]) -> None:
+    isolated_dirs: dict[str, Path],
+) -> None:
     from sparkdeck.config.settings import Settings, SettingsError, load_settings, settings_path
 
     path = settings_path()
@@ -266,14 +286,15 @@ def test_settings_toml_sets_the_bounds_and_a_bad_value_names_file_and_key(
 
 
 def test_a_full_disk_is_a_recorder_error_and_the_rows_wait_for_room(tmp_path: Path) -> None:
-    """"Disk full" is SQLite's own SQLITE_FULL, brought on by capping the file's page count
+    """ "Disk full" is SQLite's own SQLITE_FULL, brought on by capping the file's page count
     (PRAGMA max_page_count; filling a real filesystem here would disturb the other work)."""
     from sparkdeck.recorder.store import MAX_PENDING, RecorderError
 
     db = tmp_path / "rec.sqlite"
     clock = [time.time()]
-    recorder, _ = FlightRecorder.open(db, limits=RecorderLimits(commit_s=1.0),
-                                      wall=lambda: clock[0])
+    recorder, _ = FlightRecorder.open(
+        db, limits=RecorderLimits(commit_s=1.0), wall=lambda: clock[0]
+    )
     pages = recorder._db.execute("PRAGMA page_count").fetchone()[0]
     recorder._db.execute(f"PRAGMA max_page_count = {pages}")
     failures = 0

@@ -25,8 +25,13 @@ SPARK_TOTAL = 127615312 * 1024  # a Spark's MemTotal (~121.7 GiB): FAKE rows bel
 
 
 def sparkdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=120, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
 
 
 def record_real(count: int, state: str) -> None:
@@ -88,27 +93,52 @@ def at(clock: str) -> float:
     return time.mktime(time.strptime(f"{day} {clock}", "%Y-%m-%d %H:%M:%S"))
 
 
-def row(clock: str, available_gib: float, full: float = 0.0, state: str | None = None,
-        throttle: str | None = None, some: float = 0.0) -> RecordedSample:
+def row(
+    clock: str,
+    available_gib: float,
+    full: float = 0.0,
+    state: str | None = None,
+    throttle: str | None = None,
+    some: float = 0.0,
+) -> RecordedSample:
     """FAKE: a Spark-sized row (no Spark here)."""
-    return RecordedSample(t=at(clock), mem_total=SPARK_TOTAL,
-                          mem_available=int(available_gib * GIB), psi_full_avg10=full,
-                          psi_full_rate=full, psi_some_avg10=some, engine_state=state,
-                          throttle=throttle, swap_total=0, swap_free=0)
+    return RecordedSample(
+        t=at(clock),
+        mem_total=SPARK_TOTAL,
+        mem_available=int(available_gib * GIB),
+        psi_full_avg10=full,
+        psi_full_rate=full,
+        psi_some_avg10=some,
+        engine_state=state,
+        throttle=throttle,
+        swap_total=0,
+        swap_free=0,
+    )
 
 
 def test_verdicts_in_plain_words() -> None:
-    ran_out = judge([row("21:13:50", 30.0, state="vllm-ngc starting"),
-                     row("21:14:07", 0.4, 63.0, "vllm-ngc starting"),
-                     row("21:14:08", 0.9, 40.0, "vllm-ngc starting")], at("21:00:00"), True)
-    assert ran_out.verdict == ("memory ran out: MemAvailable 0.4 GiB and PSI full 63 % at "
-                               "21:14:07, engine vllm-ngc starting")
+    ran_out = judge(
+        [
+            row("21:13:50", 30.0, state="vllm-ngc starting"),
+            row("21:14:07", 0.4, 63.0, "vllm-ngc starting"),
+            row("21:14:08", 0.9, 40.0, "vllm-ngc starting"),
+        ],
+        at("21:00:00"),
+        True,
+    )
+    assert ran_out.verdict == (
+        "memory ran out: MemAvailable 0.4 GiB and PSI full 63 % at "
+        "21:14:07, engine vllm-ngc starting"
+    )
     assert ran_out.memory == "ran out" and ran_out.rebooted
-    normal = judge([row("09:00:00", 60.0, state="llama running"), row("09:00:01", 61.0)],
-                   at("08:00:00"), False)
-    assert normal.verdict == ("no memory trouble recorded; the last reading was normal "
-                              "(MemAvailable 61.0 GiB and PSI full 0 % at 09:00:01, no engine "
-                              "running)")
+    normal = judge(
+        [row("09:00:00", 60.0, state="llama running"), row("09:00:01", 61.0)], at("08:00:00"), False
+    )
+    assert normal.verdict == (
+        "no memory trouble recorded; the last reading was normal "
+        "(MemAvailable 61.0 GiB and PSI full 0 % at 09:00:01, no engine "
+        "running)"
+    )
     tight = judge([row("10:00:00", 9.0, some=14.0, state="sglang running")], 0.0, False)
     assert tight.memory == "tight" and tight.verdict.startswith("memory was tight but did not")
     # full stall alone counts as running out, even with memory left (thrashing)
@@ -118,20 +148,27 @@ def test_verdicts_in_plain_words() -> None:
 
 
 def test_only_the_last_ten_minutes_count_and_throttling_is_named() -> None:
-    rows = [row("12:00:00", 0.2, 80.0, "old trouble"),  # 15 min before the end: outside
-            row("12:10:00", 50.0, throttle="thermal"),
-            row("12:14:00", 50.0, throttle="thermal,power cap"),
-            row("12:15:00", 50.0, state="vllm running")]
+    rows = [
+        row("12:00:00", 0.2, 80.0, "old trouble"),  # 15 min before the end: outside
+        row("12:10:00", 50.0, throttle="thermal"),
+        row("12:14:00", 50.0, throttle="thermal,power cap"),
+        row("12:15:00", 50.0, state="vllm running"),
+    ]
     verdict = judge(rows, 0.0, False, GuardSettings())
     assert verdict.memory == "normal" and verdict.rows == 3
     assert verdict.throttle == ("thermal", "power cap") and verdict.throttled_rows == 2
-    assert verdict.verdict.endswith("the GPU was throttled (thermal, power cap) in 2 of 3 "
-                                    "readings, the last at 12:14:00")
+    assert verdict.verdict.endswith(
+        "the GPU was throttled (thermal, power cap) in 2 of 3 readings, the last at 12:14:00"
+    )
 
 
 def test_a_lone_stuck_clock_row_is_a_ramp_up_not_throttling() -> None:
-    rows = [row("12:00:00", 50.0), row("12:00:01", 50.0, throttle="clock stuck low"),
-            row("12:00:02", 50.0), row("12:00:03", 50.0, throttle="clock stuck low"),
-            row("12:00:04", 50.0, throttle="clock stuck low")]
+    rows = [
+        row("12:00:00", 50.0),
+        row("12:00:01", 50.0, throttle="clock stuck low"),
+        row("12:00:02", 50.0),
+        row("12:00:03", 50.0, throttle="clock stuck low"),
+        row("12:00:04", 50.0, throttle="clock stuck low"),
+    ]
     verdict = judge(rows, 0.0, False)
     assert verdict.throttled_rows == 1 and verdict.throttle == ("clock stuck low",)

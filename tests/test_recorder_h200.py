@@ -19,8 +19,7 @@ from sparkdeck.host.nvml import decode_clock_event_reasons
 from sparkdeck.recorder.postmortem import judge
 from sparkdeck.recorder.rows import RecordedSample
 
-FLIGHT = json.loads((Path(__file__).parent / "fixtures" / "nvml" / "h200_flight.json")
-                    .read_text())
+FLIGHT = json.loads((Path(__file__).parent / "fixtures" / "nvml" / "h200_flight.json").read_text())
 ROWS = [RecordedSample(**row) for row in FLIGHT["rows"]]
 SMI = [line["line"].split(", ") for line in FLIGHT["nvidia_smi"]]
 
@@ -43,8 +42,7 @@ def test_each_row_agrees_with_nvidia_smi_read_right_after(index: int) -> None:
     assert row.gpu_power_w is not None and abs(row.gpu_power_w - float(power)) <= 5.0
     assert row.gpu_temp_c is not None and abs(row.gpu_temp_c - int(temp)) <= 1
     assert row.gpu_util is not None and abs(row.gpu_util - int(util)) <= 5
-    assert set((row.gpu_reasons or "").split(",")) == set(
-        decode_clock_event_reasons(int(mask, 16)))
+    assert set((row.gpu_reasons or "").split(",")) == set(decode_clock_event_reasons(int(mask, 16)))
 
 
 def test_the_load_rows_are_power_capped_and_the_postmortem_says_so() -> None:

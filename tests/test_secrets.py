@@ -38,17 +38,24 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     # letters and digits only, so a value shows up the same in JSON, SVG and SQLite bytes
-    values = {name: f"{tag}{uuid.uuid4().hex}" for name, tag in (
-        ("HF_TOKEN", "hfA"), ("hf_token", "hfb"), ("OPENAI_API_KEY", "skC"),
-        ("FOO_PASSWORD", "pwD"))}
+    values = {
+        name: f"{tag}{uuid.uuid4().hex}"
+        for name, tag in (
+            ("HF_TOKEN", "hfA"),
+            ("hf_token", "hfb"),
+            ("OPENAI_API_KEY", "skC"),
+            ("FOO_PASSWORD", "pwD"),
+        )
+    }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return values
 
 
 @pytest.fixture
-def cli_scope(scope: str, docker_client: docker.DockerClient,
-              monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def cli_scope(
+    scope: str, docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
     yield scope
     remove_scope(docker_client, scope)
@@ -60,12 +67,21 @@ class Outputs:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
-    def __call__(self, *args: str, ok: bool = True,
-                 timeout: float = 240) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "sparkdeck", *args], cwd=ROOT, text=True,
-                              capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        self.seen += [(f"{' '.join(args)} (stdout)", done.stdout),
-                      (f"{' '.join(args)} (stderr)", done.stderr)]
+    def __call__(
+        self, *args: str, ok: bool = True, timeout: float = 240
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "sparkdeck", *args],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        self.seen += [
+            (f"{' '.join(args)} (stdout)", done.stdout),
+            (f"{' '.join(args)} (stderr)", done.stderr),
+        ]
         if ok:
             assert done.returncode == 0, f"{args}: {done.stderr[-2000:]}"
         return done
@@ -81,11 +97,16 @@ def _leaks(secrets: dict[str, str], places: list[tuple[str, str | bytes]]) -> li
 
 
 async def _tui_screen(scope: str, preset_id: str) -> str:
-    app = SparkdeckApp(load_catalog, lambda: DockerRuntime.connect(scope=scope),
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, lambda: DockerRuntime.connect(scope=scope), engine_poll_seconds=0.5
+    )
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_until(pilot, lambda: preset_id in app.export_screenshot(), timeout=60,
-                         what="the running engine on the dashboard")
+        await wait_until(
+            pilot,
+            lambda: preset_id in app.export_screenshot(),
+            timeout=60,
+            what="the running engine on the dashboard",
+        )
         screens = [app.export_screenshot()]
         tabs = app.query_one(TabbedContent)
         for pane in tabs.query(TabPane):  # every side tab: machine, metrics, chat, guard...
@@ -98,21 +119,34 @@ async def _tui_screen(scope: str, preset_id: str) -> str:
     return "\n".join(screens)
 
 
-def test_no_secret_reaches_any_output_file_or_screen(secrets, cli_scope, isolated_dirs,
-                                                     docker_client, busybox_image,
-                                                     tmp_path: Path) -> None:
+def test_no_secret_reaches_any_output_file_or_screen(
+    secrets, cli_scope, isolated_dirs, docker_client, busybox_image, tmp_path: Path
+) -> None:
     run = Outputs()
     preset_id = "secret-scan"
-    write_preset(isolated_dirs["config"] / "presets", preset_id, title="secret scan",
-                 kind="openai", image=busybox_image, port=free_port(),
-                 **{**base_fields(), "pass_env": list(secrets)},
-                 openai={"container_port": 8080, "health_path": "/index.html",
-                         "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"]})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        preset_id,
+        title="secret scan",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **{**base_fields(), "pass_env": list(secrets)},
+        openai={
+            "container_port": 8080,
+            "health_path": "/index.html",
+            "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"],
+        },
+    )
 
     run("presets")
     run("presets", "--json")
-    run("presets", "validate", str(isolated_dirs["config"] / "presets" / f"{preset_id}.toml"),
-        ok=False)  # its exit code is its own business; what it prints is ours
+    run(
+        "presets",
+        "validate",
+        str(isolated_dirs["config"] / "presets" / f"{preset_id}.toml"),
+        ok=False,
+    )  # its exit code is its own business; what it prints is ours
     run("launch", preset_id, "--no-flush", "--timeout", "60")
     (container,) = scope_containers(docker_client, cli_scope)
     passed = container.attrs["Config"]["Env"]
@@ -125,10 +159,41 @@ def test_no_secret_reaches_any_output_file_or_screen(secrets, cli_scope, isolate
     with running("usage_end", 20000.0, 400.0) as url:
         run("chat", "hello", "--save", "--endpoint", url, "--kind", "openai")
         run("chat", "hello", "--json", "--endpoint", url, "--kind", "openai")
-        run("bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1", "--runs",
-            "1", "--warmup", "0", "--prompt-tokens", "64", "--output-tokens", "8")
-        run("bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1", "--runs",
-            "1", "--warmup", "0", "--prompt-tokens", "64", "--output-tokens", "8", "--json")
+        run(
+            "bench",
+            "--endpoint",
+            url,
+            "--kind",
+            "openai",
+            "--concurrency",
+            "1",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--prompt-tokens",
+            "64",
+            "--output-tokens",
+            "8",
+        )
+        run(
+            "bench",
+            "--endpoint",
+            url,
+            "--kind",
+            "openai",
+            "--concurrency",
+            "1",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--prompt-tokens",
+            "64",
+            "--output-tokens",
+            "8",
+            "--json",
+        )
     listed = json.loads(run("conversations", "--json").stdout)
     conversation_id = listed[0]["id"]
     run("conversations", "export", conversation_id)
@@ -139,9 +204,12 @@ def test_no_secret_reaches_any_output_file_or_screen(secrets, cli_scope, isolate
     screen = asyncio.run(_tui_screen(cli_scope, preset_id))
 
     def files_now(when: str) -> list[tuple[str, bytes]]:
-        return [(f"{p} ({when})", p.read_bytes())
-                for d in (isolated_dirs["config"], isolated_dirs["data"])
-                for p in d.rglob("*") if p.is_file()]
+        return [
+            (f"{p} ({when})", p.read_bytes())
+            for d in (isolated_dirs["config"], isolated_dirs["data"])
+            for p in d.rglob("*")
+            if p.is_file()
+        ]
 
     files = files_now("engine running")  # the stop removes some (the launch record)
     run("stop", "--grace", "2")
@@ -157,7 +225,9 @@ def test_no_secret_reaches_any_output_file_or_screen(secrets, cli_scope, isolate
 
 def test_the_scan_finds_a_leak_when_there_is_one(secrets) -> None:
     """The scanner itself can fail: a value in any place, in either case of name."""
-    leaked = [("stdout", f"token={secrets['hf_token']}"), ("file", secrets["FOO_PASSWORD"]
-                                                          .encode())]
+    leaked = [
+        ("stdout", f"token={secrets['hf_token']}"),
+        ("file", secrets["FOO_PASSWORD"].encode()),
+    ]
     assert _leaks(secrets, leaked) == ["hf_token in stdout", "FOO_PASSWORD in file"]
     assert os.environ["OPENAI_API_KEY"] == secrets["OPENAI_API_KEY"]

@@ -63,13 +63,13 @@ def client_for(env: dict[str, str]) -> ServiceClient:
 
 def tiny_preset(isolated_dirs, image: str, preset_id: str = "svc-tiny") -> int:
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", preset_id,
-                 **llama_preset_fields(image, port))
+    write_preset(isolated_dirs["config"] / "presets", preset_id, **llama_preset_fields(image, port))
     return port
 
 
 def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pressure(
-        service_env, isolated_dirs, scope, docker_client, llama_image):
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
     """The CLI launches and exits; the service (started by that launch) keeps the watchdog
     on the engine; a real hog takes the host below the stop threshold and the service stops
     the engine with no front end open, writing the decision first."""
@@ -85,9 +85,11 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
 
     with client_for(service_env) as client:
         seen: list[dict] = []
-        guard = wait_for(lambda: ((g := client.status()["guard"])["hz"] == 1.0 and g)
-                         or seen.append(g), timeout=60,
-                         what=lambda: f"the service guarding the ready engine at 1 Hz: {seen[-1:]}")
+        guard = wait_for(
+            lambda: ((g := client.status()["guard"])["hz"] == 1.0 and g) or seen.append(g),
+            timeout=60,
+            what=lambda: f"the service guarding the ready engine at 1 Hz: {seen[-1:]}",
+        )
         assert guard["guarding"] == container.name and guard["mode"] == "stop"
         with client.events() as events:
             assert next(events)[0] == "hello"
@@ -120,12 +122,15 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
     assert ready, [r["engine_state"] for r in rows]
     assert min(r["mem_available"] for r in rows) < threshold
     assert max(r["mem_available"] for r in ready) > threshold  # before the hog: above it
-    print(f"hog {hog_size / GIB:.2f} GiB; stopped "
-          f"{time.time() - hogged_at:.1f} s after it started allocating")
+    print(
+        f"hog {hog_size / GIB:.2f} GiB; stopped "
+        f"{time.time() - hogged_at:.1f} s after it started allocating"
+    )
 
 
-def test_a_second_launch_during_one_in_flight_is_refused(service_env, isolated_dirs, scope,
-                                                          docker_client, llama_image):
+def test_a_second_launch_during_one_in_flight_is_refused(
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
     tiny_preset(isolated_dirs, llama_image, "svc-a")
     tiny_preset(isolated_dirs, llama_image, "svc-b")
     assert run_cli("service", "start", env=service_env).returncode == 0
@@ -138,8 +143,9 @@ def test_a_second_launch_during_one_in_flight_is_refused(service_env, isolated_d
         assert "a launch of svc-a is in progress" in str(refused.value)
         result = next(d for k, d in events if k == "launch-result" and d["launch"] == first)
     assert result["ok"], result
-    assert [c.labels["io.sparkdeck.preset"] for c in scope_containers(docker_client, scope)] \
-        == ["svc-a"]
+    assert [c.labels["io.sparkdeck.preset"] for c in scope_containers(docker_client, scope)] == [
+        "svc-a"
+    ]
 
 
 def launched(client: ServiceClient, preset: str) -> dict:
@@ -156,7 +162,8 @@ def alive_containers(docker_client, scope: str) -> list:
 
 
 def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
-        service_env, isolated_dirs, scope, docker_client, llama_image):
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
     tiny_preset(isolated_dirs, llama_image, "svc-a")
     tiny_preset(isolated_dirs, llama_image, "svc-b")
     assert run_cli("service", "start", env=service_env).returncode == 0
@@ -168,8 +175,11 @@ def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
     os.kill(service_pid(service_env), signal.SIGKILL)
     assert run_cli("service", "start", env=service_env).returncode == 0
     with client_for(service_env) as client:
-        wait_for(lambda: client.status()["guard"]["guarding"] == engine_a.name, timeout=5,
-                 what="the new service guarding the running engine")
+        wait_for(
+            lambda: client.status()["guard"]["guarding"] == engine_a.name,
+            timeout=5,
+            what="the new service guarding the running engine",
+        )
 
         # mid-launch: killed once the new engine's container has started (the old one is
         # stopped by then); what is left is at most one engine, and the restarted service
@@ -178,8 +188,11 @@ def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
         with client.events() as events:
             assert next(events)[0] == "hello"
             client.launch("svc-b", flush="no", timeout=60)
-            next(d for k, d in events
-                 if k == "launch-event" and d["event"]["type"] == "ContainerStarted")
+            next(
+                d
+                for k, d in events
+                if k == "launch-event" and d["event"]["type"] == "ContainerStarted"
+            )
             os.kill(client.status()["pid"], signal.SIGKILL)
     killed_at = time.time()
     # killed once svc-b's container had started, and svc-a was stopped before it: svc-b alone
@@ -193,16 +206,21 @@ def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
         assert postmortem is not None and "without a clean stop" in postmortem["cause"]
         assert not postmortem["rebooted"]
         assert killed_at - postmortem["ended_at"] <= 5.0, killed_at - postmortem["ended_at"]
-        wait_for(lambda: client.status()["guard"]["guarding"] == left[0].name, timeout=5,
-                 what="the restarted service guarding what the killed launch started")
+        wait_for(
+            lambda: client.status()["guard"]["guarding"] == left[0].name,
+            timeout=5,
+            what="the restarted service guarding what the killed launch started",
+        )
         result = launched(client, "svc-a")
     assert result["ok"], result
-    assert [c.labels["io.sparkdeck.preset"] for c in alive_containers(docker_client, scope)] \
-        == ["svc-a"]
+    assert [c.labels["io.sparkdeck.preset"] for c in alive_containers(docker_client, scope)] == [
+        "svc-a"
+    ]
 
 
 def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     """Two clients at once: a TUI (Pilot) and the CLI. The TUI's guard line shows the
     service's decisions instead of running a watchdog of its own; `sparkdeck service status`
     names the same engine and the same level."""
@@ -216,20 +234,27 @@ def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
     from tests.support.pane_host import wait_until
 
     tiny_preset(isolated_dirs, llama_image)
-    assert run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
-                   env=service_env).returncode == 0
+    assert (
+        run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60", env=service_env).returncode
+        == 0
+    )
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
 
     def line() -> str:
         return str(app.query_one(WatchdogLine).render())
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, lambda: "memory guard (service)" in line(), timeout=20.0,
-                             what="the guard line relaying the service's decisions")
+            await wait_until(
+                pilot,
+                lambda: "memory guard (service)" in line(),
+                timeout=20.0,
+                what="the guard line relaying the service's decisions",
+            )
             # no second watchdog: this window's own (built, on standby) never took a reading
             own = app.query_one(WatchdogLine)._watchdog
             assert own is not None and len(own.window) == 0
@@ -242,10 +267,13 @@ def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
 
 
 def test_sparkdeck_guard_shows_the_services_decisions_instead_of_a_second_watchdog(
-        service_env, isolated_dirs, scope, docker_client, llama_image):
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
     tiny_preset(isolated_dirs, llama_image)
-    assert run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
-                   env=service_env).returncode == 0
+    assert (
+        run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60", env=service_env).returncode
+        == 0
+    )
     watched = run_cli("guard", "--duration", "4", "--json", env=service_env)
     assert watched.returncode == 0, watched.stderr
     lines = [json.loads(line) for line in watched.stdout.splitlines()]
@@ -257,7 +285,8 @@ def test_sparkdeck_guard_shows_the_services_decisions_instead_of_a_second_watchd
 
 
 def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     """An engine launched with the service off (an older sparkdeck, a script) and a window
     opened on it: the window starts the service, which guards the engine after it closes."""
     import asyncio
@@ -270,23 +299,36 @@ def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
     from tests.support.pane_host import wait_until
 
     tiny_preset(isolated_dirs, llama_image)
-    launched = run_cli("launch", "svc-tiny", "--no-flush", "--timeout", "60",
-                       env={**service_env, "SPARKDECK_SERVICE": "off"})
+    launched = run_cli(
+        "launch",
+        "svc-tiny",
+        "--no-flush",
+        "--timeout",
+        "60",
+        env={**service_env, "SPARKDECK_SERVICE": "off"},
+    )
     assert launched.returncode == 0, launched.stderr
     assert service_pid(service_env) is None
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, lambda: "memory guard (service)" in str(
-                app.query_one(WatchdogLine).render()), timeout=30.0,
-                what="the window's guard line relaying the service it started")
+            await wait_until(
+                pilot,
+                lambda: "memory guard (service)" in str(app.query_one(WatchdogLine).render()),
+                timeout=30.0,
+                what="the window's guard line relaying the service it started",
+            )
 
     asyncio.run(scenario())
     (container,) = scope_containers(docker_client, scope)
     with client_for(service_env) as client:  # the window is closed: the service guards on
-        wait_for(lambda: client.status()["guard"]["guarding"] == container.name, timeout=10,
-                 what="the service guarding the engine after the window closed")
+        wait_for(
+            lambda: client.status()["guard"]["guarding"] == container.name,
+            timeout=10,
+            what="the service guarding the engine after the window closed",
+        )

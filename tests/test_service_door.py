@@ -30,9 +30,9 @@ from tests.support.cli import run_cli
 DOOR_S = 2.0  # the promise: the command that asked says it within this long
 
 
-def timed_cli(*args: str, env: dict[str, str], tries: int = 3,
-              again: Callable[[], object] = lambda: None
-              ) -> tuple[subprocess.CompletedProcess, float]:
+def timed_cli(
+    *args: str, env: dict[str, str], tries: int = 3, again: Callable[[], object] = lambda: None
+) -> tuple[subprocess.CompletedProcess, float]:
     """Run the command and time it from its start to its exit, as a user waits for it: the
     fastest of `tries` runs (other tenants of a shared 2-core CI box add seconds at random;
     the CPU hog is there on every run), each well under the old 15 s start-up timeout.
@@ -90,12 +90,18 @@ def one_line(stderr: str) -> str:
 
 # ----- item 4: what keeps the service from starting ------------------------------------------
 
-@pytest.mark.parametrize("content, problem", [
-    (b'[guard]\nstop_available_pct = "\xff\xfe"\n', "is not UTF-8 text"),
-    (b"a = " + b"[" * 600 + b"]" * 600 + b"\n", "nested too deep"),
-], ids=["not-utf8", "too-deep"])
-def test_a_bad_settings_file_is_said_by_the_command_within_2_s(env, isolated_dirs, cpu_hog,
-                                                                content, problem):
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b'[guard]\nstop_available_pct = "\xff\xfe"\n', "is not UTF-8 text"),
+        (b"a = " + b"[" * 600 + b"]" * 600 + b"\n", "nested too deep"),
+    ],
+    ids=["not-utf8", "too-deep"],
+)
+def test_a_bad_settings_file_is_said_by_the_command_within_2_s(
+    env, isolated_dirs, cpu_hog, content, problem
+):
     isolated_dirs["config"].mkdir(parents=True)
     settings = isolated_dirs["config"] / "settings.toml"
     settings.write_bytes(content)
@@ -114,10 +120,12 @@ def test_a_regular_file_at_the_socket_path_is_said_within_2_s(env, isolated_dirs
     done, took = timed_cli("service", "start", env=env)
     line = one_line(done.stderr)
     assert done.returncode == 1
-    assert line == (f"sparkdeck: the sparkdeck service did not start: {sock} is not a socket (a "
-                    "regular file), so the service cannot listen there: remove it (`rm "
-                    f"{sock}`) or set SPARKDECK_RUNTIME_DIR to another folder, then run this "
-                    "again")
+    assert line == (
+        f"sparkdeck: the sparkdeck service did not start: {sock} is not a socket (a "
+        "regular file), so the service cannot listen there: remove it (`rm "
+        f"{sock}`) or set SPARKDECK_RUNTIME_DIR to another folder, then run this "
+        "again"
+    )
     assert sock.read_text() == "not a socket"  # not ours: left as it was
     assert took < DOOR_S, f"{took:.2f} s"
     print(f"regular file at the socket path: said in {took:.2f} s beside a CPU hog")
@@ -132,9 +140,11 @@ def test_a_socket_removed_under_a_live_service_is_said_within_2_s(env, isolated_
     done, took = timed_cli("launch", "anything", env=env)
     line = one_line(done.stderr)
     assert done.returncode == 1
-    assert line == (f"sparkdeck: the service already runs (process {pid}) but its socket {sock} "
-                    "was removed, so no front end can reach it: `sparkdeck service stop` ends it "
-                    "(the engine keeps running), then run this again")
+    assert line == (
+        f"sparkdeck: the service already runs (process {pid}) but its socket {sock} "
+        "was removed, so no front end can reach it: `sparkdeck service stop` ends it "
+        "(the engine keeps running), then run this again"
+    )
     assert took < DOOR_S, f"{took:.2f} s"
     # and what it says to do works: stop, then a start that answers
     assert run_cli("service", "stop", env=env).returncode == 0
@@ -168,16 +178,20 @@ class OtherOpenAI(http.server.ThreadingHTTPServer):
 
 
 def test_a_taken_endpoint_port_is_said_at_start_and_reported_not_probed(
-        env, isolated_dirs, cpu_hog):
+    env, isolated_dirs, cpu_hog
+):
     port = int(env["SPARKDECK_ENDPOINT_PORT"])
     other = OtherOpenAI(port)
     try:
-        done, took = timed_cli("service", "start", env=env,
-                               again=lambda: run_cli("service", "stop", env=env))
+        done, took = timed_cli(
+            "service", "start", env=env, again=lambda: run_cli("service", "stop", env=env)
+        )
         assert done.returncode == 0, done.stderr
-        why = (f"off: Address already in use on 127.0.0.1:{port} (another program holds the "
-               "port? set [endpoint] port in settings.toml or stop that program, then restart "
-               "the service: `sparkdeck service stop`, `sparkdeck service start`)")
+        why = (
+            f"off: Address already in use on 127.0.0.1:{port} (another program holds the "
+            "port? set [endpoint] port in settings.toml or stop that program, then restart "
+            "the service: `sparkdeck service stop`, `sparkdeck service start`)"
+        )
         assert one_line(done.stderr) == f"sparkdeck: the OpenAI endpoint is {why}"
         assert done.stdout.startswith("the sparkdeck service started (process ")
         assert took < DOOR_S, f"{took:.2f} s"
@@ -189,8 +203,10 @@ def test_a_taken_endpoint_port_is_said_at_start_and_reported_not_probed(
         shown = run_cli("endpoint", env=env)
         assert shown.returncode == 0, shown.stderr
         assert "endpoint OFF" in shown.stdout and "endpoint answering" not in shown.stdout
-        assert f"the OpenAI endpoint is off: Address already in use on 127.0.0.1:{port}" \
+        assert (
+            f"the OpenAI endpoint is off: Address already in use on 127.0.0.1:{port}"
             in shown.stdout
+        )
         as_json = json.loads(run_cli("endpoint", "--json", env=env).stdout)
         assert as_json["endpoint_off"] is True and as_json["models_from"] == "presets"
         assert "someone-elses-model" not in as_json["models"]
@@ -203,23 +219,34 @@ def test_a_taken_endpoint_port_is_said_at_start_and_reported_not_probed(
 
 # ----- item 8: a front end of other dirs ------------------------------------------------------
 
-def test_a_cli_of_another_config_dir_is_told_so_not_unknown_preset(env, isolated_dirs,
-                                                                   tmp_path):
+
+def test_a_cli_of_another_config_dir_is_told_so_not_unknown_preset(env, isolated_dirs, tmp_path):
     assert run_cli("service", "start", env=env).returncode == 0
     pid = _service_pid(isolated_dirs)
     mine = tmp_path / "my-config"
-    write_preset(mine / "presets", "mine", title="mine", kind="openai", image="busybox",
-                 port=free_port(), **base_fields(), openai={"container_port": 8080})
+    write_preset(
+        mine / "presets",
+        "mine",
+        title="mine",
+        kind="openai",
+        image="busybox",
+        port=free_port(),
+        **base_fields(),
+        openai={"container_port": 8080},
+    )
     done = run_cli("launch", "mine", "--yes", env={**env, "SPARKDECK_CONFIG_DIR": str(mine)})
     line = one_line(done.stderr)
     assert done.returncode == 1
     assert "no preset with id" not in line
-    assert line == (f"sparkdeck: the running sparkdeck service (process {pid}) is not this "
-                    f"command's: its config dir is {isolated_dirs['config']}, this command's "
-                    f"{mine} (SPARKDECK_CONFIG_DIR / SPARKDECK_DATA_DIR differ). Run this with "
-                    "the service's dirs, or `sparkdeck service stop` and run it again to start "
-                    "one with these")
+    assert line == (
+        f"sparkdeck: the running sparkdeck service (process {pid}) is not this "
+        f"command's: its config dir is {isolated_dirs['config']}, this command's "
+        f"{mine} (SPARKDECK_CONFIG_DIR / SPARKDECK_DATA_DIR differ). Run this with "
+        "the service's dirs, or `sparkdeck service stop` and run it again to start "
+        "one with these"
+    )
     other_data = tmp_path / "my-data"
     status = run_cli("service", "status", env={**env, "SPARKDECK_DATA_DIR": str(other_data)})
-    assert (f"its data dir is {isolated_dirs['data']}, this command's {other_data}"
-            in status.stdout), status.stdout
+    assert (
+        f"its data dir is {isolated_dirs['data']}, this command's {other_data}" in status.stdout
+    ), status.stdout

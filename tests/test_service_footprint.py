@@ -56,18 +56,29 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def test_the_idle_service_holds_no_http_client_and_no_charset_detector(isolated_dirs,
-                                                                       docker_client):
-    env = {**os.environ, "SPARKDECK_SERVICE": "auto",
-           "SPARKDECK_ENDPOINT_PORT": str(free_port())}
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          env=env, timeout=90, stdin=subprocess.DEVNULL)
+def test_the_idle_service_holds_no_http_client_and_no_charset_detector(
+    isolated_dirs, docker_client
+):
+    env = {**os.environ, "SPARKDECK_SERVICE": "auto", "SPARKDECK_ENDPOINT_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
     assert lines, (done.stdout, done.stderr)
-    probe = json.loads(lines[0][len("PROBE "):])
+    probe = json.loads(lines[0][len("PROBE ") :])
     assert "OpenAI endpoint on http://127.0.0.1:" in done.stderr  # the endpoint listens (the log)
-    assert probe["loaded"] == {"httpx": False, "httpcore": False, "aiohttp": False,
-                               "charset_normalizer": False, "docker": True}
+    assert probe["loaded"] == {
+        "httpx": False,
+        "httpcore": False,
+        "aiohttp": False,
+        "charset_normalizer": False,
+        "docker": True,
+    }
     # the SDK still reads Docker's JSON and its error message without a detector
     assert probe["listed"] is True
     assert probe["error"].startswith("NotFound") and "No such container" in probe["error"]

@@ -40,8 +40,12 @@ def service_pid() -> int | None:
 
 @pytest.fixture
 def env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
-    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
-           "SPARKDECK_ENDPOINT_PORT": str(free_port())}
+    env = {
+        **os.environ,
+        "SPARKDECK_SCOPE": scope,
+        "SPARKDECK_SERVICE": "auto",
+        "SPARKDECK_ENDPOINT_PORT": str(free_port()),
+    }
     yield env
     pid = service_pid()
     run_cli("service", "stop", env=env, timeout=30)
@@ -54,11 +58,21 @@ def env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
 
 
 def preset(isolated_dirs: dict[str, Path], preset_id: str, image: str, script: str) -> None:
-    write_preset(isolated_dirs["config"] / "presets", preset_id, title=preset_id,
-                 kind="openai", image=image, port=free_port(), startup_timeout=120.0,
-                 **base_fields(), openai={"container_port": 8080,
-                                          "entrypoint": ["/bin/sh", "-c", script],
-                                          "health_path": "/index.html"})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        preset_id,
+        title=preset_id,
+        kind="openai",
+        image=image,
+        port=free_port(),
+        startup_timeout=120.0,
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "entrypoint": ["/bin/sh", "-c", script],
+            "health_path": "/index.html",
+        },
+    )
 
 
 class Launching:
@@ -66,12 +80,19 @@ class Launching:
 
     def __init__(self, env: dict[str, str], errors: Path, *args: str) -> None:
         self._errors = errors.open("w+")
-        self.proc = subprocess.Popen(cli("launch", *args), env=env, stdout=subprocess.PIPE,
-                                     stderr=self._errors, text=True, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cli("launch", *args),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         self.lines: list[str] = []
         assert self.proc.stdout is not None
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout),
-                                        daemon=True)
+        self._reader = threading.Thread(
+            target=lambda: self.lines.extend(self.proc.stdout), daemon=True
+        )
         self._reader.start()
 
     def wait_line(self, prefix: str, timeout: float) -> str:
@@ -99,10 +120,12 @@ class Launching:
 
 
 def test_kill9_of_the_service_mid_launch_is_one_line_saying_what_runs(
-        env, isolated_dirs, scope, docker_client, busybox_image, tmp_path):
+    env, isolated_dirs, scope, docker_client, busybox_image, tmp_path
+):
     preset(isolated_dirs, "slow", busybox_image, NEVER_READY)
-    launch = Launching(env, tmp_path / "stderr.txt", "slow", "--yes", "--no-flush",
-                       "--timeout", "120")
+    launch = Launching(
+        env, tmp_path / "stderr.txt", "slow", "--yes", "--no-flush", "--timeout", "120"
+    )
     launch.wait_line("started sparkdeck-", 60)  # its container runs, not yet ready
     pid = service_pid()
     assert pid is not None
@@ -116,20 +139,23 @@ def test_kill9_of_the_service_mid_launch_is_one_line_saying_what_runs(
     assert stderr.splitlines() == [
         f"sparkdeck: the sparkdeck service (process {pid}) ended during the launch of slow; "
         f"running now with no memory guard: slow ({engine.name}); `sparkdeck service start` "
-        "guards it again, `sparkdeck stop` stops it"], stderr
+        "guards it again, `sparkdeck stop` stops it"
+    ], stderr
     print(f"kill -9 mid-launch: said in {said_in:.2f} s")
 
 
 def test_a_service_stopped_mid_launch_is_one_line_after_its_silence(
-        env, isolated_dirs, scope, docker_client, busybox_image, tmp_path):
+    env, isolated_dirs, scope, docker_client, busybox_image, tmp_path
+):
     """SIGSTOP of the service mid-launch: the stream goes quiet, and within SILENT_S (plus
     the command's own lookup of what runs) the launch says the service stopped answering,
     what runs unguarded, and what to do; no traceback, exit 1."""
     from sparkdeck.service.launch_follow import SILENT_S
 
     preset(isolated_dirs, "slow", busybox_image, NEVER_READY)
-    launch = Launching(env, tmp_path / "stderr.txt", "slow", "--yes", "--no-flush",
-                       "--timeout", "120")
+    launch = Launching(
+        env, tmp_path / "stderr.txt", "slow", "--yes", "--no-flush", "--timeout", "120"
+    )
     launch.wait_line("started sparkdeck-", 60)
     pid = service_pid()
     assert pid is not None
@@ -143,15 +169,17 @@ def test_a_service_stopped_mid_launch_is_one_line_after_its_silence(
     assert code == 1, (launch.lines, stderr)
     assert "Traceback" not in stderr, stderr
     (line,) = stderr.splitlines()
-    assert line.startswith(f"sparkdeck: the sparkdeck service (process {pid}) stopped "
-                           "answering"), line
+    assert line.startswith(f"sparkdeck: the sparkdeck service (process {pid}) stopped answering"), (
+        line
+    )
     assert "during the launch of slow" in line and "running now with no memory guard" in line
     assert said_in < SILENT_S + 5, f"{said_in:.1f} s"  # the silence, then Docker's answer
     print(f"SIGSTOP mid-launch: said in {said_in:.2f} s")
 
 
 def test_ctrl_c_during_a_switch_never_creates_the_cancelled_engine(
-        env, isolated_dirs, scope, docker_client, busybox_image, tmp_path):
+    env, isolated_dirs, scope, docker_client, busybox_image, tmp_path
+):
     preset(isolated_dirs, "stubborn", busybox_image, STUBBORN)
     preset(isolated_dirs, "next", busybox_image, SERVING)
     first = run_cli("launch", "stubborn", "--yes", "--no-flush", env=env)
@@ -174,10 +202,15 @@ def test_ctrl_c_during_a_switch_never_creates_the_cancelled_engine(
     assert status["busy"] is None and status["engine"] is None, status
     result = status["latest"]["launch-result"]
     assert result["preset"] == "next" and result["ok"] is False
-    created = [event["Actor"]["Attributes"].get("io.sparkdeck.preset") for event in
-               docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
-                                    filters={"type": "container", "event": "create",
-                                             "label": f"{SCOPE}={scope}"})]
+    created = [
+        event["Actor"]["Attributes"].get("io.sparkdeck.preset")
+        for event in docker_client.events(
+            since=since,
+            until=int(time.time()) + 1,
+            decode=True,
+            filters={"type": "container", "event": "create", "label": f"{SCOPE}={scope}"},
+        )
+    ]
     assert "next" not in created, created  # never had a container, not even for a moment
     assert scope_containers(docker_client, scope) == []
     # and the command said so, in one line, once the outcome was known
@@ -186,6 +219,9 @@ def test_ctrl_c_during_a_switch_never_creates_the_cancelled_engine(
     assert stderr.splitlines() == [
         "cancelling the launch…",
         "sparkdeck: cancelled: launch of next interrupted; before its container was started; "
-        "no sparkdeck engine is running now"], stderr
-    print(f"Ctrl-C during the switch: the outcome came {waited:.1f} s later (the old engine's "
-          "graceful stop)")
+        "no sparkdeck engine is running now",
+    ], stderr
+    print(
+        f"Ctrl-C during the switch: the outcome came {waited:.1f} s later (the old engine's "
+        "graceful stop)"
+    )

@@ -49,8 +49,7 @@ def stopped(pid: int) -> Iterator[float]:
     os.kill(pid, signal.SIGSTOP)
     sent = time.monotonic()
     try:
-        wait_for(lambda: state_of(pid) == "T", timeout=5, what="the kernel stopping it",
-                 every=0.01)
+        wait_for(lambda: state_of(pid) == "T", timeout=5, what="the kernel stopping it", every=0.01)
         yield sent
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -69,15 +68,18 @@ def launched_engine(service_env, isolated_dirs, docker_client, scope, llama_imag
     pid = service_pid(service_env)
     assert pid is not None
     with client_for(service_env) as client:
-        wait_for(lambda: client.status()["guard"]["guarding"] == container.name, timeout=30,
-                 what="the service guarding the engine")
+        wait_for(
+            lambda: client.status()["guard"]["guarding"] == container.name,
+            timeout=30,
+            what="the service guarding the engine",
+        )
     return container, pid
 
 
 def test_a_stopped_service_is_not_answering_within_2_s_and_the_engine_unguarded(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
-    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
-                                     llama_image)
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image)
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     assert probe().answering
     with cpu_hog(), stopped(pid):
@@ -92,8 +94,7 @@ def test_a_stopped_service_is_not_answering_within_2_s_and_the_engine_unguarded(
         assert "NOT ANSWERING" in service.stdout and f"process {pid}" in service.stdout
         status = run_cli("status", env=service_env, timeout=60)
         assert status.returncode == 0, status.stderr
-        guard_line = next(line for line in status.stdout.splitlines()
-                          if line.startswith("guard:"))
+        guard_line = next(line for line in status.stdout.splitlines() if line.startswith("guard:"))
         assert "UNGUARDED" in guard_line and "not answering" in guard_line
         assert "svc-tiny" in guard_line
     assert wait_for(lambda: probe().answering, timeout=10, what="the service answering again")
@@ -101,13 +102,17 @@ def test_a_stopped_service_is_not_answering_within_2_s_and_the_engine_unguarded(
 
 
 def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
-        service_env, isolated_dirs, scope, docker_client, llama_image):
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
     hog_size, _ = stop_line_below_a_hog(isolated_dirs["config"])
-    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
-                                     llama_image)
-    guard = subprocess.Popen([sys.executable, "-m", "sparkdeck", "guard", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**service_env, "PYTHONUNBUFFERED": "1"})
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image)
+    guard = subprocess.Popen(
+        [sys.executable, "-m", "sparkdeck", "guard", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**service_env, "PYTHONUNBUFFERED": "1"},
+    )
     assert guard.stdout is not None
     events: list[dict] = []
 
@@ -126,8 +131,11 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
             assert told_at - stopped_at <= HEARTBEAT_S, f"{told_at - stopped_at:.2f} s"
             assert "not answering" in silent["text"] and "stopped (SIGSTOP)" in silent["text"]
             hog.allocate()
-            wait_for(lambda: scope_containers(docker_client, scope) == [], timeout=60,
-                     what="the command's own watchdog stopping the engine")
+            wait_for(
+                lambda: scope_containers(docker_client, scope) == [],
+                timeout=60,
+                what="the command's own watchdog stopping the engine",
+            )
             # the service never moved: the stop was this command's
             assert state_of(pid) == "T"
         guard.wait(timeout=30)
@@ -141,15 +149,20 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
     assert any(d["level"] == "stop" for d in decisions), events  # its own decisions
     assert any(e.get("event") == "stop attempt" and e.get("done") for e in events), events
     assert guard.returncode == 1  # "stopped <engine>: ..." as with its own watchdog before
-    actions = [json.loads(p.read_text())["action"]
-               for p in (isolated_dirs["data"] / "guard-actions").glob("*.json")]
+    actions = [
+        json.loads(p.read_text())["action"]
+        for p in (isolated_dirs["data"] / "guard-actions").glob("*.json")
+    ]
     assert "stopping" in actions and "stopped" in actions
-    print(f"`sparkdeck guard` said the service was not answering "
-          f"{told_at - stopped_at:.2f} s after SIGSTOP")
+    print(
+        f"`sparkdeck guard` said the service was not answering "
+        f"{told_at - stopped_at:.2f} s after SIGSTOP"
+    )
 
 
 def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
@@ -157,36 +170,56 @@ def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from tests.support.pane_host import wait_until
 
-    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
-                                     llama_image)
+    _container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image)
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
 
     def line() -> WatchdogLine:
         return app.query_one(WatchdogLine)
 
     async def scenario() -> float:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_until(pilot, lambda: "memory guard (service)" in str(line().render()),
-                             timeout=20.0, what="the line relaying the service's decisions")
+            await wait_until(
+                pilot,
+                lambda: "memory guard (service)" in str(line().render()),
+                timeout=20.0,
+                what="the line relaying the service's decisions",
+            )
             with stopped(pid) as stopped_at:
                 # first "the service is not answering ... THIS WINDOW guards it", then this
                 # window's own decisions under "(this window; the service does not answer)"
-                await wait_until(pilot, lambda: line().has_class("-warn") and (
-                    "THIS WINDOW" in str(line().render())
-                    or "the service does not answer" in str(line().render())),
-                    timeout=HEARTBEAT_S + 0.5, what="the line saying so")
+                await wait_until(
+                    pilot,
+                    lambda: (
+                        line().has_class("-warn")
+                        and (
+                            "THIS WINDOW" in str(line().render())
+                            or "the service does not answer" in str(line().render())
+                        )
+                    ),
+                    timeout=HEARTBEAT_S + 0.5,
+                    what="the line saying so",
+                )
                 told = time.monotonic() - stopped_at
                 # this window's own watchdog guards meanwhile: its readings come in
                 own = line()._watchdog
                 assert own is not None
-                await wait_until(pilot, lambda: len(own.window) >= 2, timeout=5.0,
-                                 what="the window's own watchdog reading the host")
+                await wait_until(
+                    pilot,
+                    lambda: len(own.window) >= 2,
+                    timeout=5.0,
+                    what="the window's own watchdog reading the host",
+                )
                 assert "(this window; the service does not answer)" in str(line().render())
-            await wait_until(pilot, lambda: "memory guard (service)" in str(line().render()),
-                             timeout=10.0, what="the line handing back to the service")
+            await wait_until(
+                pilot,
+                lambda: "memory guard (service)" in str(line().render()),
+                timeout=10.0,
+                what="the line handing back to the service",
+            )
             assert not line().has_class("-warn")
             return told
 
@@ -196,14 +229,17 @@ def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
 
 
 def test_a_killed_service_is_started_again_by_status_with_a_low_oom_score(
-        service_env, isolated_dirs, scope, docker_client, llama_image):
-    container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope,
-                                     llama_image)
+    service_env, isolated_dirs, scope, docker_client, llama_image
+):
+    container, pid = launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image)
     lowered = oom_score_may_be_lowered()
     assert_oom_score(pid, lowered, isolated_dirs["data"] / "service.log")
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}/stat") or state_of(pid) == "Z",
-             timeout=10, what="the service gone")
+    wait_for(
+        lambda: not os.path.exists(f"/proc/{pid}/stat") or state_of(pid) == "Z",
+        timeout=10,
+        what="the service gone",
+    )
     status = run_cli("status", env=service_env, timeout=60)
     assert status.returncode == 0, status.stderr
     guard_line = next(line for line in status.stdout.splitlines() if line.startswith("guard:"))
@@ -211,16 +247,21 @@ def test_a_killed_service_is_started_again_by_status_with_a_low_oom_score(
     new = service_pid(service_env)
     assert new is not None and new != pid and f"process {new}" in guard_line
     with client_for(service_env) as client:
-        wait_for(lambda: client.status()["guard"]["guarding"] == container.name, timeout=30,
-                 what="the new service guarding the engine")
+        wait_for(
+            lambda: client.status()["guard"]["guarding"] == container.name,
+            timeout=30,
+            what="the new service guarding the engine",
+        )
     assert_oom_score(new, lowered, isolated_dirs["data"] / "service.log")
 
 
 def oom_score_may_be_lowered() -> bool:
     """Whether this machine lets a process lower its own OOM score (CAP_SYS_RESOURCE: root
     outside a container that drops it; some sandboxes refuse even root)."""
-    script = ("with open('/proc/self/oom_score_adj', 'w') as adj: adj.write('-500')\n"
-              "assert open('/proc/self/oom_score_adj').read().strip() == '-500'")
+    script = (
+        "with open('/proc/self/oom_score_adj', 'w') as adj: adj.write('-500')\n"
+        "assert open('/proc/self/oom_score_adj').read().strip() == '-500'"
+    )
     return subprocess.run([sys.executable, "-c", script], capture_output=True).returncode == 0
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from tests.test_service_socket import run_cli
 
-DATED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (INFO|WARNING|ERROR) +"
-                   r"sparkdeck\.service: ")
+DATED = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (INFO|WARNING|ERROR) +"
+    r"sparkdeck\.service: "
+)
 
 
 def test_a_detached_service_writes_dated_graded_lines(isolated_dirs) -> None:
@@ -60,8 +62,9 @@ def test_the_log_rotates_and_raw_output_follows_it(tmp_path: Path) -> None:
     log = tmp_path / "data" / "service.log"
     log.parent.mkdir(mode=0o700)
     with open(log, "ab") as out:  # the detached service's stdout and stderr are its log
-        done = subprocess.run([sys.executable, "-c", ROTATING, str(log)], stdout=out,
-                              stderr=out, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", ROTATING, str(log)], stdout=out, stderr=out, timeout=60
+        )
     assert done.returncode == 0
     files = sorted(p.name for p in log.parent.iterdir())
     assert files == ["service.log", "service.log.1", "service.log.2"]  # 2 kept, older dropped

@@ -96,8 +96,9 @@ def test_another_api_version_gets_a_clear_message(service):
     original = module.API_VERSION
     module.API_VERSION = newer_v
     try:
-        with pytest.raises(ServiceVersionMismatch,
-                           match=f"speaks API v{v}, this sparkdeck v{newer_v}"):
+        with pytest.raises(
+            ServiceVersionMismatch, match=f"speaks API v{v}, this sparkdeck v{newer_v}"
+        ):
             client._check(client._http.get(f"/v{v}/status"))
     finally:
         module.API_VERSION = original

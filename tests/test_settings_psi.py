@@ -16,8 +16,10 @@ from sparkdeck.config.settings import (
 )
 from sparkdeck.host.psi import PsiError, parse_pressure, read_pressure, stall_rates
 
-PSI_TEXT = ("some avg10=1.50 avg60=0.75 avg300=0.10 total=1000000\n"
-            "full avg10=0.20 avg60=0.05 avg300=0.00 total=200000\n")
+PSI_TEXT = (
+    "some avg10=1.50 avg60=0.75 avg300=0.10 total=1000000\n"
+    "full avg10=0.20 avg60=0.05 avg300=0.00 total=200000\n"
+)
 from tests.conftest import unavailable  # noqa: E402 (sys.path is set up first)
 
 
@@ -78,11 +80,15 @@ def test_parse_pressure_reads_both_lines() -> None:
     assert snap.full.avg60 == 0.05 and snap.full.total_us == 200_000
 
 
-@pytest.mark.parametrize("text", ["", "some avg10=1 avg60=2 avg300=3 total=4\n",
-                                  "some avg10=x avg60=0 avg300=0 total=1\nfull avg10=0 "
-                                  "avg60=0 avg300=0 total=1\n",
-                                  "some avg10=0 avg60=0 total=1\nfull avg10=0 avg60=0 "
-                                  "avg300=0 total=1\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "some avg10=1 avg60=2 avg300=3 total=4\n",
+        "some avg10=x avg60=0 avg300=0 total=1\nfull avg10=0 avg60=0 avg300=0 total=1\n",
+        "some avg10=0 avg60=0 total=1\nfull avg10=0 avg60=0 avg300=0 total=1\n",
+    ],
+)
 def test_malformed_pressure_is_a_typed_error(text: str) -> None:
     with pytest.raises(PsiError):
         parse_pressure(text, monotonic=0.0)
@@ -91,8 +97,10 @@ def test_malformed_pressure_is_a_typed_error(text: str) -> None:
 def test_rates_from_total_deltas() -> None:
     a = parse_pressure(PSI_TEXT, monotonic=10.0)
     # 0.5 s of `some` stall and 0.05 s of `full` stall over 1 s of wall time
-    b = parse_pressure(PSI_TEXT.replace("total=1000000", "total=1500000")
-                       .replace("total=200000", "total=250000"), monotonic=11.0)
+    b = parse_pressure(
+        PSI_TEXT.replace("total=1000000", "total=1500000").replace("total=200000", "total=250000"),
+        monotonic=11.0,
+    )
     rates = stall_rates(a, b)
     assert rates is not None
     assert rates.some_pct == pytest.approx(50.0)

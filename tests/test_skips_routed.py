@@ -16,8 +16,10 @@ import pytest
 from tests import conftest
 
 TESTS = Path(__file__).parent
-BARE = re.compile(r"pytest\.skip\(|pytest\.mark\.skip(if)?\b|pytest\.importorskip\(|"
-                  r"\bimportorskip\(")
+BARE = re.compile(
+    r"pytest\.skip\(|pytest\.mark\.skip(if)?\b|pytest\.importorskip\(|"
+    r"\bimportorskip\("
+)
 EXPLAINED = "Not a missing part"
 
 
@@ -31,9 +33,10 @@ def _bare_skips() -> list[str]:
             if not BARE.search(line) or line.lstrip().startswith("#"):
                 continue
             if path.name == "conftest.py" and "def unavailable" in "\n".join(
-                    lines[max(number - 4, 0):number]):
+                lines[max(number - 4, 0) : number]
+            ):
                 continue  # unavailable() itself: skips only when real parts are not required
-            if any(EXPLAINED in above for above in lines[max(number - 4, 0):number - 1]):
+            if any(EXPLAINED in above for above in lines[max(number - 4, 0) : number - 1]):
                 continue
             found.append(f"{path.relative_to(TESTS)}:{number}: {line.strip()}")
     return found

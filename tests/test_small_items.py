@@ -25,8 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def sparkdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=240, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _columns(header: str, names: list[str]) -> list[int]:
@@ -49,9 +55,18 @@ def test_presets_table_shows_the_claim_in_gib_and_the_setting_apart():
 
 
 def test_the_confirmation_labels_the_setting_and_shows_the_claim_in_gib(tmp_path: Path):
-    preset = load_file(write_preset(
-        tmp_path, "tiny", title="tiny", kind="llamacpp", image="x/y:1", model="/m.gguf",
-        llamacpp={"context": 2048, "gpu_layers": 0}, **base_fields()))
+    preset = load_file(
+        write_preset(
+            tmp_path,
+            "tiny",
+            title="tiny",
+            kind="llamacpp",
+            image="x/y:1",
+            model="/m.gguf",
+            llamacpp={"context": 2048, "gpu_layers": 0},
+            **base_fields(),
+        )
+    )
     memory = MemorySnapshot(100 * GIB, 90 * GIB, 80 * GIB, 10 * GIB, 0, 0, 0)
     fit = check_fit(MemoryClaim(3 * GIB, "test basis"), memory, headroom=5 * GIB)
     lines = LaunchPlan(preset, (), preset.memory_setting(), False, None, fit).lines()
@@ -79,13 +94,31 @@ def test_the_palette_lists_each_command_once(tmp_path: Path):
 
 def test_bench_history_header_heads_its_columns():
     with running("usage_end", 20000.0, 400.0) as url:
-        done = sparkdeck("bench", "--endpoint", url, "--kind", "openai", "--concurrency", "1",
-                         "--runs", "1", "--warmup", "0", "--prompt-tokens", "64",
-                         "--output-tokens", "8")
+        done = sparkdeck(
+            "bench",
+            "--endpoint",
+            url,
+            "--kind",
+            "openai",
+            "--concurrency",
+            "1",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--prompt-tokens",
+            "64",
+            "--output-tokens",
+            "8",
+        )
         assert done.returncode == 0, done.stderr
     header, row = sparkdeck("bench", "history").stdout.splitlines()
-    for name, value in (("started", "20"), ("status", "complete"), ("engine", "openai@"),
-                        ("model", "timed-model")):
+    for name, value in (
+        ("started", "20"),
+        ("status", "complete"),
+        ("engine", "openai@"),
+        ("model", "timed-model"),
+    ):
         assert row.index(value) == header.index(name), (name, header, row)
 
 
@@ -93,7 +126,12 @@ def test_a_memlock_refusal_gives_the_number_to_use():
     text = explain_start_failure(
         "OCI runtime create failed: runc create failed: unable to start container process: "
         "error during container init: error setting rlimits for ready process: error setting "
-        "rlimit type 8: operation not permitted", "img", "127.0.0.1", 8000, ["x"])
+        "rlimit type 8: operation not permitted",
+        "img",
+        "127.0.0.1",
+        8000,
+        ["x"],
+    )
     assert "ulimit -Hl` x 1024" in text
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     if hard != resource.RLIM_INFINITY:
@@ -101,21 +139,32 @@ def test_a_memlock_refusal_gives_the_number_to_use():
 
 
 @pytest.mark.docker
-def test_lan_engine_is_flagged_at_launch_and_in_status(isolated_dirs, busybox_image, scope,
-                                                       docker_client, monkeypatch):
+def test_lan_engine_is_flagged_at_launch_and_in_status(
+    isolated_dirs, busybox_image, scope, docker_client, monkeypatch
+):
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", "on-lan", title="on lan", kind="openai",
-                 image=busybox_image, port=port, lan=True, **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/index.html",
-                         "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"]})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "on-lan",
+        title="on lan",
+        kind="openai",
+        image=busybox_image,
+        port=port,
+        lan=True,
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "health_path": "/index.html",
+            "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"],
+        },
+    )
     try:
         launched = sparkdeck("launch", "on-lan", "--no-flush", "--timeout", "60")
         assert launched.returncode == 0, launched.stderr
         assert f"published on every interface (0.0.0.0:{port}" in launched.stdout
         status = sparkdeck("status")
-        assert f"WARNING: also reachable from the LAN: published on 0.0.0.0:{port}" in \
-            status.stdout
+        assert f"WARNING: also reachable from the LAN: published on 0.0.0.0:{port}" in status.stdout
         report = sparkdeck("status", "--json").stdout
         assert '"published_on": "0.0.0.0"' in report
     finally:
@@ -123,13 +172,24 @@ def test_lan_engine_is_flagged_at_launch_and_in_status(isolated_dirs, busybox_im
 
 
 @pytest.mark.docker
-def test_a_loopback_engine_gets_no_lan_warning(isolated_dirs, busybox_image, scope,
-                                               docker_client, monkeypatch):
+def test_a_loopback_engine_gets_no_lan_warning(
+    isolated_dirs, busybox_image, scope, docker_client, monkeypatch
+):
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    write_preset(isolated_dirs["config"] / "presets", "local", title="local", kind="openai",
-                 image=busybox_image, port=free_port(), **base_fields(),
-                 openai={"container_port": 8080, "health_path": "/index.html",
-                         "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"]})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "local",
+        title="local",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        **base_fields(),
+        openai={
+            "container_port": 8080,
+            "health_path": "/index.html",
+            "entrypoint": ["/bin/sh", "-c", "exec httpd -f -p 8080 -h /www"],
+        },
+    )
     try:
         launched = sparkdeck("launch", "local", "--no-flush", "--timeout", "60")
         assert launched.returncode == 0, launched.stderr
@@ -148,8 +208,7 @@ def test_the_engine_card_says_when_the_engine_is_on_the_lan():
     from tests.test_ui_app import NOW, engine_state
 
     local = engine_state("running")
-    assert "LAN" not in engine_content(EngineReport(reading=EngineReading(local, True)),
-                                       NOW).plain
+    assert "LAN" not in engine_content(EngineReport(reading=EngineReading(local, True)), NOW).plain
     on_lan = replace(local, published_on="0.0.0.0")
     text = engine_content(EngineReport(reading=EngineReading(on_lan, True)), NOW).plain
     assert "LAN      also on 0.0.0.0: anyone on the network can use it" in text

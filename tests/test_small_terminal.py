@@ -47,21 +47,25 @@ PRESETS = [f"tiny-{n:02d}" for n in range(1, 11)]  # ten, as in the issue; the t
 # How many of the ten show with an engine running (its log pane open) at each size
 PRESETS_SHOWN = {"80x24": 6, "120x40": 10}
 # llama-server b11434's timing line: the figures are at its end, past 80 columns
-TIMING_LINE = ("slot print_timing: id  0 | task 0 | prompt eval time =     658.04 ms /    "
-               "17 tokens (   38.71 ms per token,    25.83 tokens per second)")
+TIMING_LINE = (
+    "slot print_timing: id  0 | task 0 | prompt eval time =     658.04 ms /    "
+    "17 tokens (   38.71 ms per token,    25.83 tokens per second)"
+)
 PROMPT = "What is the capital of France?"
 ANSWER = ["Paris", " is", " the", " capital", " of", " France", "."]
 
 
 def small_app(tmp_path: Path, runtime: DockerRuntime | None = None) -> SparkdeckApp:
-    presets = write_presets(tmp_path / "presets",
-                            {f"{name}.toml": TINY_LLAMA for name in PRESETS})
-    return SparkdeckApp(lambda: load_catalog([(presets, False)]),
-                        no_docker if runtime is None else lambda: runtime,
-                        settings=Settings(ui=UiSettings(theme="spark-dark")),
-                        sampling=Sampling(replay_sampler(CLOCK_EVENTS, 12),
-                                          replay_history(CLOCK_EVENTS), HOUR, HOUR),
-                        engine_poll_seconds=HOUR)
+    presets = write_presets(tmp_path / "presets", {f"{name}.toml": TINY_LLAMA for name in PRESETS})
+    return SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        no_docker if runtime is None else lambda: runtime,
+        settings=Settings(ui=UiSettings(theme="spark-dark")),
+        sampling=Sampling(
+            replay_sampler(CLOCK_EVENTS, 12), replay_history(CLOCK_EVENTS), HOUR, HOUR
+        ),
+        engine_poll_seconds=HOUR,
+    )
 
 
 def screen_lines(app: SparkdeckApp) -> list[str]:
@@ -82,11 +86,16 @@ async def presets_read(pilot: Pilot) -> None:
     app = pilot.app
     table = app.query_one(PresetTable)
     await wait_until(pilot, lambda: table.row_count == len(PRESETS), what="the presets")
-    await wait_until(pilot, lambda: not any("…" in table.get_row_at(r)
-                                            for r in range(table.row_count)),
-                     what="the models' sizes on disk")
-    await wait_until(pilot, lambda: "reading" not in str(app.query_one("#gpu-rows").render()),
-                     what="the telemetry sample")
+    await wait_until(
+        pilot,
+        lambda: not any("…" in table.get_row_at(r) for r in range(table.row_count)),
+        what="the models' sizes on disk",
+    )
+    await wait_until(
+        pilot,
+        lambda: "reading" not in str(app.query_one("#gpu-rows").render()),
+        what="the telemetry sample",
+    )
 
 
 async def engine_running(pilot: Pilot) -> None:
@@ -95,10 +104,15 @@ async def engine_running(pilot: Pilot) -> None:
     await presets_read(pilot)
     app.launch_area.log_pane._runtime = None  # lines come from here, not from Docker
     app.docker = EngineReading(READY, healthy=True)
-    app.launch_area.log_pane.add_lines(READY.container_id, [
-        "main: model loaded", TIMING_LINE, "srv  update_slots: all slots are idle"])
-    await wait_until(pilot, lambda: app.launch_area.log_pane.display
-                     and app.launch_area.log_pane.size.height > 0, what="the log pane")
+    app.launch_area.log_pane.add_lines(
+        READY.container_id,
+        ["main: model loaded", TIMING_LINE, "srv  update_slots: all slots are idle"],
+    )
+    await wait_until(
+        pilot,
+        lambda: app.launch_area.log_pane.display and app.launch_area.log_pane.size.height > 0,
+        what="the log pane",
+    )
     await pilot.wait_for_scheduled_animations()
     await pilot.pause(0.3)
 
@@ -110,29 +124,49 @@ def assert_rate_line_shown(app: SparkdeckApp, view: ReplyView, chat_log: Widget)
     ttft = re.search(r"TTFT [\d.]+ s", caption)
     assert ttft is not None, caption
     assert chat_log.region.contains_region(view.caption.region), (
-        view.caption.region, chat_log.region, screen_dump(app))
+        view.caption.region,
+        chat_log.region,
+        screen_dump(app),
+    )
     assert on_screen(app, ttft.group()), (caption, screen_dump(app))
 
 
 def scripted_reply() -> Scripted:
     """A short answer streamed word by word, then llama.cpp's usage and timings chunk."""
-    end = {"choices": [], "object": "chat.completion.chunk",
-           "usage": {"completion_tokens": len(ANSWER), "prompt_tokens": 25,
-                     "total_tokens": 25 + len(ANSWER)},
-           "timings": {"prompt_n": 25, "prompt_ms": 30.0, "prompt_per_second": 833.3,
-                       "predicted_n": len(ANSWER), "predicted_ms": 140.0,
-                       "predicted_per_second": 50.0}}
-    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-              "object": "chat.completion.chunk"}
-    return Scripted([chunk_event(word) for word in ANSWER]
-                    + [f"data: {json.dumps(finish)}\n\n".encode(),
-                       f"data: {json.dumps(end)}\n\n".encode(), b"data: [DONE]\n\n"],
-                    pause=0.02)
+    end = {
+        "choices": [],
+        "object": "chat.completion.chunk",
+        "usage": {
+            "completion_tokens": len(ANSWER),
+            "prompt_tokens": 25,
+            "total_tokens": 25 + len(ANSWER),
+        },
+        "timings": {
+            "prompt_n": 25,
+            "prompt_ms": 30.0,
+            "prompt_per_second": 833.3,
+            "predicted_n": len(ANSWER),
+            "predicted_ms": 140.0,
+            "predicted_per_second": 50.0,
+        },
+    }
+    finish = {
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "object": "chat.completion.chunk",
+    }
+    return Scripted(
+        [chunk_event(word) for word in ANSWER]
+        + [
+            f"data: {json.dumps(finish)}\n\n".encode(),
+            f"data: {json.dumps(end)}\n\n".encode(),
+            b"data: [DONE]\n\n",
+        ],
+        pause=0.02,
+    )
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
-                                                                  size: str) -> None:
+def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path, size: str) -> None:
     """At 80x24 the chat log had no rows left: neither the prompt, the reply nor its TTFT
     line showed after sending (only after Maximize)."""
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
@@ -144,15 +178,17 @@ def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
             async with app.run_test(size=SIZES[size]) as pilot:
                 await engine_running(pilot)
                 await pilot.press("c")
-                await wait_until(pilot, lambda: app.chat_tab.pane is not None,
-                                 what="the chat pane")
+                await wait_until(pilot, lambda: app.chat_tab.pane is not None, what="the chat pane")
                 pane = app.chat_tab.pane
                 prompt = pane.query_one("#chat-input", Input)
                 await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
                 prompt.value = PROMPT
                 await pilot.press("enter")
-                await wait_until(pilot, lambda: len(pane.query(ReplyView)) == 1
-                                 and not pane.streaming, what="the reply to end")
+                await wait_until(
+                    pilot,
+                    lambda: len(pane.query(ReplyView)) == 1 and not pane.streaming,
+                    what="the reply to end",
+                )
                 await pilot.wait_for_scheduled_animations()
                 await pilot.pause(0.3)
                 view = pane.query_one(ReplyView)
@@ -162,8 +198,14 @@ def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
                 assert_rate_line_shown(app, view, pane.query_one("#chat-log"))
                 assert on_screen(app, "ask OpenAI-compatible"), shown  # the input, too
                 footer = screen_lines(app)[-1]  # the chat's keys, all six (cut at ^o before)
-                for item in ("esc cancel / leave", "tab next field", "^r fold", "^t think",
-                             "^o chats", "^n new chat"):
+                for item in (
+                    "esc cancel / leave",
+                    "tab next field",
+                    "^r fold",
+                    "^t think",
+                    "^o chats",
+                    "^n new chat",
+                ):
                     assert item in footer, (item, footer)
 
         asyncio.run(scenario())
@@ -188,7 +230,8 @@ def test_the_footer_offers_bench_models_and_quit(tmp_path: Path, size: str) -> N
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_presets_log_figures_and_gpu_numbers_show_with_an_engine_running(
-        tmp_path: Path, size: str) -> None:
+    tmp_path: Path, size: str
+) -> None:
     """At 80x24 only 2 of 10 presets showed while the log took 6 rows; log lines were cut
     before their figures; the machine tab showed the GPU panel's border and none of it."""
     app = small_app(tmp_path)
@@ -199,7 +242,7 @@ def test_presets_log_figures_and_gpu_numbers_show_with_an_engine_running(
             shown = screen_dump(app)
             rows = [name for name in PRESETS if on_screen(app, f" {name} ")]
             assert len(rows) >= PRESETS_SHOWN[size], (rows, shown)
-            assert rows == PRESETS[:len(rows)], rows  # from the top, in order
+            assert rows == PRESETS[: len(rows)], rows  # from the top, in order
             # the timing line's figures and its end, wrapped at the pane's width
             for figure in ("658.04 ms", "38.71 ms", "25.83", "second)"):
                 assert on_screen(app, figure), (figure, shown)
@@ -223,8 +266,9 @@ def test_a_label_as_long_as_its_column_keeps_a_space_before_its_figure() -> None
 
 @pytest.mark.docker
 @pytest.mark.parametrize("size", list(SIZES))
-def test_the_keys_go_back_to_the_presets_after_the_chat_tab(tmp_path: Path, size: str,
-                                                            runtime: DockerRuntime) -> None:
+def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
+    tmp_path: Path, size: str, runtime: DockerRuntime
+) -> None:
     """After c, Esc and a tab key the arrows moved nothing on the presets and `l` offered
     the preset highlighted before; several Tabs were needed to get the presets back.
     `l` plans against a real Docker daemon (the plan asks it what runs), so the launch it
@@ -246,8 +290,11 @@ def test_the_keys_go_back_to_the_presets_after_the_chat_tab(tmp_path: Path, size
             await pilot.pause(0.2)
             if app.screen is not app.screen_stack[0]:  # the confirmation: not now
                 await pilot.press("escape")
-                await wait_until(pilot, lambda: app.screen is app.screen_stack[0],
-                                 what="the confirmation to close")
+                await wait_until(
+                    pilot,
+                    lambda: app.screen is app.screen_stack[0],
+                    what="the confirmation to close",
+                )
 
         async def scenario() -> None:
             async with app.run_test(size=SIZES[size], message_hook=hook) as pilot:
@@ -258,11 +305,15 @@ def test_the_keys_go_back_to_the_presets_after_the_chat_tab(tmp_path: Path, size
                 row = 1
                 for back in ("m", "e", "g"):
                     await pilot.press("c")
-                    await wait_until(pilot, lambda: app.chat_tab.pane is not None,
-                                     what="the chat pane")
+                    await wait_until(
+                        pilot, lambda: app.chat_tab.pane is not None, what="the chat pane"
+                    )
                     prompt = app.chat_tab.pane.query_one("#chat-input", Input)
-                    await wait_until(pilot, lambda prompt=prompt: app.focused is prompt,
-                                     what="the chat input to take the keys")
+                    await wait_until(
+                        pilot,
+                        lambda prompt=prompt: app.focused is prompt,
+                        what="the chat input to take the keys",
+                    )
                     await pilot.press("escape", back)
                     await pilot.pause(0.2)
                     assert app.focused is table, (back, app.focused)
@@ -277,16 +328,21 @@ def test_the_keys_go_back_to_the_presets_after_the_chat_tab(tmp_path: Path, size
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_a_real_llama_server_at_80x24_chat_log_and_focus(tmp_path: Path, runtime: DockerRuntime,
-                                                         llama_image: str) -> None:
+def test_a_real_llama_server_at_80x24_chat_log_and_focus(
+    tmp_path: Path, runtime: DockerRuntime, llama_image: str
+) -> None:
     """The whole loop at 80x24 with a real llama-server launched from the keyboard: its own
     log lines end on screen, a question's prompt, reply and TTFT line show in the chat tab,
     and the tab key after Esc gives the keys back to the presets."""
     presets = tmp_path / "presets"
     write_preset(presets, "tiny-a", **llama_preset_fields(llama_image, free_port()))
     write_presets(presets, {f"{name}.toml": TINY_LLAMA for name in PRESETS[1:]})
-    app = SparkdeckApp(lambda: load_catalog([(presets, False)]), lambda: runtime,
-                       flush=False, engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        lambda: runtime,
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
@@ -295,31 +351,50 @@ def test_a_real_llama_server_at_80x24_chat_log_and_focus(tmp_path: Path, runtime
             await pilot.press(*["down"] * table.get_row_index("tiny-a"))  # the last row
             assert table.selected_id() == "tiny-a"
             await pilot.press("l")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
-                             timeout=30.0, what="the confirmation")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, ConfirmScreen),
+                timeout=30.0,
+                what="the confirmation",
+            )
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app),
-                             timeout=READY_S, what=lambda: "the engine to be ready: the card says "
-                             f"{engine_text(app)!r}; notifications "
-                             f"{[note.message for note in app._notifications]}")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app),
+                timeout=READY_S,
+                what=lambda: (
+                    "the engine to be ready: the card says "
+                    f"{engine_text(app)!r}; notifications "
+                    f"{[note.message for note in app._notifications]}"
+                ),
+            )
             log = app.launch_area.log_pane
-            await wait_until(pilot, lambda: len(log.lines) >= 3, timeout=30.0,
-                             what="llama-server's log lines")
+            await wait_until(
+                pilot, lambda: len(log.lines) >= 3, timeout=30.0, what="llama-server's log lines"
+            )
             await pilot.pause(0.5)
             last = log.lines[-1].split()[-1]  # the newest line's end: where its figures are
             assert on_screen(app, last), (log.lines[-1], screen_dump(app))
 
             await pilot.press("c")
-            await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
-                             what="the chat pane for the engine")
+            await wait_until(
+                pilot,
+                lambda: app.chat_tab.pane is not None,
+                timeout=10.0,
+                what="the chat pane for the engine",
+            )
             pane = app.chat_tab.pane
             pane.query_one("#chat-max-tokens", Input).value = "8"
             prompt = pane.query_one("#chat-input", Input)
             await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
             prompt.value = PROMPT
             await pilot.press("enter")
-            await wait_until(pilot, lambda: len(pane.query(ReplyView)) == 1
-                             and not pane.streaming, timeout=60.0, what="the reply")
+            await wait_until(
+                pilot,
+                lambda: len(pane.query(ReplyView)) == 1 and not pane.streaming,
+                timeout=60.0,
+                what="the reply",
+            )
             await pilot.wait_for_scheduled_animations()
             await pilot.pause(0.3)
             view = pane.query_one(ReplyView)

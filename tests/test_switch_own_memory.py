@@ -31,8 +31,7 @@ pytestmark = pytest.mark.docker
 MIB = 2**20
 
 
-def test_fit_and_switch_wait_count_the_engines_memory_not_a_hogs(runtime, tmp_path,
-                                                                  busybox_image):
+def test_fit_and_switch_wait_count_the_engines_memory_not_a_hogs(runtime, tmp_path, busybox_image):
     available = read_meminfo().available
     # 1 GiB, or less when other work on this box leaves little (seen: 4 GiB available)
     hog_mib = min(1024, available // MIB // 8)
@@ -40,11 +39,13 @@ def test_fit_and_switch_wait_count_the_engines_memory_not_a_hogs(runtime, tmp_pa
     events: list = []
     # the hog taken after the stop is twice this margin: the old wait ran to its 60 s
     guard = GuardSettings(switch_timeout_s=60.0, switch_margin_gib=hog_mib / 2 / 1024)
-    launcher = Launcher(runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None,
-                        stop_grace=1)
+    launcher = Launcher(
+        runtime, on_event=events.append, guard=guard, gpu_pids=lambda: None, stop_grace=1
+    )
     launcher.launch(holder(tmp_path, busybox_image, 64, "a"), flush=False)
-    nxt = busybox_preset(tmp_path, "b", busybox_image, "exec httpd -f -p 8080 -h /www",
-                         startup_timeout=30.0)
+    nxt = busybox_preset(
+        tmp_path, "b", busybox_image, "exec httpd -f -p 8080 -h /www", startup_timeout=30.0
+    )
     hogs = [start_hog(hog_mib // 2)]  # another process takes memory while A runs
     try:
         fit = launcher.check_fit(nxt, flush_possible=False)
@@ -86,10 +87,9 @@ def test_switch_wait_goes_on_while_an_old_process_exists():
     threading.Timer(1.5, lambda: (old.kill(), old.wait())).start()
     seen: list = []
     try:
-        progress = SwitchWaiter(lambda: 10 * GIB, lambda: None, poll_s=0.1,
-                                read_live_pids=live_pids).wait(
-            baseline=5 * GIB, margin=0, timeout=30, old_pids=[old.pid],
-            on_progress=seen.append)
+        progress = SwitchWaiter(
+            lambda: 10 * GIB, lambda: None, poll_s=0.1, read_live_pids=live_pids
+        ).wait(baseline=5 * GIB, margin=0, timeout=30, old_pids=[old.pid], on_progress=seen.append)
     finally:
         old.kill()
         old.wait()

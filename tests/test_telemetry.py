@@ -31,8 +31,9 @@ from tools.record_nvml import RecordedNvml
 # ----- spark_hwmon -------------------------------------------------------------------------
 
 
-def fake_hwmon(root: Path, name: str, channels: dict[int, tuple[str, str]],
-               caps: dict[int, str] | None = None) -> Path:
+def fake_hwmon(
+    root: Path, name: str, channels: dict[int, tuple[str, str]], caps: dict[int, str] | None = None
+) -> Path:
     """A FAKE sysfs hwmon device (no Spark here): name, power*_label, power*_input in uW."""
     device = root / f"hwmon{len(list(root.glob('hwmon*')))}"
     device.mkdir(parents=True)
@@ -47,13 +48,24 @@ def fake_hwmon(root: Path, name: str, channels: dict[int, tuple[str, str]],
 
 def test_spark_rails_from_a_fake_sysfs_tree(tmp_path: Path) -> None:
     fake_hwmon(tmp_path, "coretemp", {1: ("package", "5000000")})  # not the module's
-    fake_hwmon(tmp_path, "spbm0", {1: ("gpu", "61200000"), 2: ("dc_input", "97400000"),
-                                   3: ("syspl1", "88000000"), 4: ("prereg", "9100000")},
-               caps={3: "140000000"})
+    fake_hwmon(
+        tmp_path,
+        "spbm0",
+        {
+            1: ("gpu", "61200000"),
+            2: ("dc_input", "97400000"),
+            3: ("syspl1", "88000000"),
+            4: ("prereg", "9100000"),
+        },
+        caps={3: "140000000"},
+    )
     rails = read_spark_rails(tmp_path)
-    assert rails == (PowerRail("spbm0", "gpu", 61.2), PowerRail("spbm0", "dc_input", 97.4),
-                     PowerRail("spbm0", "syspl1", 88.0, 140.0),
-                     PowerRail("spbm0", "prereg", 9.1))
+    assert rails == (
+        PowerRail("spbm0", "gpu", 61.2),
+        PowerRail("spbm0", "dc_input", 97.4),
+        PowerRail("spbm0", "syspl1", 88.0, 140.0),
+        PowerRail("spbm0", "prereg", 9.1),
+    )
 
 
 def test_a_broken_rail_is_an_error_not_a_smaller_total(tmp_path: Path) -> None:
@@ -70,8 +82,15 @@ def test_no_module_means_no_rails(tmp_path: Path) -> None:
 
 def test_this_machines_real_hwmon() -> None:
     rails = read_spark_rails()
-    spbm = [d for d in HWMON_ROOT.glob("*") if (d / "name").is_file()
-            and (d / "name").read_text().startswith("spbm")] if HWMON_ROOT.is_dir() else []
+    spbm = (
+        [
+            d
+            for d in HWMON_ROOT.glob("*")
+            if (d / "name").is_file() and (d / "name").read_text().startswith("spbm")
+        ]
+        if HWMON_ROOT.is_dir()
+        else []
+    )
     assert bool(rails) == bool(spbm)  # here: no Spark, so nothing is shown
 
 
@@ -82,8 +101,9 @@ def gpus_listed_by_nvidia_smi() -> int:
     """How many GPUs `nvidia-smi -L` lists here (0 without it or without a driver)."""
     if shutil.which("nvidia-smi") is None:
         return 0
-    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60,
-                            check=False)
+    listed = subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False
+    )
     if listed.returncode != 0:
         return 0
     return sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
@@ -119,8 +139,9 @@ def test_sampler_without_driver_keeps_memory_and_pressure() -> None:
         def nvmlInit(self) -> None:  # noqa: N802 (the library's own name)
             raise self.NVMLError("Driver Not Loaded")
 
-    snapshot = TelemetrySampler(memory=lambda: parse_meminfo(SPARK_MEMINFO),
-                                gpu=NvmlReader(NoDriver())).sample()
+    snapshot = TelemetrySampler(
+        memory=lambda: parse_meminfo(SPARK_MEMINFO), gpu=NvmlReader(NoDriver())
+    ).sample()
     assert snapshot.memory is not None and snapshot.gpu.gpus == ()
     rows = gpu_rows(snapshot)
     assert rows[0].value == "no NVIDIA driver (NVML: Driver Not Loaded)"
@@ -135,10 +156,17 @@ def test_gb10_replay_says_unified_and_na_never_zero() -> None:
     assert rows["GPU"] == "0: NVIDIA GB10"
     assert rows["memory"].startswith("unified") and "121.7 GiB" in rows["memory"]
     assert rows["power"].endswith("(limit n/a)") and rows["fan"] == "n/a"
-    assert not any(value.startswith("0 W") or (value == "0 %" and label == "fan")
-                   for label, value in rows.items())
+    assert not any(
+        value.startswith("0 W") or (value == "0 %" and label == "fan")
+        for label, value in rows.items()
+    )
     assert [r.label.strip() for r in rail_rows(snapshot)] == [
-        "rails", "gpu", "dc_input", "syspl1", "prereg"]
+        "rails",
+        "gpu",
+        "dc_input",
+        "syspl1",
+        "prereg",
+    ]
     assert "cap 140 W" in rail_rows(snapshot)[3].value
     assert "  syspl1    88.0 W (cap 140 W)" in text_report(snapshot)
 
@@ -162,8 +190,12 @@ def test_h200_replay_shows_clocks_against_their_maxima_and_the_limit() -> None:
 
 def _snapshot(t: float, used_kb: int) -> TelemetrySnapshot:
     text = SPARK_MEMINFO.replace("41943040", str(127615312 - used_kb))
-    sampler = TelemetrySampler(memory=lambda: parse_meminfo(text), gpu=NvmlReader(
-        RecordedNvml(GB10)), rails=lambda: (), clock=lambda: t)
+    sampler = TelemetrySampler(
+        memory=lambda: parse_meminfo(text),
+        gpu=NvmlReader(RecordedNvml(GB10)),
+        rails=lambda: (),
+        clock=lambda: t,
+    )
     return sampler.sample()
 
 
@@ -210,8 +242,9 @@ def test_spark_text_uses_a_fixed_scale_and_keeps_spikes() -> None:
 
 
 def sparkdeck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_telemetry_command_json_samples() -> None:
@@ -222,7 +255,8 @@ def test_telemetry_command_json_samples() -> None:
     first, second = samples
     assert second["taken_at"] - first["taken_at"] >= 0.9
     assert first["memory"]["total"] > 0 and first["memory"]["used"] == (
-        first["memory"]["total"] - first["memory"]["available"])
+        first["memory"]["total"] - first["memory"]["available"]
+    )
     if PRESSURE_MEMORY.exists():
         assert first["pressure_rates"] is None and second["pressure_rates"] is not None
     assert second["gpu"]["gpus"] or second["gpu"]["error"]
@@ -235,4 +269,5 @@ def test_telemetry_command_text_and_bad_count() -> None:
     assert "\ngpu\n" in result.stdout
     bad = sparkdeck("telemetry", "--samples", "0")
     assert bad.returncode == 1 and bad.stderr.strip() == (
-        "sparkdeck: --samples must be at least 1, not 0")
+        "sparkdeck: --samples must be at least 1, not 0"
+    )

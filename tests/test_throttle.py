@@ -43,11 +43,15 @@ BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 
 # nvidia-smi -q -d PERFORMANCE wording -> the reader's names
 SMI_NAMES = {
-    "Idle": "idle", "Applications Clocks Setting": "applications clocks setting",
-    "SW Power Cap": "SW power cap", "HW Slowdown": "HW slowdown",
+    "Idle": "idle",
+    "Applications Clocks Setting": "applications clocks setting",
+    "SW Power Cap": "SW power cap",
+    "HW Slowdown": "HW slowdown",
     "HW Thermal Slowdown": "HW thermal slowdown",
-    "HW Power Brake Slowdown": "HW power brake slowdown", "Sync Boost": "sync boost",
-    "SW Thermal Slowdown": "SW thermal slowdown", "Display Clock Setting": "display clock setting",
+    "HW Power Brake Slowdown": "HW power brake slowdown",
+    "Sync Boost": "sync boost",
+    "SW Thermal Slowdown": "SW thermal slowdown",
+    "Display Clock Setting": "display clock setting",
 }
 
 
@@ -62,15 +66,24 @@ def phase_indices(recording: dict[str, Any], phase: str) -> list[int]:
     return [i for i, s in enumerate(recording["samples"]) if s["phase"] == phase]
 
 
-def doctored(base: dict[str, Any], index: int, *, mask: int | str | None = None,
-             util: int | None = None, sm: int | None = None) -> dict[str, Any]:
+def doctored(
+    base: dict[str, Any],
+    index: int,
+    *,
+    mask: int | str | None = None,
+    util: int | None = None,
+    sm: int | None = None,
+) -> dict[str, Any]:
     """FAKE: a copy of a recording whose sample `index` answers a different clock-event mask
     ("unsupported" for NOT_SUPPORTED), utilisation or SM clock."""
     data = copy.deepcopy(base)
     calls = data["samples"][index]["calls"]
     if mask == "unsupported":
-        calls[REASONS_CALL] = {"__error__": "NVML_ERROR_NOT_SUPPORTED", "code": 3,
-                               "message": "Not Supported"}
+        calls[REASONS_CALL] = {
+            "__error__": "NVML_ERROR_NOT_SUPPORTED",
+            "code": 3,
+            "message": "Not Supported",
+        }
     elif mask is not None:
         calls[REASONS_CALL] = mask
     if util is not None:
@@ -84,8 +97,10 @@ def doctored(base: dict[str, Any], index: int, *, mask: int | str | None = None,
 def smi_active(phase: str) -> set[str]:
     text = (FIXTURES / f"h200_clock_events_perf_{phase}.txt").read_text()
     block = text.split("Clocks Event Reasons\n", 1)[1].split("Clocks Event Reasons Counters")[0]
-    return {SMI_NAMES[m.group(1).strip()]
-            for m in re.finditer(r"^\s+([A-Za-z ]+?)\s+: Active$", block, re.M)}
+    return {
+        SMI_NAMES[m.group(1).strip()]
+        for m in re.finditer(r"^\s+([A-Za-z ]+?)\s+: Active$", block, re.M)
+    }
 
 
 def test_the_recording_is_labelled_as_recorded_on_an_h200() -> None:
@@ -112,7 +127,8 @@ def test_recorded_h200_under_matmul_is_power_capped(phase: str) -> None:
         assert gpu.power_w is not None and gpu.power_w > 0.95 * (gpu.power_limit_w or 0)
         assert verdict.describe() == (
             f"power cap (SW power cap); SM {gpu.sm_clock_mhz} of 1980 MHz "
-            f"({gpu.sm_clock_mhz / 1980 * 100:.0f} %)")
+            f"({gpu.sm_clock_mhz / 1980 * 100:.0f} %)"
+        )
 
 
 @pytest.mark.parametrize("phase", ["idle", "load", "light"])
@@ -124,29 +140,57 @@ def test_recorded_reasons_agree_with_nvidia_smi_performance(phase: str) -> None:
 LOAD = phase_indices(RECORDING, "load")[0]
 
 
-@pytest.mark.parametrize(("mask", "util", "sm", "kinds", "reasons"), [
-    (BIT["SW thermal slowdown"], None, None, (THERMAL,), ("SW thermal slowdown",)),
-    # HW slowdown is the parent bit of HW thermal and HW power brake: only the child is named
-    (BIT["HW thermal slowdown"] | BIT["HW slowdown"], None, None, (THERMAL,),
-     ("HW thermal slowdown",)),
-    (BIT["HW power brake slowdown"] | BIT["HW slowdown"], None, None, (POWER_CAP,),
-     ("HW power brake slowdown",)),
-    (BIT["HW slowdown"], None, None, (HARDWARE,), ("HW slowdown",)),
-    (BIT["SW power cap"] | BIT["SW thermal slowdown"], None, None, (THERMAL, POWER_CAP),
-     ("SW power cap", "SW thermal slowdown")),
-    # busy, 700 of 1980 MHz, no reason at all: the clock is stuck low
-    (0, 100, 700, (STUCK_LOW,), ()),
-    (0, 100, 1980, (), ()),  # busy at full clock: fine
-    (0, 30, 700, (), ()),  # low clock but not busy
-    (BIT["applications clocks setting"], 100, 700, (), ()),  # a user's setting explains it
-    (BIT["sync boost"], 100, 700, (), ()),
-], ids=["sw-thermal", "hw-thermal", "power-brake", "hw-slowdown", "cap+thermal", "stuck-low",
-        "busy-full-clock", "not-busy", "app-clocks", "sync-boost"])
-def test_fake_reasons_the_recording_lacks(mask: int, util: int | None, sm: int | None,
-                                          kinds: tuple[str, ...],
-                                          reasons: tuple[str, ...]) -> None:
-    verdict = throttle_verdict(read(doctored(RECORDING, LOAD, mask=mask, util=util, sm=sm),
-                                    LOAD))
+@pytest.mark.parametrize(
+    ("mask", "util", "sm", "kinds", "reasons"),
+    [
+        (BIT["SW thermal slowdown"], None, None, (THERMAL,), ("SW thermal slowdown",)),
+        # HW slowdown is the parent bit of HW thermal and HW power brake: only the child is named
+        (
+            BIT["HW thermal slowdown"] | BIT["HW slowdown"],
+            None,
+            None,
+            (THERMAL,),
+            ("HW thermal slowdown",),
+        ),
+        (
+            BIT["HW power brake slowdown"] | BIT["HW slowdown"],
+            None,
+            None,
+            (POWER_CAP,),
+            ("HW power brake slowdown",),
+        ),
+        (BIT["HW slowdown"], None, None, (HARDWARE,), ("HW slowdown",)),
+        (
+            BIT["SW power cap"] | BIT["SW thermal slowdown"],
+            None,
+            None,
+            (THERMAL, POWER_CAP),
+            ("SW power cap", "SW thermal slowdown"),
+        ),
+        # busy, 700 of 1980 MHz, no reason at all: the clock is stuck low
+        (0, 100, 700, (STUCK_LOW,), ()),
+        (0, 100, 1980, (), ()),  # busy at full clock: fine
+        (0, 30, 700, (), ()),  # low clock but not busy
+        (BIT["applications clocks setting"], 100, 700, (), ()),  # a user's setting explains it
+        (BIT["sync boost"], 100, 700, (), ()),
+    ],
+    ids=[
+        "sw-thermal",
+        "hw-thermal",
+        "power-brake",
+        "hw-slowdown",
+        "cap+thermal",
+        "stuck-low",
+        "busy-full-clock",
+        "not-busy",
+        "app-clocks",
+        "sync-boost",
+    ],
+)
+def test_fake_reasons_the_recording_lacks(
+    mask: int, util: int | None, sm: int | None, kinds: tuple[str, ...], reasons: tuple[str, ...]
+) -> None:
+    verdict = throttle_verdict(read(doctored(RECORDING, LOAD, mask=mask, util=util, sm=sm), LOAD))
     assert verdict.kinds == kinds and verdict.reasons == reasons
     assert verdict.throttled == bool(kinds)
 
@@ -179,8 +223,9 @@ def test_gb10_shape_busy_near_max_is_fine_and_clamped_clock_is_stuck_low() -> No
 def sampled(recording: dict[str, Any], index: int):
     nvml = RecordedNvml(recording).use(index)
     reader = NvmlReader(nvml, host_total_bytes=recording["host_mem_total_bytes"])
-    return TelemetrySampler(memory=fixed_memory, pressure=FixedPressure(), gpu=reader,
-                            rails=lambda: ()).sample()
+    return TelemetrySampler(
+        memory=fixed_memory, pressure=FixedPressure(), gpu=reader, rails=lambda: ()
+    ).sample()
 
 
 def test_gpu_panel_rows_show_the_verdict_only_when_held_back() -> None:
@@ -192,12 +237,21 @@ def test_gpu_panel_rows_show_the_verdict_only_when_held_back() -> None:
     share = snapshot.gpu.gpus[0].sm_clock_mhz / 1980
     assert loaded["throttle"].value == f"power cap · SM at {share * 100:.0f} % of max"
     assert loaded["throttle"].level == "warning" and loaded["events"].level == "warning"
-    hot = {row.label: row for row in gpu_rows(sampled(
-        doctored(RECORDING, LOAD, mask=BIT["HW thermal slowdown"] | BIT["HW slowdown"]), LOAD))}
+    hot = {
+        row.label: row
+        for row in gpu_rows(
+            sampled(
+                doctored(RECORDING, LOAD, mask=BIT["HW thermal slowdown"] | BIT["HW slowdown"]),
+                LOAD,
+            )
+        )
+    }
     assert hot["throttle"].value.startswith("thermal") and hot["throttle"].level == "error"
     # sync boost is a clock event, not throttling: no warning (the old rule flagged it)
-    boost = {row.label: row for row in gpu_rows(sampled(
-        doctored(RECORDING, LOAD, mask=BIT["sync boost"]), LOAD))}
+    boost = {
+        row.label: row
+        for row in gpu_rows(sampled(doctored(RECORDING, LOAD, mask=BIT["sync boost"]), LOAD))
+    }
     assert boost["events"].level == "" and "throttle" not in boost
 
 
@@ -205,5 +259,4 @@ def test_telemetry_json_carries_each_gpus_throttle_kinds() -> None:
     assert sampled(RECORDING, 0).to_dict()["gpu"]["gpus"][0]["throttle"] == []
     data = sampled(RECORDING, LOAD).to_dict()
     assert data["gpu"]["gpus"][0]["throttle"] == ["power cap"]
-    assert json.loads(json.dumps(data))["gpu"]["gpus"][0]["clock_event_reasons"] == [
-        "SW power cap"]
+    assert json.loads(json.dumps(data))["gpu"]["gpus"][0]["clock_event_reasons"] == ["SW power cap"]

@@ -94,6 +94,5 @@ def test_a_clock_stuck_low_counts_from_its_second_sample_in_a_row() -> None:
     for index in [LOAD, LOAD, LOAD]:
         nvml.use(index)
         sampler.sample_once()
-    assert sampler.peaks.throttled_samples == 2 and sampler.peaks.throttle == (
-        "clock stuck low",)
+    assert sampler.peaks.throttled_samples == 2 and sampler.peaks.throttle == ("clock stuck low",)
     assert "last_kinds" not in sampler.peaks.to_dict()

@@ -26,22 +26,37 @@ def _tmux_installed() -> None:
     require_tmux()
 
 
-@pytest.mark.parametrize("content", [b'[ui]\ntheme = "\xff\xfe"\n',
-                                     b"[ui]\ntheme = " + b"[" * 100_000 + b"]" * 100_000],
-                         ids=["not-utf8", "nested-too-deep"])
+@pytest.mark.parametrize(
+    "content",
+    [b'[ui]\ntheme = "\xff\xfe"\n', b"[ui]\ntheme = " + b"[" * 100_000 + b"]" * 100_000],
+    ids=["not-utf8", "nested-too-deep"],
+)
 def test_the_tui_starts_on_defaults_and_names_the_settings_file(tmp_path, content):
     config, data = tmp_path / "config", tmp_path / "data"
     config.mkdir()
     data.mkdir()
     (config / "settings.toml").write_bytes(content)
     session = f"sparkdeck-{uuid.uuid4().hex[:8]}"
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "TERM": "xterm-256color", "DOCKER_HOST": "unix:///nonexistent.sock",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        "SPARKDECK_CONFIG_DIR": str(config),
+        "SPARKDECK_DATA_DIR": str(data),
+        "TERM": "xterm-256color",
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+        "PYTHONPATH": str(ROOT),
+    }
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     # `; sleep` keeps the pane (and a traceback in it) readable when sparkdeck dies
-    tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30",
-          f"env {exports} {sys.executable} -m sparkdeck; sleep 30")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        f"env {exports} {sys.executable} -m sparkdeck; sleep 30",
+    )
     try:
         deadline, screen = time.monotonic() + 60, ""
         while time.monotonic() < deadline:

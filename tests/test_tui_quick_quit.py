@@ -34,13 +34,27 @@ def test_q_at_start_quits_with_status_0_and_no_traceback(tmp_path: Path, attempt
     data.mkdir()
     status, errors = tmp_path / "status", tmp_path / "stderr"
     session = f"sparkdeck-{uuid.uuid4().hex[:8]}"
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "SPARKDECK_RUNTIME_DIR": str(tmp_path / "run"), "TERM": "xterm-256color",
-           "DOCKER_HOST": "unix:///nonexistent.sock", "PYTHONPATH": str(ROOT)}
+    env = {
+        "SPARKDECK_CONFIG_DIR": str(config),
+        "SPARKDECK_DATA_DIR": str(data),
+        "SPARKDECK_RUNTIME_DIR": str(tmp_path / "run"),
+        "TERM": "xterm-256color",
+        "DOCKER_HOST": "unix:///nonexistent.sock",
+        "PYTHONPATH": str(ROOT),
+    }
     exports = " ".join(f"{k}={v}" for k, v in env.items())
     # Textual draws on stderr, and a crash's traceback lands there too
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-         f"env {exports} {sys.executable} -m sparkdeck 2>{errors}; echo $? >{status}; sleep 30")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"env {exports} {sys.executable} -m sparkdeck 2>{errors}; echo $? >{status}; sleep 30",
+    )
     try:
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 60

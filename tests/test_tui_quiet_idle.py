@@ -38,8 +38,9 @@ def _switches(pid: int) -> dict[int, int]:
             status = (task / "status").read_text().splitlines()
         except FileNotFoundError:  # a worker thread that just ended
             continue
-        counts[int(task.name)] = sum(int(line.split()[1]) for line in status
-                                     if line.startswith("voluntary_ctxt_switches"))
+        counts[int(task.name)] = sum(
+            int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches")
+        )
     return counts
 
 
@@ -55,8 +56,9 @@ def _child(parent: int) -> int:
     raise AssertionError(f"process {parent} has no child")
 
 
-def _wait_for(session: str, present: str | None = None, absent: str | None = None,
-              timeout: float = 10.0) -> tuple[float, str]:
+def _wait_for(
+    session: str, present: str | None = None, absent: str | None = None, timeout: float = 10.0
+) -> tuple[float, str]:
     began = time.monotonic()
     while True:
         screen = tmux("capture-pane", "-p", "-J", "-t", session)
@@ -72,13 +74,27 @@ def test_the_idle_tui_sleeps_and_still_answers_keys_at_once(tmp_path):
     config.mkdir()
     data.mkdir()
     session = f"sparkdeck-{uuid.uuid4().hex[:8]}"
-    env = {"SPARKDECK_CONFIG_DIR": str(config), "SPARKDECK_DATA_DIR": str(data),
-           "SPARKDECK_RUNTIME_DIR": str(tmp_path / "run"), "SPARKDECK_SERVICE": "off",
-           "TERM": "xterm-256color", "PYTHONPATH": str(ROOT),
-           "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///nonexistent.sock")}
+    env = {
+        "SPARKDECK_CONFIG_DIR": str(config),
+        "SPARKDECK_DATA_DIR": str(data),
+        "SPARKDECK_RUNTIME_DIR": str(tmp_path / "run"),
+        "SPARKDECK_SERVICE": "off",
+        "TERM": "xterm-256color",
+        "PYTHONPATH": str(ROOT),
+        "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///nonexistent.sock"),
+    }
     exports = " ".join(f"{k}={v}" for k, v in env.items())
-    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40",
-          f"env {exports} {sys.executable} -m sparkdeck; echo SPARKDECK-EXITED; sleep 30")
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"env {exports} {sys.executable} -m sparkdeck; echo SPARKDECK-EXITED; sleep 30",
+    )
     try:
         shell = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
         _wait_for(session, present="? Help", timeout=60.0)

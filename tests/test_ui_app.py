@@ -103,12 +103,16 @@ def text_of(widget: Widget) -> str:
     return content.plain if isinstance(content, Content) else str(content)
 
 
-def make_app(tmp_path: Path, files: dict[str, str] | None = None,
-             docker: Callable[[], DockerRuntime] | None = None,
-             **kwargs: Any) -> tuple[SparkdeckApp, CountingLoader]:
-    directory = write_presets(tmp_path / "presets",
-                              files if files is not None else
-                              {"tiny-llama.toml": TINY_LLAMA, "ollama-test.toml": OLLAMA})
+def make_app(
+    tmp_path: Path,
+    files: dict[str, str] | None = None,
+    docker: Callable[[], DockerRuntime] | None = None,
+    **kwargs: Any,
+) -> tuple[SparkdeckApp, CountingLoader]:
+    directory = write_presets(
+        tmp_path / "presets",
+        files if files is not None else {"tiny-llama.toml": TINY_LLAMA, "ollama-test.toml": OLLAMA},
+    )
     loader = CountingLoader(directory)
     kwargs.setdefault("engine_poll_seconds", NEVER)
     app = SparkdeckApp(loader, docker or UnreachableDocker(), **kwargs)
@@ -125,6 +129,7 @@ def engine_text(app: SparkdeckApp) -> str:
 
 # ----- the app, driven by Pilot -----------------------------------------------------------
 
+
 def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
     app, loader = make_app(tmp_path)
     catalog = load_catalog([(loader.directory, False)])
@@ -132,15 +137,27 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             table = app.query_one("#preset-table", PresetTable)
-            await wait_until(pilot, lambda: table.row_count == 2 and "…" not in [
-                table.get_row_at(i)[4] for i in range(2)], what="two rows with model sizes")
+            await wait_until(
+                pilot,
+                lambda: (
+                    table.row_count == 2 and "…" not in [table.get_row_at(i)[4] for i in range(2)]
+                ),
+                what="two rows with model sizes",
+            )
             rows = [tuple(table.get_row_at(i)) for i in range(table.row_count)]
             # by id; neither states memory_gib, so the guard cannot size either (Ollama
             # keeps its own models, the GGUF path is inside the image: "-" on disk)
             assert rows == [
                 ("ollama-test", "unknown", "ollama/ollama:test", "tiny:latest", "-", "ollama"),
-                ("tiny-llama", "unknown", "local/llama-server:test", "/models/tiny.gguf", "-",
-                 "llamacpp")]
+                (
+                    "tiny-llama",
+                    "unknown",
+                    "local/llama-server:test",
+                    "/models/tiny.gguf",
+                    "-",
+                    "llamacpp",
+                ),
+            ]
             assert sorted(catalog.presets) == ["ollama-test", "tiny-llama"]
             labels = [str(c.label) for c in table.columns.values()]
             assert labels == ["id", "claims", "image", "model", "on disk", "kind"]
@@ -158,26 +175,43 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
             if lazy:
-                await wait_until(pilot, lambda: bool(app.query("#environment-panel")),
-                                 what="the side tabs to be mounted")
-            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
-                             what="the Docker error in the environment panel")
-            await wait_until(pilot, lambda: "checking" not in environment_text(app),
-                             what="every environment check to finish")
+                await wait_until(
+                    pilot,
+                    lambda: bool(app.query("#environment-panel")),
+                    what="the side tabs to be mounted",
+                )
+            await wait_until(
+                pilot,
+                lambda: DOCKER_ERROR in environment_text(app),
+                what="the Docker error in the environment panel",
+            )
+            await wait_until(
+                pilot,
+                lambda: "checking" not in environment_text(app),
+                what="every environment check to finish",
+            )
             text = environment_text(app)
             assert "unreachable" in text
             assert "2 loaded" in text and "problem" not in text
             assert "Docker unreachable" in engine_text(app)
-            await wait_until(pilot, lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
-                             what="the first telemetry sample")
+            await wait_until(
+                pilot,
+                lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
+                what="the first telemetry sample",
+            )
             gpu = text_of(app.query_one("#gpu-rows")).splitlines()[0]
             # This machine's real answer, whatever it is: a GPU name or the missing driver.
             reading = NvmlReader().read()
             assert gpu.split(maxsplit=1)[1] == (
-                f"0: {reading.gpus[0].name}" if reading.gpus else reading.error)
+                f"0: {reading.gpus[0].name}" if reading.gpus else reading.error
+            )
             bars = text_of(app.query_one("#memory-bars"))
             assert [line.split()[0] for line in bars.splitlines()] == [
-                "used", "available", "cache", "swap"]
+                "used",
+                "available",
+                "cache",
+                "swap",
+            ]
             assert "GiB" in bars
 
     run(scenario)
@@ -188,13 +222,15 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> N
 
 def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
     socket = tmp_path / "no-docker.sock"
-    app, _ = make_app(tmp_path,
-                      docker=lambda: DockerRuntime.connect(base_url=f"unix://{socket}"))
+    app, _ = make_app(tmp_path, docker=lambda: DockerRuntime.connect(base_url=f"unix://{socket}"))
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: "cannot reach the Docker daemon"
-                             in environment_text(app), what="the real connect's error")
+            await wait_until(
+                pilot,
+                lambda: "cannot reach the Docker daemon" in environment_text(app),
+                what="the real connect's error",
+            )
             assert "DOCKER_HOST" in environment_text(app)  # the advice comes through whole
 
     run(scenario)
@@ -206,25 +242,42 @@ def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> Non
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("question_mark")
-            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
-                             what="the help screen")
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen"
+            )
             text = text_of(app.screen.query_one("#help-keys"))
             lines = text.splitlines()
-            for keys, what in (("r", "Refresh"), ("q", "Quit"), ("? / f1", "Help"),
-                               ("l", "Launch"), ("enter", "launch"), ("s", "Stop"), ("t", "Theme"),
-                               ("^p", "palette")):
-                assert any(line.split()[0] == keys.split()[0] and what in line
-                           for line in lines), (keys, text)
+            for keys, what in (
+                ("r", "Refresh"),
+                ("q", "Quit"),
+                ("? / f1", "Help"),
+                ("l", "Launch"),
+                ("enter", "launch"),
+                ("s", "Stop"),
+                ("t", "Theme"),
+                ("^p", "palette"),
+            ):
+                assert any(line.split()[0] == keys.split()[0] and what in line for line in lines), (
+                    keys,
+                    text,
+                )
             assert "f1" in text and "esc" in text
             await pilot.press("escape")
-            await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen),
-                             what="the help screen to close")
+            await wait_until(
+                pilot,
+                lambda: not isinstance(app.screen, HelpScreen),
+                what="the help screen to close",
+            )
             await pilot.press("f1")
-            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
-                             what="the help screen from f1")
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen from f1"
+            )
             await pilot.press("escape")
-            await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen),
-                             what="the help screen to close again")
+            await wait_until(
+                pilot,
+                lambda: not isinstance(app.screen, HelpScreen),
+                what="the help screen to close again",
+            )
 
     run(scenario)
 
@@ -235,12 +288,16 @@ def test_r_runs_the_readers_again(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
-                             what="the first Docker check")
+            await wait_until(
+                pilot, lambda: DOCKER_ERROR in environment_text(app), what="the first Docker check"
+            )
             assert docker.calls == 1 and loader.calls == 1
             await pilot.press("r")
-            await wait_until(pilot, lambda: docker.calls == 2 and loader.calls == 2,
-                             what="a second Docker check and preset load")
+            await wait_until(
+                pilot,
+                lambda: docker.calls == 2 and loader.calls == 2,
+                what="a second Docker check and preset load",
+            )
             await pilot.press("r")
             await wait_until(pilot, lambda: docker.calls == 3, what="a third Docker check")
 
@@ -276,8 +333,9 @@ def test_an_invalid_preset_file_is_named_in_the_panel(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: "1 problem" in environment_text(app),
-                             what="the preset problem")
+            await wait_until(
+                pilot, lambda: "1 problem" in environment_text(app), what="the preset problem"
+            )
             text = environment_text(app)
             problem = next(line for line in text.splitlines() if "broken.toml" in line)
             assert "model" in problem and "required" in problem
@@ -293,8 +351,9 @@ def test_many_problems_are_cut_short(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            await wait_until(pilot, lambda: "5 problems" in environment_text(app),
-                             what="five problems")
+            await wait_until(
+                pilot, lambda: "5 problems" in environment_text(app), what="five problems"
+            )
             text = environment_text(app)
             assert "0 loaded" in text
             assert sum("broken-" in line for line in text.splitlines()) == 3
@@ -311,10 +370,15 @@ def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
+
             def toasts() -> list[str]:
                 return [str(t.render()) for t in app.screen.query("Toast")]
-            await wait_until(pilot, lambda: any("presets dir unreadable (test)" in t
-                                                for t in toasts()), what="the notification")
+
+            await wait_until(
+                pilot,
+                lambda: any("presets dir unreadable (test)" in t for t in toasts()),
+                what="the notification",
+            )
             assert any(t.startswith("load presets failed") for t in toasts())
             assert app.is_running  # a reader's failure never stops the app
             assert DOCKER_ERROR in environment_text(app)  # the other readers still ran
@@ -324,25 +388,40 @@ def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
 
 # ----- rendering of engine states (real EngineState values, no terminal) -------------------
 
-def engine_state(docker_state: str, exit_code: int | None = None,
-                 log_tail: tuple[str, ...] = ()) -> EngineState:
+
+def engine_state(
+    docker_state: str, exit_code: int | None = None, log_tail: tuple[str, ...] = ()
+) -> EngineState:
     return EngineState(
-        container_id="c0ffee", name="sparkdeck-tiny-llama", preset_id="tiny-llama",
-        kind="llamacpp", image="local/llama-server:test", model="/models/tiny.gguf",
-        base_url="http://127.0.0.1:8080", health_path="/health", metrics_path="/metrics",
-        spec_hash="abc", docker_state=docker_state, exit_code=exit_code,
-        started_at="2025-01-01T00:00:00.123456789Z", log_tail=log_tail)
+        container_id="c0ffee",
+        name="sparkdeck-tiny-llama",
+        preset_id="tiny-llama",
+        kind="llamacpp",
+        image="local/llama-server:test",
+        model="/models/tiny.gguf",
+        base_url="http://127.0.0.1:8080",
+        health_path="/health",
+        metrics_path="/metrics",
+        spec_hash="abc",
+        docker_state=docker_state,
+        exit_code=exit_code,
+        started_at="2025-01-01T00:00:00.123456789Z",
+        log_tail=log_tail,
+    )
 
 
 NOW = 1735689600.0 + 125.5  # 2 min 5 s after engine_state()'s StartedAt
 
 
-@pytest.mark.parametrize(("docker_state", "healthy", "status"), [
-    ("running", True, "ready"),
-    ("running", False, "starting"),
-    ("created", False, "starting"),
-    ("paused", False, "paused"),
-])
+@pytest.mark.parametrize(
+    ("docker_state", "healthy", "status"),
+    [
+        ("running", True, "ready"),
+        ("running", False, "starting"),
+        ("created", False, "starting"),
+        ("paused", False, "paused"),
+    ],
+)
 def test_engine_panel_states(docker_state: str, healthy: bool, status: str) -> None:
     reading = EngineReading(engine_state(docker_state), healthy)
     assert reading.status == status
@@ -368,12 +447,12 @@ def test_engine_panel_without_engine_or_docker() -> None:
 
 def test_readers_do_not_import_textual() -> None:
     """The blocking readers stay usable from the CLI: importing them must not load Textual."""
-    code = ("import sys, sparkdeck.ui, sparkdeck.ui.readers; "
-            "sys.exit('textual' in sys.modules)")
+    code = "import sys, sparkdeck.ui, sparkdeck.ui.readers; sys.exit('textual' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
 # ----- theme, palette, responsiveness ------------------------------------------------------
+
 
 def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
@@ -383,9 +462,11 @@ def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None
             assert app.theme == "spark-dark"
             await pilot.press("t")
             assert app.theme == "spark-light"  # the next bundled theme in name order
-            await wait_until(pilot, lambda: settings_path().exists()
-                             and load_settings().ui.theme == "spark-light",
-                             what="settings.toml to say spark-light")
+            await wait_until(
+                pilot,
+                lambda: settings_path().exists() and load_settings().ui.theme == "spark-light",
+                what="settings.toml to say spark-light",
+            )
 
     run(scenario)
     # The next start picks the saved theme up.
@@ -407,21 +488,40 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             names = [command.name for command in app.palette_commands()]
-            assert names[:14] == ["Help", "Launch", "Stop", "Theme", "Refresh", "Machine",
-                                  "Metrics", "Chat", "Guard", "Bench", "Models", "History",
-                                  "Connect", "Quit"]
+            assert names[:14] == [
+                "Help",
+                "Launch",
+                "Stop",
+                "Theme",
+                "Refresh",
+                "Machine",
+                "Metrics",
+                "Chat",
+                "Guard",
+                "Bench",
+                "Models",
+                "History",
+                "Connect",
+                "Quit",
+            ]
             assert {"Chat: new chat", "Chat: chats", "Chat: cancel / leave"} <= set(names)
-            assert {"Theme: spark-dark", "Theme: spark-light",
-                    "Theme: solarized-night"} <= set(names)
+            assert {"Theme: spark-dark", "Theme: spark-light", "Theme: solarized-night"} <= set(
+                names
+            )
             await pilot.press("ctrl+p")
             await pilot.press(*"solarized-night")
             await pilot.pause(0.5)
             await pilot.press("down", "enter")
-            await wait_until(pilot, lambda: app.theme == "solarized-night",
-                             what="the palette to switch the theme")
-            await wait_until(pilot, lambda: settings_path().exists()
-                             and load_settings().ui.theme == "solarized-night",
-                             what="the palette's theme to be saved too")
+            await wait_until(
+                pilot,
+                lambda: app.theme == "solarized-night",
+                what="the palette to switch the theme",
+            )
+            await wait_until(
+                pilot,
+                lambda: settings_path().exists() and load_settings().ui.theme == "solarized-night",
+                what="the palette's theme to be saved too",
+            )
 
     run(scenario)
 
@@ -450,19 +550,28 @@ def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> Non
             await wait_until(pilot, lambda: docker.started == 1, what="the Docker call")
             started = time.monotonic()
             await pilot.press("question_mark")
-            await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen),
-                             what="the help screen while Docker hangs", timeout=3.0)
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, HelpScreen),
+                what="the help screen while Docker hangs",
+                timeout=3.0,
+            )
             assert docker.finished == 0 and time.monotonic() - started < 3.0
             await pilot.press("escape", "t")
             assert app.theme == "spark-light" and docker.finished == 0
-            await wait_until(pilot, lambda: DOCKER_ERROR in environment_text(app),
-                             what="the late answer", timeout=10.0)
+            await wait_until(
+                pilot,
+                lambda: DOCKER_ERROR in environment_text(app),
+                what="the late answer",
+                timeout=10.0,
+            )
 
     run(scenario)
 
 
 def test_telemetry_messages_coalesce() -> None:
     from tests.support.telemetry import GB10, replay_sampler
+
     sampler = replay_sampler(GB10, 0)
     older, newer = (MachineTab.TelemetrySampled(sampler.sample(), {}) for _ in range(2))
     assert newer.can_replace(older)
@@ -479,15 +588,16 @@ def test_the_card_follows_a_pull_then_the_start() -> None:
     report = report_after(report, PullStarted(image), tracker)
     assert "state    pulling" in engine_content(report, NOW).plain
     assert "waiting for sizes" in engine_content(report, NOW).plain
-    for event in (PullProgress(image, "a", "Downloading", 50, 100),
-                  PullProgress(image, "b", "Downloading", 100, 300)):
+    for event in (
+        PullProgress(image, "a", "Downloading", 50, 100),
+        PullProgress(image, "b", "Downloading", 100, 300),
+    ):
         report = report_after(report, event, tracker)
     text = engine_content(report, NOW).plain
     assert "38 %" in text and f"pulling {image}" in text  # (50 + 100) / (100 + 300)
     bar = next(line for line in text.splitlines() if line.startswith("pull"))
     assert bar.count("█") == 4 and bar.count("░") == 6  # 38 % of a 10-cell bar
-    report = report_after(report, PullProgress(image, "a", "Pull complete", None, None),
-                          tracker)
+    report = report_after(report, PullProgress(image, "a", "Pull complete", None, None), tracker)
     assert "50 %" in engine_content(report, NOW).plain  # (100 + 100) / 400
     report = report_after(report, FlushSkipped("--no-flush"), tracker)
     report = report_after(report, ContainerStarted(engine_state("running")), tracker)

@@ -81,8 +81,12 @@ def test_comparison_table_bars_and_switching(tmp_path: Path) -> None:
             assert lines[1].count("█") > lines[0].count("█")  # vllm-a is faster
 
             await pilot.press("m")
-            await settle(pilot, lambda: "decode per request" in str(
-                view.query_one("#bench-title", Static).render()))
+            await settle(
+                pilot,
+                lambda: (
+                    "decode per request" in str(view.query_one("#bench-title", Static).render())
+                ),
+            )
             assert [table.get_row_at(i)[4] for i in range(2)] == ["20.0", "40.0"]
 
             await pilot.press("right_square_bracket")
@@ -120,10 +124,11 @@ def test_a_broken_history_reaches_the_hosts_failure_handler(tmp_path: Path) -> N
 
 def timed_session(url: str, runs: int, output_tokens: int):
     def factory(store: BenchStore, on_progress) -> BenchSession:
-        config = BenchConfig(prompt_tokens=100, output_tokens=output_tokens,
-                             concurrency=(1, 2), runs=runs, warmup=0)
-        return BenchSession(config, url=url, kind="openai", store=store,
-                            on_progress=on_progress)
+        config = BenchConfig(
+            prompt_tokens=100, output_tokens=output_tokens, concurrency=(1, 2), runs=runs, warmup=0
+        )
+        return BenchSession(config, url=url, kind="openai", store=store, on_progress=on_progress)
+
     return factory
 
 
@@ -159,8 +164,9 @@ def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
             await pilot.press("b")
             await settle(pilot, lambda: "concurrency 1" in str(progress.render()), tries=200)
             await pilot.press("x")
-            await settle(pilot, lambda: bool(store.runs()) and store.runs()[0].status
-                         != "running", tries=200)
+            await settle(
+                pilot, lambda: bool(store.runs()) and store.runs()[0].status != "running", tries=200
+            )
         assert app.failures == []
 
     with running("usage_end", 20000.0, 20.0) as url:

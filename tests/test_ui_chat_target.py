@@ -62,32 +62,45 @@ def test_a_broken_registry_is_reported_with_its_file() -> None:
 def test_the_tui_chats_with_an_attached_engine_without_docker(tmp_path: Path) -> None:
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
         attach("atlas", server.url)
-        server.answer(Scripted([chunk_event("Hello "), chunk_event("from atlas."),
-                                b"data: [DONE]\n\n"]))
+        server.answer(
+            Scripted([chunk_event("Hello "), chunk_event("from atlas."), b"data: [DONE]\n\n"])
+        )
         app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
 
         async def scenario() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await pilot.press("c")
-                await wait_until(pilot, lambda: app.chat_tab.pane is not None, timeout=10.0,
-                                 what="a chat pane for the attached engine")
+                await wait_until(
+                    pilot,
+                    lambda: app.chat_tab.pane is not None,
+                    timeout=10.0,
+                    what="a chat pane for the attached engine",
+                )
                 pane = app.chat_tab.pane
                 assert pane.base_url == server.url
                 assert not app.chat_tab.query_one("#chat-none").display
                 prompt = pane.query_one("#chat-input", Input)
                 prompt.value = "hi"
                 await pilot.press("enter")
-                await wait_until(pilot, lambda: not pane.streaming and pane.query(ReplyView)
-                                 and "from atlas" in pane.query(ReplyView).last().content_text,
-                                 timeout=10.0, what="the reply")
+                await wait_until(
+                    pilot,
+                    lambda: (
+                        not pane.streaming
+                        and pane.query(ReplyView)
+                        and "from atlas" in pane.query(ReplyView).last().content_text
+                    ),
+                    timeout=10.0,
+                    what="the reply",
+                )
                 request = server.next_request()
                 assert request["body"]["model"] == "atlas-7b"
                 assert request["body"]["messages"][-1] == {"role": "user", "content": "hi"}
 
                 # detached: the pane goes, and the tab says what to do instead
                 AttachedRegistry().remove("atlas")
-                await wait_until(pilot, lambda: app.chat_tab.pane is None, timeout=10.0,
-                                 what="the pane to go")
+                await wait_until(
+                    pilot, lambda: app.chat_tab.pane is None, timeout=10.0, what="the pane to go"
+                )
                 assert "attach one" in text_of(app.chat_tab.query_one("#chat-none"))
 
         asyncio.run(scenario())

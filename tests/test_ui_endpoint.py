@@ -43,8 +43,13 @@ def service_with_key(isolated_dirs, monkeypatch: pytest.MonkeyPatch) -> Iterator
     """A real service whose endpoint requires SECRET; the same environment in this process
     (the TUI reads the port and the key where it runs, as a user's shell would give it)."""
     port = free_port()
-    write_preset(isolated_dirs["config"] / "presets", "connect-tiny", **llama_preset_fields(
-        "sparkdeck-test/never-pulled:1", free_port(), model="connect-model-x"))
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "connect-tiny",
+        **llama_preset_fields(
+            "sparkdeck-test/never-pulled:1", free_port(), model="connect-model-x"
+        ),
+    )
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(port))
     monkeypatch.setenv(KEY_ENV, SECRET)
     env = {**os.environ, "SPARKDECK_SERVICE": "auto"}
@@ -59,8 +64,9 @@ def service_with_key(isolated_dirs, monkeypatch: pytest.MonkeyPatch) -> Iterator
         pass
 
 
-def test_connect_screen_shows_url_models_snippets_and_never_the_key(service_with_key,
-                                                                     tmp_path: Path) -> None:
+def test_connect_screen_shows_url_models_snippets_and_never_the_key(
+    service_with_key, tmp_path: Path
+) -> None:
     port, pid = service_with_key["port"], service_with_key["pid"]
     base = f"http://127.0.0.1:{port}/v1"
     app, _ = make_app(tmp_path)
@@ -70,8 +76,11 @@ def test_connect_screen_shows_url_models_snippets_and_never_the_key(service_with
             await pilot.press("a")
             await wait_until(pilot, lambda: isinstance(app.screen, ConnectScreen))
             screen = app.screen
-            await wait_until(pilot, lambda: screen.info is not None
-                             and len(screen.snippet_texts()) == 4, timeout=20)
+            await wait_until(
+                pilot,
+                lambda: screen.info is not None and len(screen.snippet_texts()) == 4,
+                timeout=20,
+            )
             summary = screen.summary
             assert f"base URL  {base}" in summary
             # the service's own pid, and the endpoint answered /v1/models with the key
@@ -94,8 +103,9 @@ def test_connect_screen_shows_url_models_snippets_and_never_the_key(service_with
             await pilot.press("c")
             assert app.clipboard == openai_py and SECRET not in app.clipboard
             await pilot.press("2")
-            await wait_until(pilot, lambda: screen.query_one(TabbedContent).active
-                             == "requests-pane")
+            await wait_until(
+                pilot, lambda: screen.query_one(TabbedContent).active == "requests-pane"
+            )
             assert SECRET not in screen_text(app)
             await pilot.press("escape")
             assert not isinstance(app.screen, ConnectScreen)
@@ -109,7 +119,8 @@ def test_connect_screen_shows_url_models_snippets_and_never_the_key(service_with
 
 
 def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
-        isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()  # nothing listens there
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(port))
     monkeypatch.delenv(KEY_ENV, raising=False)
@@ -118,8 +129,11 @@ def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("a")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConnectScreen)
-                             and app.screen.info is not None, timeout=20)
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, ConnectScreen) and app.screen.info is not None,
+                timeout=20,
+            )
             summary = app.screen.summary
             assert "service not running" in summary and "endpoint not answering" in summary
             assert "model names from the preset files" in summary
@@ -132,8 +146,9 @@ def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
 
 
 def record(when: float, model: str, status: int = 200, **fields) -> RequestRecord:
-    return RequestRecord(when, "127.0.0.1:40100", "/v1/chat/completions", model, status,
-                         True, **fields)
+    return RequestRecord(
+        when, "127.0.0.1:40100", "/v1/chat/completions", model, status, True, **fields
+    )
 
 
 def table_rows(table: DataTable) -> list[list[str]]:
@@ -141,16 +156,37 @@ def table_rows(table: DataTable) -> list[list[str]]:
 
 
 def test_requests_tab_lists_the_log_newest_first_and_follows_it(
-        isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(free_port()))
     log = RequestLog()  # the data dir's, where the service writes it
     now = time.time()
-    log.append(record(now - 120, "old-model", prompt_tokens=12, output_tokens=40,
-                      tokens_from="usage", ttft_s=0.0874, decode_tps=61.25, duration_s=0.8))
-    log.append(record(now - 60, "switched-model", prompt_tokens=7, output_tokens=20,
-                      ttft_s=1.5, decode_tps=30.0, waited_s=12.34))
-    log.append(record(now - 30, "missing-model", status=404,
-                      error="model 'missing-model' is not served"))
+    log.append(
+        record(
+            now - 120,
+            "old-model",
+            prompt_tokens=12,
+            output_tokens=40,
+            tokens_from="usage",
+            ttft_s=0.0874,
+            decode_tps=61.25,
+            duration_s=0.8,
+        )
+    )
+    log.append(
+        record(
+            now - 60,
+            "switched-model",
+            prompt_tokens=7,
+            output_tokens=20,
+            ttft_s=1.5,
+            decode_tps=30.0,
+            waited_s=12.34,
+        )
+    )
+    log.append(
+        record(now - 30, "missing-model", status=404, error="model 'missing-model' is not served")
+    )
     reads = []
     real_read = RequestLog.read
 
@@ -186,9 +222,11 @@ def test_requests_tab_lists_the_log_newest_first_and_follows_it(
             # a new request appears within the refresh period (3 s), at the top
             log.append(record(time.time(), "new-model", output_tokens=5, ttft_s=0.01))
             appended = time.monotonic()
-            await wait_until(pilot, lambda: table.row_count == 4
-                             and str(table.get_row_at(0)[1]) == "new-model",
-                             timeout=requests_view.REFRESH_S + 1.5)
+            await wait_until(
+                pilot,
+                lambda: table.row_count == 4 and str(table.get_row_at(0)[1]) == "new-model",
+                timeout=requests_view.REFRESH_S + 1.5,
+            )
             assert time.monotonic() - appended <= requests_view.REFRESH_S + 1.5
 
     async def wide() -> None:

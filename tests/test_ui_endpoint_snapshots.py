@@ -41,19 +41,62 @@ def fixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sparkdeck
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", "9")
     monkeypatch.delenv("SPARKDECK_API_KEY", raising=False)
     log = RequestLog()
-    log.append(RequestRecord(WHEN, "127.0.0.1:40100", "/v1/chat/completions", "tiny:latest",
-                             200, True, 12, 40, "usage", 0.0874, 61.25, 0.8, "ollama"))
-    log.append(RequestRecord(WHEN + 60, "127.0.0.1:40102", "/v1/chat/completions",
-                             "/models/tiny.gguf", 200, True, 7, 20, "timings", 1.5, 30.0,
-                             2.1, "tiny-llama", waited_s=12.34))
-    log.append(RequestRecord(WHEN + 90, "10.0.0.7:51234", "/v1/chat/completions", "other",
-                             404, False, error="model 'other' is not served"))
-    presets = write_presets(tmp_path / "presets", {"tiny-llama.toml": TINY_LLAMA,
-                                                   "ollama-test.toml": OLLAMA})
-    yield SparkdeckApp(lambda: load_catalog([(presets, False)]), UnreachableDocker(),
-                       settings=Settings(ui=UiSettings(theme="spark-dark")),
-                       engine_poll_seconds=3600.0,
-                       sampling=Sampling(seconds=3600.0, starting_seconds=3600.0))
+    log.append(
+        RequestRecord(
+            WHEN,
+            "127.0.0.1:40100",
+            "/v1/chat/completions",
+            "tiny:latest",
+            200,
+            True,
+            12,
+            40,
+            "usage",
+            0.0874,
+            61.25,
+            0.8,
+            "ollama",
+        )
+    )
+    log.append(
+        RequestRecord(
+            WHEN + 60,
+            "127.0.0.1:40102",
+            "/v1/chat/completions",
+            "/models/tiny.gguf",
+            200,
+            True,
+            7,
+            20,
+            "timings",
+            1.5,
+            30.0,
+            2.1,
+            "tiny-llama",
+            waited_s=12.34,
+        )
+    )
+    log.append(
+        RequestRecord(
+            WHEN + 90,
+            "10.0.0.7:51234",
+            "/v1/chat/completions",
+            "other",
+            404,
+            False,
+            error="model 'other' is not served",
+        )
+    )
+    presets = write_presets(
+        tmp_path / "presets", {"tiny-llama.toml": TINY_LLAMA, "ollama-test.toml": OLLAMA}
+    )
+    yield SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        UnreachableDocker(),
+        settings=Settings(ui=UiSettings(theme="spark-dark")),
+        engine_poll_seconds=3600.0,
+        sampling=Sampling(seconds=3600.0, starting_seconds=3600.0),
+    )
     monkeypatch.undo()
     time.tzset()
     shutil.rmtree(DATA, ignore_errors=True)
@@ -63,8 +106,12 @@ async def connect_shown(pilot: Pilot) -> None:
     app = pilot.app
     await wait_until(pilot, lambda: app.query("#preset-table"), what="the dashboard")
     await pilot.press("a")
-    await wait_until(pilot, lambda: isinstance(app.screen, ConnectScreen)
-                     and len(app.screen.snippet_texts()) == 4, timeout=20, what="the snippets")
+    await wait_until(
+        pilot,
+        lambda: isinstance(app.screen, ConnectScreen) and len(app.screen.snippet_texts()) == 4,
+        timeout=20,
+        what="the snippets",
+    )
     await pilot.pause(0.3)
 
 

@@ -17,35 +17,55 @@ import json
 import subprocess
 import sys
 
-DEFERRED = ("sparkdeck.presets", "sparkdeck.engines", "sparkdeck.launch.plan",
-            "sparkdeck.launch.events", "sparkdeck.launch.sequence", "sparkdeck.runtime.spec",
-            "sparkdeck.guard.fit", "sparkdeck.guard.switch", "docker", "httpx",
-            "sparkdeck.ui.dashboard.side_tabs", "sparkdeck.ui.machine.tab",
-            "sparkdeck.ui.metrics.tab", "sparkdeck.ui.chat.tab", "sparkdeck.ui.guard.timeline",
-            "sparkdeck.telemetry.sampler", "sparkdeck.host.nvml", "sparkdeck.host.psi",
-            "sparkdeck.guard.policy", "textual.widgets._tabbed_content")
+DEFERRED = (
+    "sparkdeck.presets",
+    "sparkdeck.engines",
+    "sparkdeck.launch.plan",
+    "sparkdeck.launch.events",
+    "sparkdeck.launch.sequence",
+    "sparkdeck.runtime.spec",
+    "sparkdeck.guard.fit",
+    "sparkdeck.guard.switch",
+    "docker",
+    "httpx",
+    "sparkdeck.ui.dashboard.side_tabs",
+    "sparkdeck.ui.machine.tab",
+    "sparkdeck.ui.metrics.tab",
+    "sparkdeck.ui.chat.tab",
+    "sparkdeck.ui.guard.timeline",
+    "sparkdeck.telemetry.sampler",
+    "sparkdeck.host.nvml",
+    "sparkdeck.host.psi",
+    "sparkdeck.guard.policy",
+    "textual.widgets._tabbed_content",
+)
 
 
 def fresh_interpreter(code: str) -> str:
     """What `code` prints, run in a new interpreter (nothing of this test process loaded)."""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
 
 def test_the_tui_entry_module_loads_no_launch_machinery() -> None:
-    code = ("import json, sys; import sparkdeck.ui.run; "
-            f"print(json.dumps(sorted(m for m in {DEFERRED!r} if m in sys.modules)))")
+    code = (
+        "import json, sys; import sparkdeck.ui.run; "
+        f"print(json.dumps(sorted(m for m in {DEFERRED!r} if m in sys.modules)))"
+    )
     assert json.loads(fresh_interpreter(code)) == []
 
 
 def test_the_deferred_modules_still_load_where_they_are_needed() -> None:
     # the other side: the names the UI holds as types resolve once their modules load
-    code = ("import sparkdeck.ui.run, sparkdeck.ui.messages as m, sys; "
-            "catalog = m.read_presets(); "
-            "import sparkdeck.ui.dashboard.card_steps, sparkdeck.ui.dashboard.launch_hooks; "
-            "print(len(catalog.presets), 'sparkdeck.presets' in sys.modules)")
+    code = (
+        "import sparkdeck.ui.run, sparkdeck.ui.messages as m, sys; "
+        "catalog = m.read_presets(); "
+        "import sparkdeck.ui.dashboard.card_steps, sparkdeck.ui.dashboard.launch_hooks; "
+        "print(len(catalog.presets), 'sparkdeck.presets' in sys.modules)"
+    )
     count, loaded = fresh_interpreter(code).split()
     assert int(count) > 0 and loaded == "True"
 
@@ -96,6 +116,10 @@ def test_the_first_frame_is_drawn_before_the_side_tabs_load_and_they_follow() ->
     seen = json.loads(fresh_interpreter(FIRST_FRAME).strip().splitlines()[-1])
     assert seen["at_first_frame"] == [], seen
     assert seen["placeholder_shown"] and seen["mounted"], seen
-    for module in ("sparkdeck.ui.dashboard.side_tabs", "sparkdeck.telemetry.sampler",
-                   "sparkdeck.host.nvml", "textual.widgets._tabbed_content"):
+    for module in (
+        "sparkdeck.ui.dashboard.side_tabs",
+        "sparkdeck.telemetry.sampler",
+        "sparkdeck.host.nvml",
+        "textual.widgets._tabbed_content",
+    ):
         assert module in seen["after"], seen

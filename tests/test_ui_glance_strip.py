@@ -52,8 +52,9 @@ def test_memory_takes_the_guards_colour() -> None:
 
 def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
     recorded = replay_history(CLOCK_EVENTS)
-    history = {name: recorded.values(name) for name in ("memory_used_pct", "psi_some_pct",
-                                                        "gpu_power_w")}
+    history = {
+        name: recorded.values(name) for name in ("memory_used_pct", "psi_some_pct", "gpu_power_w")
+    }
     parts = glance_parts(sample(), history, EngineReading(None), (), GuardSettings())
     for width in (200, 120, 100, 80, 60, 40):
         text = glance_content(parts, width).plain
@@ -65,10 +66,10 @@ def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
 
 
 def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     sampler = replay_sampler(CLOCK_EVENTS, 12)
-    app, _ = make_app(tmp_path, sampling=Sampling(sampler, replay_history(CLOCK_EVENTS),
-                                                  0.2, 0.2))
+    app, _ = make_app(tmp_path, sampling=Sampling(sampler, replay_history(CLOCK_EVENTS), 0.2, 0.2))
     calls = {"n": 0}
     real_sample = sampler.sample
 
@@ -101,11 +102,14 @@ def test_the_engine_part_shows_state_tok_s_and_queue() -> None:
     from sparkdeck.metrics.snapshot import EngineMetrics
     from sparkdeck.runtime.state import EngineState  # noqa: F401  (the reading's engine)
 
-    trail = tuple(EngineMetrics("llamacpp", "ok", float(t), generation_tps=tps, running=2.0,
-                                waiting=1.0) for t, tps in enumerate((10.0, 250.0, 812.4)))
+    trail = tuple(
+        EngineMetrics("llamacpp", "ok", float(t), generation_tps=tps, running=2.0, waiting=1.0)
+        for t, tps in enumerate((10.0, 250.0, 812.4))
+    )
     part = glance_parts(None, {}, EngineReading(None), trail, GuardSettings())[2]
     assert part.value == "attached 812 tok/s q 2+1" and part.level == "success"
     assert list(part.series) == [10.0, 250.0, 812.4]
     off = (EngineMetrics("vllm", "metrics-off", 0.0),)
     assert glance_parts(None, {}, EngineReading(None), off, GuardSettings())[2].value == (
-        "attached")
+        "attached"
+    )

@@ -38,14 +38,21 @@ def fixed_row(second: int) -> RecordedSample:
     available = TOTAL - (20 * GIB if starting else 0) - (90 * GIB if serving else 0)
     available = int(available - dip * 35 * GIB) if serving else available
     return RecordedSample(
-        t=END - 600 + second, mem_total=TOTAL, mem_available=available,
-        mem_free=available // 2, cached=available // 4, swap_total=0, swap_free=0,
-        psi_some_avg10=round(30.0 * dip, 2), psi_full_avg10=round(12.0 * dip, 2),
+        t=END - 600 + second,
+        mem_total=TOTAL,
+        mem_available=available,
+        mem_free=available // 2,
+        cached=available // 4,
+        swap_total=0,
+        swap_free=0,
+        psi_some_avg10=round(30.0 * dip, 2),
+        psi_full_avg10=round(12.0 * dip, 2),
         psi_full_rate=round(18.0 * dip, 2),
-        gpu_power_w=(35.0 if not serving else 60.0 + (second % 30)), gpu_sm_mhz=1500,
-        engine_state=("vllm-ngc starting" if starting else "vllm-ngc running" if serving
-                      else None),
-        tok_s=(40.0 + (second % 45) if serving else None))
+        gpu_power_w=(35.0 if not serving else 60.0 + (second % 30)),
+        gpu_sm_mhz=1500,
+        engine_state=("vllm-ngc starting" if starting else "vllm-ngc running" if serving else None),
+        tok_s=(40.0 + (second % 45) if serving else None),
+    )
 
 
 @pytest.fixture
@@ -70,10 +77,13 @@ def app_with(tmp_path: Path, db: Path) -> SparkdeckApp:
     presets = write_presets(tmp_path / "presets", {})
     from sparkdeck.presets import load_catalog
 
-    app = SparkdeckApp(lambda: load_catalog([(presets, False)]), UnreachableDocker(),
-                       settings=Settings(ui=UiSettings(theme="spark-dark")),
-                       engine_poll_seconds=3600.0,
-                       sampling=Sampling(seconds=3600.0, starting_seconds=3600.0))
+    app = SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        UnreachableDocker(),
+        settings=Settings(ui=UiSettings(theme="spark-dark")),
+        engine_poll_seconds=3600.0,
+        sampling=Sampling(seconds=3600.0, starting_seconds=3600.0),
+    )
     app.flight_history.recording_path = db
     return app
 
@@ -84,9 +94,14 @@ async def history_shown(pilot: Pilot) -> None:
     await wait_until(pilot, lambda: app.query("#preset-table"), what="the dashboard")
     await pilot.pause()
     await app.push_screen(HistoryScreen(app.flight_history.recording(), end=END))
-    await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen)
-                     and "readings" in text_of(app.screen.query_one("#history-title")),
-                     what="the fixed window")
+    await wait_until(
+        pilot,
+        lambda: (
+            isinstance(app.screen, HistoryScreen)
+            and "readings" in text_of(app.screen.query_one("#history-title"))
+        ),
+        what="the fixed window",
+    )
     await pilot.pause(0.3)
 
 

@@ -60,14 +60,20 @@ asyncio.run(main())
 
 pytestmark = pytest.mark.docker
 
+
 def test_idle_tui_without_an_engine_loads_no_http_client(
-        docker_client: docker.DockerClient, scope: str, tmp_path: Path) -> None:
-    env = dict(os.environ, SPARKDECK_CONFIG_DIR=str(tmp_path / "config"),
-               SPARKDECK_DATA_DIR=str(tmp_path / "data"))
+    docker_client: docker.DockerClient, scope: str, tmp_path: Path
+) -> None:
+    env = dict(
+        os.environ,
+        SPARKDECK_CONFIG_DIR=str(tmp_path / "config"),
+        SPARKDECK_DATA_DIR=str(tmp_path / "data"),
+    )
     script = tmp_path / "idle_app.py"  # a file: Textual reads the app class's source path
     script.write_text(IDLE_APP)
-    result = subprocess.run([sys.executable, str(script), scope], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(script), scope], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["polls"] >= 2 and not any(seen["engine"]), seen  # Docker answered: no engine

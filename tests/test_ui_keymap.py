@@ -27,10 +27,19 @@ from sparkdeck.ui.screens.help import HelpScreen
 from tests.test_ui_app import make_app, run, text_of, wait_until
 
 ID_STYLE = re.compile(r"[a-z]+(-[a-z]+)*")
-OWNERS = (BINDINGS, ChatPane.BINDINGS, ConversationsScreen.BINDINGS, FitModal.BINDINGS,
-          SwitchWaitScreen.BINDINGS, ConfirmScreen.BINDINGS, HelpScreen.BINDINGS,
-          BenchCompareScreen.BINDINGS, HistoryScreen.BINDINGS, PostMortemScreen.BINDINGS,
-          ConnectScreen.BINDINGS)
+OWNERS = (
+    BINDINGS,
+    ChatPane.BINDINGS,
+    ConversationsScreen.BINDINGS,
+    FitModal.BINDINGS,
+    SwitchWaitScreen.BINDINGS,
+    ConfirmScreen.BINDINGS,
+    HelpScreen.BINDINGS,
+    BenchCompareScreen.BINDINGS,
+    HistoryScreen.BINDINGS,
+    PostMortemScreen.BINDINGS,
+    ConnectScreen.BINDINGS,
+)
 
 
 def test_every_binding_has_an_id_in_one_style_and_settings_knows_them_all() -> None:
@@ -55,8 +64,7 @@ def test_bad_ids_and_keys_are_named_with_the_file_and_key(tmp_path: Path) -> Non
 
 
 def test_a_remapped_key_works_and_the_old_one_no_longer_does(tmp_path: Path) -> None:
-    app, _ = make_app(tmp_path, settings=Settings(keys={"tab-metrics": "f5",
-                                                        "help": "f2"}))
+    app, _ = make_app(tmp_path, settings=Settings(keys={"tab-metrics": "f5", "help": "f2"}))
 
     async def scenario() -> None:
         async with app.run_test(size=(160, 48)) as pilot:
@@ -79,8 +87,10 @@ def test_a_key_given_to_two_dashboard_actions_is_told(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(160, 48), notifications=True) as pilot:
-            await wait_until(pilot, lambda: any("'q' is bound to both" in n.message
-                                                for n in app._notifications),
-                             what="the warning")
+            await wait_until(
+                pilot,
+                lambda: any("'q' is bound to both" in n.message for n in app._notifications),
+                what="the warning",
+            )
 
     run(scenario)

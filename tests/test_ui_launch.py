@@ -32,8 +32,12 @@ READY_S = 90.0  # a loaded 2-core machine: llama-server is ready in < 1 s when i
 
 def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
     presets = tmp_path / "presets"
-    return SparkdeckApp(lambda: load_catalog([(presets, False)]), lambda: runtime,
-                        flush=False, engine_poll_seconds=0.5)
+    return SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        lambda: runtime,
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
 
 def confirm_text(app: SparkdeckApp) -> str:
@@ -43,18 +47,26 @@ def confirm_text(app: SparkdeckApp) -> str:
 async def press_and_confirm(pilot: Pilot, app: SparkdeckApp, key: str) -> str:
     """Press `key`, wait for the confirmation, return its text (still open)."""
     await pilot.press(key)
-    await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=30.0,
-                     what=f"the confirmation after {key}")
+    await wait_until(
+        pilot,
+        lambda: isinstance(app.screen, ConfirmScreen),
+        timeout=30.0,
+        what=f"the confirmation after {key}",
+    )
     return text_of(app.screen.query_one("#confirm-title")) + "\n" + confirm_text(app)
 
 
 def running(client: docker.DockerClient, scope: str) -> list[str]:
-    return sorted(c.labels.get("io.sparkdeck.preset", c.name)
-                  for c in scope_containers(client, scope) if c.status == "running")
+    return sorted(
+        c.labels.get("io.sparkdeck.preset", c.name)
+        for c in scope_containers(client, scope)
+        if c.status == "running"
+    )
 
 
-def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docker_client, scope,
-                                                        llama_image):
+def test_launch_with_confirmation_follow_logs_then_stop(
+    tmp_path, runtime, docker_client, scope, llama_image
+):
     write_preset(tmp_path / "presets", "tiny-a", **llama_preset_fields(llama_image, free_port()))
     claim = load_catalog([(tmp_path / "presets", False)]).get("tiny-a").memory_setting()
     app = make_app(tmp_path, runtime)
@@ -63,8 +75,12 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             table = app.query_one(PresetTable)
             await wait_until(pilot, lambda: table.row_count == 1, what="the preset")
-            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
-                             what="the stopped engine", timeout=30.0)
+            await wait_until(
+                pilot,
+                lambda: "state    stopped" in engine_text(app),
+                what="the stopped engine",
+                timeout=30.0,
+            )
 
             text = await press_and_confirm(pilot, app, "l")
             assert text.startswith("Launch tiny-a?")
@@ -84,8 +100,12 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
 
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app),
-                             timeout=READY_S, what="the engine to be ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app),
+                timeout=READY_S,
+                what="the engine to be ready",
+            )
             card = engine_text(app)
             assert "tiny-a" in card and "address  http://127.0.0.1:" in card
             assert running(docker_client, scope) == ["tiny-a"]
@@ -93,24 +113,35 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
             (container,) = scope_containers(docker_client, scope)
 
             def log_state() -> str:  # what to look at if the lines never come
-                workers = [(w.name, w.state.name, repr(w.error)) for w in app.workers
-                           if w.group == "logs"]
-                return (f"llama-server's log in the pane: it follows {log.container_id!r} "
-                        f"(the engine is {container.id!r}) and holds {list(log.lines)[-5:]!r};"
-                        f" its workers {workers!r}; Docker's log: "
-                        f"{container.logs(tail=5)[-300:]!r}")
+                workers = [
+                    (w.name, w.state.name, repr(w.error)) for w in app.workers if w.group == "logs"
+                ]
+                return (
+                    f"llama-server's log in the pane: it follows {log.container_id!r} "
+                    f"(the engine is {container.id!r}) and holds {list(log.lines)[-5:]!r};"
+                    f" its workers {workers!r}; Docker's log: "
+                    f"{container.logs(tail=5)[-300:]!r}"
+                )
 
-            await wait_until(pilot, lambda: any("llama" in line.lower()
-                                                or "server" in line.lower()
-                                                for line in log.lines),
-                             timeout=30.0, what=log_state)
+            await wait_until(
+                pilot,
+                lambda: any(
+                    "llama" in line.lower() or "server" in line.lower() for line in log.lines
+                ),
+                timeout=30.0,
+                what=log_state,
+            )
             await wait_until(pilot, lambda: "uptime" in engine_text(app), what="the uptime")
 
             text = await press_and_confirm(pilot, app, "s")
             assert text.startswith("Stop the engine?") and "stop and remove tiny-a" in text
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
-                             timeout=60.0, what="the engine to stop")
+            await wait_until(
+                pilot,
+                lambda: "state    stopped" in engine_text(app),
+                timeout=60.0,
+                what="the engine to stop",
+            )
             assert scope_containers(docker_client, scope) == []
             await pilot.press("s")  # nothing to stop: said, not asked
             await pilot.pause(1.0)
@@ -119,11 +150,13 @@ def test_launch_with_confirmation_follow_logs_then_stop(tmp_path, runtime, docke
     asyncio.run(scenario())
 
 
-def test_switch_stops_the_running_engine_first(tmp_path, runtime, docker_client, scope,
-                                               llama_image):
+def test_switch_stops_the_running_engine_first(
+    tmp_path, runtime, docker_client, scope, llama_image
+):
     for preset_id in ("tiny-a", "tiny-b"):
-        write_preset(tmp_path / "presets", preset_id,
-                     **llama_preset_fields(llama_image, free_port()))
+        write_preset(
+            tmp_path / "presets", preset_id, **llama_preset_fields(llama_image, free_port())
+        )
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:
@@ -132,13 +165,17 @@ def test_switch_stops_the_running_engine_first(tmp_path, runtime, docker_client,
             await wait_until(pilot, lambda: table.row_count == 2, what="two presets")
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "tiny-a" in engine_text(app), timeout=READY_S,
-                             what="tiny-a ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app) and "tiny-a" in engine_text(app),
+                timeout=READY_S,
+                what="tiny-a ready",
+            )
             # the launch's worker ends a moment after the card says ready; a switch asked
             # for before that is refused ("already running")
-            await wait_until(pilot, lambda: not app.launch_area.busy(),
-                             what="tiny-a's launch to finish")
+            await wait_until(
+                pilot, lambda: not app.launch_area.busy(), what="tiny-a's launch to finish"
+            )
 
             await pilot.press("down")
             assert table.selected_id() == "tiny-b"
@@ -149,18 +186,23 @@ def test_switch_stops_the_running_engine_first(tmp_path, runtime, docker_client,
             launch_line = next(i for i, line in enumerate(steps) if "launch tiny-b" in line)
             assert stop_line < launch_line and "running" in steps[stop_line]
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "tiny-b" in engine_text(app), timeout=READY_S,
-                             what="tiny-b ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app) and "tiny-b" in engine_text(app),
+                timeout=READY_S,
+                what="tiny-b ready",
+            )
             assert running(docker_client, scope) == ["tiny-b"]
-            assert [c.labels.get("io.sparkdeck.preset") for c in
-                    scope_containers(docker_client, scope)] == ["tiny-b"]
+            assert [
+                c.labels.get("io.sparkdeck.preset") for c in scope_containers(docker_client, scope)
+            ] == ["tiny-b"]
 
     asyncio.run(scenario())
 
 
-def test_a_failed_pull_is_a_notification_and_leaves_nothing(tmp_path, runtime, docker_client,
-                                                            scope, llama_image):
+def test_a_failed_pull_is_a_notification_and_leaves_nothing(
+    tmp_path, runtime, docker_client, scope, llama_image
+):
     fields = llama_preset_fields(llama_image, free_port())
     fields["image"] = f"sparkdeck-test/absent-{scope}:v1"
     write_preset(tmp_path / "presets", "unpullable", **fields)
@@ -168,20 +210,30 @@ def test_a_failed_pull_is_a_notification_and_leaves_nothing(tmp_path, runtime, d
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await wait_until(pilot, lambda: app.query_one(PresetTable).row_count == 1,
-                             what="the preset")
+            await wait_until(
+                pilot, lambda: app.query_one(PresetTable).row_count == 1, what="the preset"
+            )
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
 
             def toasts() -> list[str]:
                 return [str(t.render()) for t in app.screen.query("Toast")]
+
             started = time.monotonic()
-            await wait_until(pilot, lambda: any(t.startswith("launch failed") for t in toasts()),
-                             timeout=60.0, what="the failed pull's notification")
+            await wait_until(
+                pilot,
+                lambda: any(t.startswith("launch failed") for t in toasts()),
+                timeout=60.0,
+                what="the failed pull's notification",
+            )
             failure = next(t for t in toasts() if t.startswith("launch failed"))
             assert f"absent-{scope}" in failure
-            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
-                             timeout=30.0, what="the card back to stopped")
+            await wait_until(
+                pilot,
+                lambda: "state    stopped" in engine_text(app),
+                timeout=30.0,
+                what="the card back to stopped",
+            )
             assert time.monotonic() - started < 60.0 and app.is_running
             assert scope_containers(docker_client, scope) == []
 

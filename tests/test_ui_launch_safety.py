@@ -36,8 +36,12 @@ sys.stdin.read()  # until the test closes our stdin
 
 def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
     presets = tmp_path / "presets"
-    return SparkdeckApp(lambda: load_catalog([(presets, False)]), lambda: runtime,
-                        flush=False, engine_poll_seconds=0.5)
+    return SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        lambda: runtime,
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
 
 def toasts(app: SparkdeckApp) -> list[str]:
@@ -45,24 +49,38 @@ def toasts(app: SparkdeckApp) -> list[str]:
 
 
 def test_a_launch_while_another_process_launches_is_refused_clearly(
-        tmp_path, runtime, docker_client, scope, busybox_image):
+    tmp_path, runtime, docker_client, scope, busybox_image
+):
     busybox_preset(tmp_path, "web", busybox_image, "exec httpd -f -p 8080 -h /www")
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK], env=dict(os.environ),
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK],
+        env=dict(os.environ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await wait_until(pilot, lambda: app.query_one(PresetTable).row_count == 1,
-                             what="the preset")
+            await wait_until(
+                pilot, lambda: app.query_one(PresetTable).row_count == 1, what="the preset"
+            )
             await pilot.press("l")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
-                             timeout=90.0, what="the confirmation")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, ConfirmScreen),
+                timeout=90.0,
+                what="the confirmation",
+            )
             await pilot.press("y")
-            await wait_until(pilot, lambda: any(t.startswith("launch failed")
-                                                for t in toasts(app)),
-                             timeout=90.0, what="the refusal's notification")
+            await wait_until(
+                pilot,
+                lambda: any(t.startswith("launch failed") for t in toasts(app)),
+                timeout=90.0,
+                what="the refusal's notification",
+            )
             refusal = next(t for t in toasts(app) if t.startswith("launch failed"))
             flat = " ".join(refusal.split())
             assert f"a launch of other-preset by process {holder.pid} is in progress" in flat
@@ -84,15 +102,19 @@ def test_a_failed_launch_stays_on_the_card_until_dismissed(tmp_path, runtime, bu
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
-            await wait_until(pilot, lambda: "failed" in engine_text(app),
-                             timeout=90.0, what="the failure on the card")
-            assert "old was stopped, then web failed to start" in " ".join(
-                engine_text(app).split())
+            await wait_until(
+                pilot,
+                lambda: "failed" in engine_text(app),
+                timeout=90.0,
+                what="the failure on the card",
+            )
+            assert "old was stopped, then web failed to start" in " ".join(engine_text(app).split())
             await pilot.pause(7.0)  # longer than a toast lives: the card still says it
             assert "web failed to start" in " ".join(engine_text(app).split())
             await pilot.press("x")
-            await wait_until(pilot, lambda: "failed" not in engine_text(app),
-                             what="the failure dismissed")
+            await wait_until(
+                pilot, lambda: "failed" not in engine_text(app), what="the failure dismissed"
+            )
             assert last_failure() is None  # gone for `sparkdeck status` too
 
     asyncio.run(scenario())

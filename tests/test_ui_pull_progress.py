@@ -25,8 +25,8 @@ pytestmark = pytest.mark.docker
 
 @pytest.mark.parametrize("through_service", [False, True], ids=["window", "service"])
 def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
-        service_env, isolated_dirs, scope, docker_client, monkeypatch,
-        through_service: bool) -> None:
+    service_env, isolated_dirs, scope, docker_client, monkeypatch, through_service: bool
+) -> None:
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
@@ -44,24 +44,41 @@ def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
         monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
         assert run_cli("service", "start", env=service_env).returncode == 0
     with LoopbackRegistry(busybox) as registry:
-        busybox_preset(isolated_dirs["config"], "pulled", registry.reference,
-                       "exec httpd -f -p 8080 -h /www", startup_timeout=60.0)
-        app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                           engine_poll_seconds=0.5)
+        busybox_preset(
+            isolated_dirs["config"],
+            "pulled",
+            registry.reference,
+            "exec httpd -f -p 8080 -h /www",
+            startup_timeout=60.0,
+        )
+        app = SparkdeckApp(
+            load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+        )
         fractions: list[float | None] = []  # the card's bar, each time the card changed
 
         async def scenario() -> None:
             async with app.run_test(size=(120, 40), notifications=True) as pilot:
                 area = app.query_one(LaunchArea)
-                area.watch(area, "report", lambda report: fractions.append(
-                    report.pull_fraction) if report.phase == "pulling" else None)
+                area.watch(
+                    area,
+                    "report",
+                    lambda report: (
+                        fractions.append(report.pull_fraction)
+                        if report.phase == "pulling"
+                        else None
+                    ),
+                )
                 table = app.query_one(PresetTable)
                 await wait_until(pilot, lambda: "pulled" in table.rows, what="the preset")
                 table.move_cursor(row=table.get_row_index("pulled"))
                 await press_and_confirm(pilot, app, "l")
                 await pilot.press("y")
-                await wait_until(pilot, lambda: "state    ready" in engine_text(app),
-                                 timeout=90, what="the pulled engine ready")
+                await wait_until(
+                    pilot,
+                    lambda: "state    ready" in engine_text(app),
+                    timeout=90,
+                    what="the pulled engine ready",
+                )
 
         try:
             asyncio.run(scenario())

@@ -40,7 +40,8 @@ def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> th
 
 
 def test_a_window_launches_switches_and_stops_through_the_service(
-        service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch):
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
@@ -58,22 +59,21 @@ def test_a_window_launches_switches_and_stops_through_the_service(
     follower = follow_service(service_env, seen, done)
     monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
     monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
     steps: list[tuple[str | None, str]] = []  # every (phase, detail) the card was given
 
     def card() -> str:
         return engine_text(app)
 
     def result_of(preset: str) -> dict | None:
-        return next((d for k, d in seen if k == "launch-result" and d["preset"] == preset),
-                    None)
+        return next((d for k, d in seen if k == "launch-result" and d["preset"] == preset), None)
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
             area = app.query_one(LaunchArea)
-            area.watch(area, "report", lambda report: steps.append((report.phase,
-                                                                      report.detail)))
+            area.watch(area, "report", lambda report: steps.append((report.phase, report.detail)))
             table = app.query_one(PresetTable)
 
             async def select(preset: str) -> None:
@@ -85,8 +85,12 @@ def test_a_window_launches_switches_and_stops_through_the_service(
             await select("svc-a")
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in card() and "svc-a" in card(),
-                             timeout=READY_S, what="svc-a ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in card() and "svc-a" in card(),
+                timeout=READY_S,
+                what="svc-a ready",
+            )
             # the window's launch thread follows the service's result a moment after the
             # card says ready; a switch asked for before that is refused ("already running")
             await wait_until(pilot, lambda: not area.busy(), what="svc-a's launch to finish")
@@ -94,10 +98,18 @@ def test_a_window_launches_switches_and_stops_through_the_service(
             text = await press_and_confirm(pilot, app, "enter")
             assert text.startswith("Switch to svc-b?")
             await pilot.press("y")
-            await wait_until(pilot, lambda: result_of("svc-b") is not None, timeout=READY_S,
-                             what="the service's result of the switch")
-            await wait_until(pilot, lambda: "state    ready" in card() and "svc-b" in card(),
-                             timeout=30, what="svc-b ready on the card")
+            await wait_until(
+                pilot,
+                lambda: result_of("svc-b") is not None,
+                timeout=READY_S,
+                what="the service's result of the switch",
+            )
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in card() and "svc-b" in card(),
+                timeout=30,
+                what="svc-b ready on the card",
+            )
 
     asyncio.run(scenario())
     # The service ran both launches (their results are its events), and the switch's wait
@@ -105,8 +117,12 @@ def test_a_window_launches_switches_and_stops_through_the_service(
     first, second = result_of("svc-a"), result_of("svc-b")
     assert first is not None and first["ok"], first
     assert second is not None and second["ok"], second
-    assert any(k == "launch-event" and d["event"]["type"] == "SwitchWaited"
-               and d["launch"] == second["launch"] for k, d in seen)
+    assert any(
+        k == "launch-event"
+        and d["event"]["type"] == "SwitchWaited"
+        and d["launch"] == second["launch"]
+        for k, d in seen
+    )
     # The card followed the service's launch step by step as it follows a launch the window
     # runs itself: the same events reach the same card steps (the one that only a
     # ContainerStarted sets included), not lines of text the service printed.
@@ -120,24 +136,35 @@ def test_a_window_launches_switches_and_stops_through_the_service(
     assert container.labels["io.sparkdeck.preset"] == "svc-b" and guarding == container.name
 
     # A stop from a window goes through the service too.
-    app = SparkdeckApp(load_catalog, connect, settings=Settings(), flush=False,
-                       engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=Settings(), flush=False, engine_poll_seconds=0.5
+    )
 
     async def stop_it() -> None:
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await wait_until(pilot, lambda: "svc-b" in engine_text(app), timeout=30,
-                             what="the running engine on the card")
+            await wait_until(
+                pilot,
+                lambda: "svc-b" in engine_text(app),
+                timeout=30,
+                what="the running engine on the card",
+            )
             text = await press_and_confirm(pilot, app, "s")
             assert "stop and remove svc-b" in text
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
-                             timeout=60.0, what="the engine to stop")
+            await wait_until(
+                pilot,
+                lambda: "state    stopped" in engine_text(app),
+                timeout=60.0,
+                what="the engine to stop",
+            )
 
     try:
         asyncio.run(stop_it())
     finally:
         done.set()
     follower.join(timeout=10)
-    assert any(k == "engine" and d.get("state") == "stopped" and d.get("preset_id") == "svc-b"
-               for k, d in seen), "the stop was not the service's"
+    assert any(
+        k == "engine" and d.get("state") == "stopped" and d.get("preset_id") == "svc-b"
+        for k, d in seen
+    ), "the stop was not the service's"
     assert scope_containers(docker_client, scope) == []

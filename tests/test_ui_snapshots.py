@@ -45,28 +45,44 @@ def no_docker() -> DockerRuntime:
     raise DockerUnavailable("cannot reach the Docker daemon (snapshot test)")
 
 
-def dashboard(tmp_path: Path, recording: Path, sample: int, theme: str,
-              rails: bool) -> SparkdeckApp:
-    presets = write_presets(tmp_path / "presets", {"tiny-llama.toml": TINY_LLAMA,
-                                                   "ollama-test.toml": OLLAMA})
-    return SparkdeckApp(lambda: load_catalog([(presets, False)]), no_docker,
-                        settings=Settings(ui=UiSettings(theme=theme)),
-                        sampling=Sampling(replay_sampler(recording, sample, rails=rails),
-                                          replay_history(recording), HOUR, HOUR),
-                        engine_poll_seconds=HOUR)
+def dashboard(
+    tmp_path: Path, recording: Path, sample: int, theme: str, rails: bool
+) -> SparkdeckApp:
+    presets = write_presets(
+        tmp_path / "presets", {"tiny-llama.toml": TINY_LLAMA, "ollama-test.toml": OLLAMA}
+    )
+    return SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        no_docker,
+        settings=Settings(ui=UiSettings(theme=theme)),
+        sampling=Sampling(
+            replay_sampler(recording, sample, rails=rails), replay_history(recording), HOUR, HOUR
+        ),
+        engine_poll_seconds=HOUR,
+    )
 
 
 async def settled(pilot: Pilot) -> None:
     app = pilot.app
-    await wait_until(pilot, lambda: app.query_one("#preset-table").row_count == 2,
-                     what="the presets")
+    await wait_until(
+        pilot, lambda: app.query_one("#preset-table").row_count == 2, what="the presets"
+    )
     table = app.query_one("#preset-table")
-    await wait_until(pilot, lambda: not any("…" in table.get_row_at(r) for r in range(2)),
-                     what="the models' sizes on disk (a worker fills them in)")
-    await wait_until(pilot, lambda: "snapshot test" in text_of(app.query_one("#environment-panel")),
-                     what="Docker's answer")
-    await wait_until(pilot, lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
-                     what="the telemetry sample")
+    await wait_until(
+        pilot,
+        lambda: not any("…" in table.get_row_at(r) for r in range(2)),
+        what="the models' sizes on disk (a worker fills them in)",
+    )
+    await wait_until(
+        pilot,
+        lambda: "snapshot test" in text_of(app.query_one("#environment-panel")),
+        what="Docker's answer",
+    )
+    await wait_until(
+        pilot,
+        lambda: "reading" not in text_of(app.query_one("#gpu-rows")),
+        what="the telemetry sample",
+    )
     # The preset table sizes its columns on idle after its rows arrive; a shot taken before
     # that shows cut columns (seen once in CI). Let the idle pass and any refresh run first.
     await pilot.wait_for_scheduled_animations()
@@ -74,12 +90,17 @@ async def settled(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize(("recording", "sample", "theme", "rails"), [
-    (H200, 15, "spark-dark", False),
-    (GB10, 1, "spark-light", True),
-], ids=["h200-load-spark-dark", "gb10-rails-spark-light"])
-def test_dashboard(snap_compare, tmp_path: Path, recording: Path, sample: int, theme: str,
-                   rails: bool) -> None:
+@pytest.mark.parametrize(
+    ("recording", "sample", "theme", "rails"),
+    [
+        (H200, 15, "spark-dark", False),
+        (GB10, 1, "spark-light", True),
+    ],
+    ids=["h200-load-spark-dark", "gb10-rails-spark-light"],
+)
+def test_dashboard(
+    snap_compare, tmp_path: Path, recording: Path, sample: int, theme: str, rails: bool
+) -> None:
     app = dashboard(tmp_path, recording, sample, theme, rails)
     assert snap_compare(app, terminal_size=SIZE, run_before=settled)
 
@@ -92,19 +113,44 @@ def test_dashboard(snap_compare, tmp_path: Path, recording: Path, sample: int, t
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
 READY = EngineState(
-    container_id="c0ffee000001", name="sparkdeck-tiny-llama", preset_id="tiny-llama",
-    kind="llamacpp", image="local/llama-server:test", model="/models/tiny.gguf",
-    base_url="http://127.0.0.1:8080", health_path="/health", metrics_path="/metrics",
-    spec_hash="0" * 12, docker_state="running", exit_code=None, started_at=None,
-    published_on="127.0.0.1")
-LOG = ["main: loading model", "llama_model_loader: loaded meta data with 24 key-value pairs "
-       "and 21 tensors from /models/tiny.gguf (version GGUF V3 (latest))",
-       "main: model loaded", "main: server is listening on http://0.0.0.0:8080 - starting the "
-       "main loop", "srv  update_slots: all slots are idle"]
-TRAIL = tuple(EngineMetrics("llamacpp", "ok", 1_800_000_000.0 + t, generation_tps=tps,
-                            generation_tps_avg=640.0, prompt_tps=2100.0, stream_tps=tps / 2,
-                            running=2.0, waiting=1.0, kv_usage=0.31)
-              for t, tps in enumerate((0.0, 180.0, 420.0, 655.0, 702.5, 698.0, 711.3)))
+    container_id="c0ffee000001",
+    name="sparkdeck-tiny-llama",
+    preset_id="tiny-llama",
+    kind="llamacpp",
+    image="local/llama-server:test",
+    model="/models/tiny.gguf",
+    base_url="http://127.0.0.1:8080",
+    health_path="/health",
+    metrics_path="/metrics",
+    spec_hash="0" * 12,
+    docker_state="running",
+    exit_code=None,
+    started_at=None,
+    published_on="127.0.0.1",
+)
+LOG = [
+    "main: loading model",
+    "llama_model_loader: loaded meta data with 24 key-value pairs "
+    "and 21 tensors from /models/tiny.gguf (version GGUF V3 (latest))",
+    "main: model loaded",
+    "main: server is listening on http://0.0.0.0:8080 - starting the main loop",
+    "srv  update_slots: all slots are idle",
+]
+TRAIL = tuple(
+    EngineMetrics(
+        "llamacpp",
+        "ok",
+        1_800_000_000.0 + t,
+        generation_tps=tps,
+        generation_tps_avg=640.0,
+        prompt_tps=2100.0,
+        stream_tps=tps / 2,
+        running=2.0,
+        waiting=1.0,
+        kv_usage=0.31,
+    )
+    for t, tps in enumerate((0.0, 180.0, 420.0, 655.0, 702.5, 698.0, 711.3))
+)
 
 
 def layout_app(tmp_path: Path) -> SparkdeckApp:
@@ -123,14 +169,17 @@ async def with_ready_engine(pilot: Pilot) -> None:
     await pilot.pause(0.3)
 
 
-def view(setup: Callable[[Pilot], Awaitable[None]],
-         then: Callable[[Pilot], Awaitable[None]] | None = None):
+def view(
+    setup: Callable[[Pilot], Awaitable[None]],
+    then: Callable[[Pilot], Awaitable[None]] | None = None,
+):
     async def run_before(pilot: Pilot) -> None:
         await setup(pilot)
         if then is not None:
             await then(pilot)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
+
     return run_before
 
 
@@ -138,15 +187,23 @@ def press(*keys: str) -> Callable[[Pilot], Awaitable[None]]:
     async def pressing(pilot: Pilot) -> None:
         await pilot.press(*keys)
         await pilot.pause(0.3)
+
     return pressing
 
 
 async def confirm(pilot: Pilot) -> None:
-    pilot.app.push_screen(ConfirmScreen("Switch to tiny-llama?", [
-        "stop sparkdeck-ollama-test (Ollama) and wait for its memory to come back",
-        "flush the page cache (sudo -n allowed)",
-        "start local/llama-server:test, claiming ~1.2 GiB of 121.7 GiB (fits: 40.0 GiB "
-        "available)"], yes_label="Switch"))
+    pilot.app.push_screen(
+        ConfirmScreen(
+            "Switch to tiny-llama?",
+            [
+                "stop sparkdeck-ollama-test (Ollama) and wait for its memory to come back",
+                "flush the page cache (sudo -n allowed)",
+                "start local/llama-server:test, claiming ~1.2 GiB of 121.7 GiB (fits: 40.0 GiB "
+                "available)",
+            ],
+            yes_label="Switch",
+        )
+    )
     await pilot.pause(0.3)
 
 
@@ -165,5 +222,4 @@ VIEWS = {
 @pytest.mark.parametrize("name", list(VIEWS))
 @pytest.mark.parametrize("size", list(SIZES))
 def test_layout(snap_compare, tmp_path: Path, size: str, name: str) -> None:
-    assert snap_compare(layout_app(tmp_path), terminal_size=SIZES[size],
-                        run_before=VIEWS[name])
+    assert snap_compare(layout_app(tmp_path), terminal_size=SIZES[size], run_before=VIEWS[name])

@@ -39,10 +39,12 @@ WEB = "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait"
 
 # ----- the log follower -------------------------------------------------------------------
 
+
 @pytest.mark.docker
 def test_log_follower_ends_quietly_when_the_container_goes(tmp_path, runtime, busybox_image):
-    preset = busybox_preset(tmp_path, "chatty", busybox_image,
-                            "echo hello; while true; do echo tick; sleep 0.2; done")
+    preset = busybox_preset(
+        tmp_path, "chatty", busybox_image, "echo hello; while true; do echo tick; sleep 0.2; done"
+    )
     # Gone before following starts: a switch removed it while the UI was about to follow.
     gone = runtime.start(preset.container_spec())
     runtime.stop(gone.container_id, grace=0)
@@ -77,21 +79,28 @@ def test_log_follower_ends_quietly_when_the_container_goes(tmp_path, runtime, bu
 
 # ----- the switch in the real app ---------------------------------------------------------
 
+
 def toasts(app: App) -> list[str]:
     return [str(t.render()) for t in app.screen.query("Toast")]
 
 
 @pytest.mark.docker
-def test_switch_card_toasts_and_timeout_warning(tmp_path: Path, runtime: DockerRuntime,
-                                                busybox_image: str):
+def test_switch_card_toasts_and_timeout_warning(
+    tmp_path: Path, runtime: DockerRuntime, busybox_image: str
+):
     old = busybox_preset(tmp_path, "sw-old", busybox_image, WEB)
     busybox_preset(tmp_path, "sw-new", busybox_image, WEB)
     old_address = f"127.0.0.1:{old.port}"
     # Memory "comes back" only 1000 GiB above where it was: the wait runs to its 2 s timeout
     # (the machine itself is left alone).
     guard = GuardSettings(switch_margin_gib=-1000.0, switch_timeout_s=2.0)
-    app = SparkdeckApp(lambda: load_catalog([(tmp_path / "presets", False)]), lambda: runtime,
-                       settings=Settings(guard=guard), flush=False, engine_poll_seconds=0.5)
+    app = SparkdeckApp(
+        lambda: load_catalog([(tmp_path / "presets", False)]),
+        lambda: runtime,
+        settings=Settings(guard=guard),
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
     cards: list[str] = []
     every_toast: list[str] = []
 
@@ -101,29 +110,51 @@ def test_switch_card_toasts_and_timeout_warning(tmp_path: Path, runtime: DockerR
         table.move_cursor(row=table.get_row_index(preset_id))
         # The card shows "ready" from the engine poll a moment before the launch's worker
         # ends; an `l` in between is refused ("a launch or stop is already running").
-        await wait_until(pilot, lambda: not app.launch_area.busy(), timeout=30.0,
-                         what="the previous launch's worker to end")
+        await wait_until(
+            pilot,
+            lambda: not app.launch_area.busy(),
+            timeout=30.0,
+            what="the previous launch's worker to end",
+        )
         await pilot.press("l")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=30.0,
-                         what="the confirmation")
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, ConfirmScreen),
+            timeout=30.0,
+            what="the confirmation",
+        )
         await pilot.press("y")
 
     async def scenario() -> None:
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
             await launch(pilot, "sw-old")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "sw-old" in engine_text(app) and "uptime" in engine_text(app),
-                             timeout=60.0, what="sw-old ready")
+            await wait_until(
+                pilot,
+                lambda: (
+                    "state    ready" in engine_text(app)
+                    and "sw-old" in engine_text(app)
+                    and "uptime" in engine_text(app)
+                ),
+                timeout=60.0,
+                what="sw-old ready",
+            )
             card = app.query_one(EngineCard)
-            app.watch(card, "report",
-                      lambda report: cards.append(engine_content(report, time.time()).plain),
-                      init=False)
+            app.watch(
+                card,
+                "report",
+                lambda report: cards.append(engine_content(report, time.time()).plain),
+                init=False,
+            )
             await launch(pilot, "sw-new")
 
             def seen() -> bool:
                 every_toast.extend(t for t in toasts(app) if t not in every_toast)
-                return ("state    ready" in engine_text(app) and "sw-new" in engine_text(app)
-                        and any("switch wait timed out" in t for t in every_toast))
+                return (
+                    "state    ready" in engine_text(app)
+                    and "sw-new" in engine_text(app)
+                    and any("switch wait timed out" in t for t in every_toast)
+                )
+
             await wait_until(pilot, seen, timeout=90.0, what="sw-new ready after the timeout")
             for _ in range(6):  # a late follower failure would show within a poll or two
                 await pilot.pause(0.5)
@@ -134,8 +165,11 @@ def test_switch_card_toasts_and_timeout_warning(tmp_path: Path, runtime: DockerR
     assert "memory did not come back within 2 s" in warning, warning
     assert not any("follow logs failed" in t or "is gone" in t for t in every_toast), every_toast
 
-    during = [text for text in cards if text.startswith("state    ") and not
-              text.startswith("state    ready")]
+    during = [
+        text
+        for text in cards
+        if text.startswith("state    ") and not text.startswith("state    ready")
+    ]
     assert any("stopping sw-old" in text for text in during), during
     assert any("next     sw-new" in text for text in during), during
     for text in during:
@@ -156,8 +190,16 @@ def test_skip_risk_text_shows_in_full_at_80x24():
             skip = threading.Event()
             screen = SwitchWaitScreen("sparkdeck-old", skip)
             await app.push_screen(screen)
-            screen.show(switch_progress(baseline=100 * GIB, margin=2 * GIB, available=49 * GIB,
-                                        elapsed=3, timeout=120, gpu_pids_left=None))
+            screen.show(
+                switch_progress(
+                    baseline=100 * GIB,
+                    margin=2 * GIB,
+                    available=49 * GIB,
+                    elapsed=3,
+                    timeout=120,
+                    gpu_pids_left=None,
+                )
+            )
             await pilot.press("s")
             await pilot.pause()
             assert not skip.is_set()
@@ -168,8 +210,9 @@ def test_skip_risk_text_shows_in_full_at_80x24():
                 assert widget.display and widget.region.width > 0
                 assert screen_region.contains_region(widget.region), widget
             # every word of the risk is on screen: the wrapped lines hold the whole text
-            shown = " ".join(line.text.strip() for line in risk.render_lines(
-                risk.region.reset_offset))
+            shown = " ".join(
+                line.text.strip() for line in risk.render_lines(risk.region.reset_offset)
+            )
             assert " ".join(shown.split()) == " ".join(SKIP_RISK.split()), shown
             label = str(button.label)
             assert button.region.width >= len(label) + 2, (label, button.region)

@@ -16,14 +16,16 @@ from sparkdeck.ui.tables import column_widths, cut, fill_table, fit_columns
 from tests.support.pane_host import WidgetHost
 
 LABELS = ("id", "image", "kind")
-ROWS = [("ollama-test", "ollama/ollama:test", "ollama"),
-        ("tiny-llama", "local/llama-server:test", "llama.cpp")]
-
+ROWS = [
+    ("ollama-test", "ollama/ollama:test", "ollama"),
+    ("tiny-llama", "local/llama-server:test", "llama.cpp"),
+]
 
 
 def host() -> WidgetHost:
     """A DataTable alone, with its own default styles."""
     return WidgetHost(DataTable(id="table"), css_path=None)
+
 
 def test_widths_come_from_the_widest_cell_or_label() -> None:
     assert column_widths(LABELS, ROWS) == [11, 23, 9]
@@ -46,8 +48,11 @@ def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
             first_row = table.render_line(1).text
             assert "ollama-test" in first_row
             assert "ollama/ollama:test" in first_row
-            assert table.render_line(2).text.split() == ["tiny-llama", "local/llama-server:test",
-                                                         "llama.cpp"]
+            assert table.render_line(2).text.split() == [
+                "tiny-llama",
+                "local/llama-server:test",
+                "llama.cpp",
+            ]
 
     asyncio.run(scenario())
 
@@ -64,15 +69,21 @@ def test_refilling_replaces_columns_and_rows_and_keys() -> None:
             assert table.get_row("run-7") == ["vllm", "12.5"]
             assert table.render_line(1).text.split() == ["vllm", "12.5"]
 
-
     asyncio.run(scenario())
 
 
 # ----- columns by priority and width (the preset table at 80, 120 and 200 columns) ---------
 
 PRESET_LABELS = ("id", "claims", "image", "model", "kind")
-PRESET_ROWS = [("vllm-upstream", "18.8 GiB", "nvcr.io/nvidia/vllm:26.05.post1-py3",
-                "Qwen/Qwen2.5-7B-Instruct", "vllm")]
+PRESET_ROWS = [
+    (
+        "vllm-upstream",
+        "18.8 GiB",
+        "nvcr.io/nvidia/vllm:26.05.post1-py3",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "vllm",
+    )
+]
 PRIORITY = ("id", "claims", "model", "image", "kind")
 
 
@@ -82,7 +93,12 @@ def test_columns_join_whole_by_priority_and_one_takes_the_rest_cut() -> None:
     assert fit_columns(PRESET_LABELS, PRESET_ROWS, 40, PRIORITY) == [(0, 13), (1, 8), (3, 13)]
     # wide: everything whole, in table order
     assert fit_columns(PRESET_LABELS, PRESET_ROWS, 200, PRIORITY) == [
-        (0, 13), (1, 8), (2, 35), (3, 24), (4, 4)]
+        (0, 13),
+        (1, 8),
+        (2, 35),
+        (3, 24),
+        (4, 4),
+    ]
     # too little room for the next column's minimum: it stays out instead of showing "Q…"
     assert fit_columns(PRESET_LABELS, PRESET_ROWS, 30, PRIORITY) == [(0, 13), (1, 8)]
 
@@ -98,10 +114,21 @@ def test_the_table_shows_only_the_columns_that_fit() -> None:
     async def scenario() -> None:
         async with host().run_test(size=(60, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
-            fill_table(table, PRESET_LABELS, PRESET_ROWS, ["vllm-upstream"], width=40,
-                       priority=PRIORITY, keep_end=("image",))
+            fill_table(
+                table,
+                PRESET_LABELS,
+                PRESET_ROWS,
+                ["vllm-upstream"],
+                width=40,
+                priority=PRIORITY,
+                keep_end=("image",),
+            )
             assert [str(c.label) for c in table.columns.values()] == ["id", "claims", "model"]
-            assert table.render_line(1).text.split() == ["vllm-upstream", "18.8", "GiB",
-                                                         "Qwen/Qwen2.5…"]
+            assert table.render_line(1).text.split() == [
+                "vllm-upstream",
+                "18.8",
+                "GiB",
+                "Qwen/Qwen2.5…",
+            ]
 
     asyncio.run(scenario())

@@ -34,12 +34,17 @@ from tests.test_ui_launch import READY_S, SIZE, press_and_confirm, running
 docker_tests = [pytest.mark.docker, pytest.mark.llama]
 
 
-def make_app(tmp_path: Path, runtime: DockerRuntime, guard: GuardSettings | None = None
-             ) -> SparkdeckApp:
+def make_app(
+    tmp_path: Path, runtime: DockerRuntime, guard: GuardSettings | None = None
+) -> SparkdeckApp:
     presets = tmp_path / "presets"
-    return SparkdeckApp(lambda: load_catalog([(presets, False)]), lambda: runtime,
-                        settings=Settings(guard=guard or GuardSettings()), flush=False,
-                        engine_poll_seconds=0.5)
+    return SparkdeckApp(
+        lambda: load_catalog([(presets, False)]),
+        lambda: runtime,
+        settings=Settings(guard=guard or GuardSettings()),
+        flush=False,
+        engine_poll_seconds=0.5,
+    )
 
 
 async def launch(pilot, app: SparkdeckApp, preset_id: str) -> None:
@@ -48,21 +53,39 @@ async def launch(pilot, app: SparkdeckApp, preset_id: str) -> None:
     table.move_cursor(row=table.get_row_index(preset_id))
     await press_and_confirm(pilot, app, "l")
     await pilot.press("y")
-    await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                     and preset_id in engine_text(app), timeout=READY_S,
-                     what=f"{preset_id} ready")
+    await wait_until(
+        pilot,
+        lambda: "state    ready" in engine_text(app) and preset_id in engine_text(app),
+        timeout=READY_S,
+        what=f"{preset_id} ready",
+    )
     # The card says ready at the engine's first healthy answer; the launch then saves its
     # start-up timeline and hands the engine to the running watchdog. A launch asked for in
     # that moment is refused ("already running"), which made a following press flaky (CI).
-    await wait_until(pilot, lambda: not app.launch_area.busy(), what=f"{preset_id}'s launch "
-                     "to finish")
+    await wait_until(
+        pilot, lambda: not app.launch_area.busy(), what=f"{preset_id}'s launch to finish"
+    )
 
 
 def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
-    write_preset(tmp_path, "v", title="v", kind="vllm", image="vllm/vllm-openai:v1",
-                 model="m", vllm={"gpu_memory_utilization": 0.5})
-    write_preset(tmp_path, "o", title="o", kind="ollama", image="ollama/ollama:1",
-                 model="tiny:latest", ollama={"memory_gib": 12.5})
+    write_preset(
+        tmp_path,
+        "v",
+        title="v",
+        kind="vllm",
+        image="vllm/vllm-openai:v1",
+        model="m",
+        vllm={"gpu_memory_utilization": 0.5},
+    )
+    write_preset(
+        tmp_path,
+        "o",
+        title="o",
+        kind="ollama",
+        image="ollama/ollama:1",
+        model="tiny:latest",
+        ollama={"memory_gib": 12.5},
+    )
     catalog = load_catalog([(tmp_path, False)])
     assert not catalog.problems, catalog.problems
     total = 100 * 2**30
@@ -74,8 +97,9 @@ def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime, scope,
-                                                                llama_image):
+def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
+    tmp_path, runtime, scope, llama_image
+):
     write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
     app = make_app(tmp_path, runtime)
     decisions: list[GuardDecisionMade] = []
@@ -92,8 +116,12 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
 
             # The running watchdog: its line follows the real host's readings at 1 Hz.
             seen = len(decisions)
-            await wait_until(pilot, lambda: len(decisions) >= seen + 2, timeout=30.0,
-                             what="two decisions of the running watchdog")
+            await wait_until(
+                pilot,
+                lambda: len(decisions) >= seen + 2,
+                timeout=30.0,
+                what="two decisions of the running watchdog",
+            )
             assert str(line.render()).startswith(("memory guard OK", "memory guard WARN"))
             assert "MemAvailable" in str(line.render())
 
@@ -108,17 +136,21 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             await pilot.press("c")
             await wait_until(pilot, lambda: bool(app.query("#chat-input")), what="chat pane")
             chat_input = app.query_one("#chat-input", Input)
-            assert chat_input.has_focus and "llama.cpp at http://127.0.0.1:" in \
-                chat_input.placeholder
+            assert (
+                chat_input.has_focus and "llama.cpp at http://127.0.0.1:" in chat_input.placeholder
+            )
             app.query_one("#chat-max-tokens", Input).value = "24"
             await pilot.press(*"hello", "enter")
             await wait_until(pilot, lambda: bool(app.query(ReplyView)), what="the reply view")
             view = app.query_one(ReplyView)
             # (the caption says "waiting for the first token…" until then: "tok" alone
             # matched that at once, and a slow reply failed the test below)
-            await wait_until(pilot, lambda: re.search(r"· \d+ tok(?!/)",
-                                                      str(view.caption.render())),
-                             timeout=60.0, what="the reply's figures")
+            await wait_until(
+                pilot,
+                lambda: re.search(r"· \d+ tok(?!/)", str(view.caption.render())),
+                timeout=60.0,
+                what="the reply's figures",
+            )
             # The tiny model's random tokens may decode to nothing visible; the server's own
             # count of what it generated (usage) is what a working reply must carry.
             caption = str(view.caption.render())
@@ -135,6 +167,7 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             def counted() -> bool:
                 trail = app.metrics_tab.trail
                 return bool(trail) and trail[-1].ok and (trail[-1].generation_tps_avg or 0) > 0
+
             await wait_until(pilot, counted, timeout=30.0, what="tok/s from the reply")
             await pilot.pause()
             assert text_of(rates).startswith("tok/s") and "1 min" in text_of(rates)
@@ -143,14 +176,23 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
             # Stopped: sampling ends and the trail is emptied; the watchdog goes off.
             await press_and_confirm(pilot, app, "s")
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    stopped" in engine_text(app),
-                             timeout=60.0, what="the stop")
+            await wait_until(
+                pilot, lambda: "state    stopped" in engine_text(app), timeout=60.0, what="the stop"
+            )
             await wait_until(pilot, lambda: app.metrics_tab.trail == (), what="the trail emptied")
             # Cancelling is asynchronous (a scrape in flight ends first): wait, but not long.
-            await wait_until(pilot, lambda: not [w for w in app.workers
-                                                 if w.group in ("metrics", "guard")
-                                                 and not w.is_finished],
-                             timeout=5.0, what="the metrics and guard workers to end")
+            await wait_until(
+                pilot,
+                lambda: (
+                    not [
+                        w
+                        for w in app.workers
+                        if w.group in ("metrics", "guard") and not w.is_finished
+                    ]
+                ),
+                timeout=5.0,
+                what="the metrics and guard workers to end",
+            )
             assert "not running" in str(line.render())
 
     asyncio.run(scenario())
@@ -158,32 +200,58 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(tmp_path, runtime
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_the_running_watchdog_stops_the_engine_and_says_so(tmp_path, runtime, docker_client,
-                                                           scope, llama_image):
+def test_the_running_watchdog_stops_the_engine_and_says_so(
+    tmp_path, runtime, docker_client, scope, llama_image
+):
     write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await launch(pilot, app, "tiny")
-            await wait_until(pilot, lambda: app.query_one(WatchdogLine).level == "ok"
-                             or app.query_one(WatchdogLine).level == "warn",
-                             timeout=30.0, what="the watchdog running")
+            await wait_until(
+                pilot,
+                lambda: (
+                    app.query_one(WatchdogLine).level == "ok"
+                    or app.query_one(WatchdogLine).level == "warn"
+                ),
+                timeout=30.0,
+                what="the watchdog running",
+            )
             # Thresholds no host meets: the next watchdog (after the guard restarts for the
             # same engine) must stop the real container at once.
             app.watchdog_line.follow(None)
-            app.settings = Settings(guard=GuardSettings(stop_available_pct=99.9,
-                                                        warn_available_pct=99.95))
-            await wait_until(pilot, lambda: app.query_one(WatchdogLine).level == "stop",
-                             timeout=30.0, what="the watchdog's stop")
+            app.settings = Settings(
+                guard=GuardSettings(stop_available_pct=99.9, warn_available_pct=99.95)
+            )
+            await wait_until(
+                pilot,
+                lambda: app.query_one(WatchdogLine).level == "stop",
+                timeout=30.0,
+                what="the watchdog's stop",
+            )
             # the notification's toast mounts a moment after the line turns (seen in CI)
-            await wait_until(pilot, lambda: any(
-                "the memory guard stopped the engine" in str(t.render())
-                for t in app.screen.query("Toast")), timeout=10.0, what="the toast")
-            await wait_until(pilot, lambda: "stopped by the memory guard: MemAvailable"
-                             in engine_text(app), timeout=30.0, what="the card's note")
-            await wait_until(pilot, lambda: running(docker_client, scope) == [],
-                             timeout=30.0, what="the container stopped")
+            await wait_until(
+                pilot,
+                lambda: any(
+                    "the memory guard stopped the engine" in str(t.render())
+                    for t in app.screen.query("Toast")
+                ),
+                timeout=10.0,
+                what="the toast",
+            )
+            await wait_until(
+                pilot,
+                lambda: "stopped by the memory guard: MemAvailable" in engine_text(app),
+                timeout=30.0,
+                what="the card's note",
+            )
+            await wait_until(
+                pilot,
+                lambda: running(docker_client, scope) == [],
+                timeout=30.0,
+                what="the container stopped",
+            )
             assert "STOPPED the engine" in str(app.query_one(WatchdogLine).render())
 
     asyncio.run(scenario())
@@ -203,8 +271,9 @@ def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, ll
             await wait_until(pilot, lambda: table.row_count == 1, what="the preset")
             assert table.get_row_at(0)[1] == "~4000.0 GiB"
             await pilot.press("l")
-            await wait_until(pilot, lambda: isinstance(app.screen, FitModal), timeout=30.0,
-                             what="the fit modal")
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, FitModal), timeout=30.0, what="the fit modal"
+            )
             words = " ".join(str(s.render()) for s in app.screen.query("Static"))
             assert "huge does not fit" in words and "MemAvailable" in words
             await pilot.press("escape")  # cancel: nothing is asked further, nothing starts
@@ -213,16 +282,27 @@ def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, ll
             assert scope_containers(docker_client, scope) == []
 
             await pilot.press("l")
-            await wait_until(pilot, lambda: isinstance(app.screen, FitModal), timeout=30.0,
-                             what="the fit modal again")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, FitModal),
+                timeout=30.0,
+                what="the fit modal again",
+            )
             await pilot.click("#launch-anyway")
-            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
-                             what="the confirmation of a forced launch")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, ConfirmScreen),
+                what="the confirmation of a forced launch",
+            )
             assert text_of(app.screen.query_one("#confirm-title")) == "Launch huge anyway?"
             assert "forced" in text_of(app.screen.query_one("#confirm-steps"))
             await pilot.press("y")
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app),
-                             timeout=READY_S, what="the forced launch ready")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app),
+                timeout=READY_S,
+                what="the forced launch ready",
+            )
             assert running(docker_client, scope) == ["huge"]
 
     asyncio.run(scenario())
@@ -230,15 +310,16 @@ def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, ll
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, scope,
-                                            llama_image):
+def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, scope, llama_image):
     for preset_id in ("first", "second"):
-        write_preset(tmp_path / "presets", preset_id,
-                     **llama_preset_fields(llama_image, free_port()))
+        write_preset(
+            tmp_path / "presets", preset_id, **llama_preset_fields(llama_image, free_port())
+        )
     # A margin below zero: memory "comes back" only at 1000 GiB above what it was, so the
     # wait runs until skipped (the machine itself is left alone).
-    app = make_app(tmp_path, runtime, GuardSettings(switch_margin_gib=-1000.0,
-                                                    switch_timeout_s=120.0))
+    app = make_app(
+        tmp_path, runtime, GuardSettings(switch_margin_gib=-1000.0, switch_timeout_s=120.0)
+    )
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -247,20 +328,31 @@ def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, sc
             table.move_cursor(row=table.get_row_index("second"))
             await press_and_confirm(pilot, app, "l")
             await pilot.press("y")
-            await wait_until(pilot, lambda: isinstance(app.screen, SwitchWaitScreen),
-                             timeout=60.0, what="the switch-wait screen")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, SwitchWaitScreen),
+                timeout=60.0,
+                what="the switch-wait screen",
+            )
             screen = app.screen
             await wait_until(pilot, lambda: screen.last is not None, what="a progress step")
             assert "waiting" in text_of(screen.query_one("#switch-detail"))
             await pilot.press("s")
             assert not screen.skip.is_set()  # the first press only warns
             await pilot.press("s")
-            await wait_until(pilot, lambda: not isinstance(app.screen, SwitchWaitScreen),
-                             timeout=30.0, what="the screen to close on skip")
+            await wait_until(
+                pilot,
+                lambda: not isinstance(app.screen, SwitchWaitScreen),
+                timeout=30.0,
+                what="the screen to close on skip",
+            )
             assert screen.last is not None and screen.last.state == "skipped"
-            await wait_until(pilot, lambda: "state    ready" in engine_text(app)
-                             and "second" in engine_text(app), timeout=READY_S,
-                             what="second ready after the skip")
+            await wait_until(
+                pilot,
+                lambda: "state    ready" in engine_text(app) and "second" in engine_text(app),
+                timeout=READY_S,
+                what="second ready after the skip",
+            )
             assert running(docker_client, scope) == ["second"]
 
     asyncio.run(scenario())
@@ -279,34 +371,55 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
             await pilot.press("b")
-            await wait_until(pilot, lambda: isinstance(app.screen, BenchCompareScreen),
-                             what="the benchmark screen")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, BenchCompareScreen),
+                what="the benchmark screen",
+            )
             title = app.screen.query_one("#bench-title")
-            await wait_until(pilot, lambda: "sparkdeck bench" in str(title.render()),
-                             what="the empty history's hint")
+            await wait_until(
+                pilot,
+                lambda: "sparkdeck bench" in str(title.render()),
+                what="the empty history's hint",
+            )
             await pilot.press("escape")
-            await wait_until(pilot, lambda: not isinstance(app.screen, BenchCompareScreen),
-                             what="back to the dashboard")
+            await wait_until(
+                pilot,
+                lambda: not isinstance(app.screen, BenchCompareScreen),
+                what="back to the dashboard",
+            )
 
             await pilot.press("question_mark")
             await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
             keys = text_of(app.screen.query_one("#help-keys"))
-            for expected in ("Metrics: The engine's own numbers", "in chat: send the message",
-                             "in chat: new chat", "in the fit dialog: Cancel",
-                             "waiting for memory (press twice): Skip the wait",
-                             "in the benchmark screen: Benchmark", "Bench: Benchmark"):
+            for expected in (
+                "Metrics: The engine's own numbers",
+                "in chat: send the message",
+                "in chat: new chat",
+                "in the fit dialog: Cancel",
+                "waiting for memory (press twice): Skip the wait",
+                "in the benchmark screen: Benchmark",
+                "Bench: Benchmark",
+            ):
                 assert expected in keys, expected
             await pilot.press("escape")
 
             await pilot.press("c")
-            await wait_until(pilot, lambda: app.query_one("#side-tabs").active == "chat-tab",
-                             what="the chat tab")
+            await wait_until(
+                pilot, lambda: app.query_one("#side-tabs").active == "chat-tab", what="the chat tab"
+            )
             assert "no engine is ready" in text_of(app.chat_tab.query_one("#chat-none"))
             assert app.chat_tab.pane is None
             chat_new = next(c for c in app.palette_commands() if c.name == "Chat: new chat")
             await chat_new.run()
-            await wait_until(pilot, lambda: any(
-                "open the chat tab (c) with an engine ready" in str(t.render())
-                for t in app.screen.query("Toast")), timeout=10.0, what="the toast")
+            await wait_until(
+                pilot,
+                lambda: any(
+                    "open the chat tab (c) with an engine ready" in str(t.render())
+                    for t in app.screen.query("Toast")
+                ),
+                timeout=10.0,
+                what="the toast",
+            )
 
     asyncio.run(scenario())

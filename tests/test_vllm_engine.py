@@ -47,14 +47,22 @@ def _wait_for_metric(base_url: str, name: str, expected: float, timeout: float =
 
 def _stream_chat(server: VllmServer, max_tokens: int) -> tuple[list[str], list[dict], float]:
     """A streamed chat completion with usage: (content pieces, all chunks, seconds taken)."""
-    payload = {"model": server.model, "stream": True, "max_tokens": max_tokens,
-               "stream_options": {"include_usage": True},
-               "messages": [{"role": "user", "content": "Tell me a story about a cat."}]}
+    payload = {
+        "model": server.model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "Tell me a story about a cat."}],
+    }
     pieces: list[str] = []
     chunks: list[dict] = []
     started = time.monotonic()
-    with httpx.Client(timeout=120) as client, connect_sse(
-            client, "POST", server.base_url + "/v1/chat/completions", json=payload) as events:
+    with (
+        httpx.Client(timeout=120) as client,
+        connect_sse(
+            client, "POST", server.base_url + "/v1/chat/completions", json=payload
+        ) as events,
+    ):
         assert events.response.status_code == 200
         for event in events.iter_sse():
             if event.data == "[DONE]":
@@ -81,7 +89,8 @@ def test_models_lists_the_served_name(vllm_server):
 
 def test_version_endpoint(vllm_server):
     assert httpx.get(vllm_server.base_url + "/version", timeout=10).json() == {
-        "version": VLLM_VERSION}
+        "version": VLLM_VERSION
+    }
 
 
 def test_streamed_chat_yields_text_and_a_usage_chunk(vllm_server):
@@ -103,32 +112,57 @@ def test_streamed_chat_yields_text_and_a_usage_chunk(vllm_server):
 def test_metrics_count_generated_tokens(vllm_server):
     before = _metric_samples(vllm_server.base_url)
     assert "vllm:kv_cache_usage_perc" in before or "vllm:gpu_cache_usage_perc" in before
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                 "vllm:prompt_tokens_total", "vllm:time_to_first_token_seconds_count"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:prompt_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+    ):
         assert name in before, name
     _stream_chat(vllm_server, max_tokens=20)
     # The counters move by exactly this request (tests in a session run one at a time); the
     # wait only covers stats that reach /metrics a moment after the stream ends.
-    _wait_for_metric(vllm_server.base_url, "vllm:generation_tokens_total",
-                     before["vllm:generation_tokens_total"] + 20, timeout=10)
-    _wait_for_metric(vllm_server.base_url, "vllm:time_to_first_token_seconds_count",
-                     before["vllm:time_to_first_token_seconds_count"] + 1, timeout=10)
+    _wait_for_metric(
+        vllm_server.base_url,
+        "vllm:generation_tokens_total",
+        before["vllm:generation_tokens_total"] + 20,
+        timeout=10,
+    )
+    _wait_for_metric(
+        vllm_server.base_url,
+        "vllm:time_to_first_token_seconds_count",
+        before["vllm:time_to_first_token_seconds_count"] + 1,
+        timeout=10,
+    )
 
 
 def _abandoned_stream(server: VllmServer, max_tokens: int) -> tuple[float, float]:
     """Read 5 events of a long stream, hang up; (tokens generated, requests counted finished)."""
     before = _metric_samples(server.base_url)
-    payload = {"model": server.model, "stream": True, "max_tokens": max_tokens,
-               "messages": [{"role": "user", "content": "Write a very long story."}]}
-    with httpx.Client(timeout=120) as client, connect_sse(
-            client, "POST", server.base_url + "/v1/chat/completions", json=payload) as events:
+    payload = {
+        "model": server.model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "Write a very long story."}],
+    }
+    with (
+        httpx.Client(timeout=120) as client,
+        connect_sse(
+            client, "POST", server.base_url + "/v1/chat/completions", json=payload
+        ) as events,
+    ):
         for seen, _ in enumerate(events.iter_sse()):
             if seen == 5:
                 break  # leaving the block closes the connection mid-stream
     _wait_for_metric(server.base_url, "vllm:num_requests_running", 0.0)
     after = _metric_samples(server.base_url)
-    return tuple(after[name] - before[name] for name in (  # type: ignore[return-value]
-        "vllm:generation_tokens_total", "vllm:request_success_total"))
+    return tuple(
+        after[name] - before[name]
+        for name in (  # type: ignore[return-value]
+            "vllm:generation_tokens_total",
+            "vllm:request_success_total",
+        )
+    )
 
 
 def test_client_disconnect_aborts_the_request(vllm_server):
@@ -154,8 +188,9 @@ def test_live_metric_names_match_the_captured_fixture(vllm_server):
     body = httpx.get(vllm_server.base_url + "/metrics", timeout=30).text
     live = {f.name for f in text_string_to_metric_families(body) if f.name.startswith("vllm:")}
     captured_text = (FIXTURES / f"vllm-{VLLM_VERSION}-after-load.txt").read_text()
-    captured = {f.name for f in text_string_to_metric_families(captured_text)
-                if f.name.startswith("vllm:")}
+    captured = {
+        f.name for f in text_string_to_metric_families(captured_text) if f.name.startswith("vllm:")
+    }
     assert live == captured
 
 
@@ -171,15 +206,22 @@ def test_sparkdeck_identifies_the_server_as_vllm(vllm_server):
     # Either of vLLM's marks is enough: a proxy may hide /metrics, or /v1/models
     (models_only, metrics_only) = (
         EndpointProbe(found.url, {p: a for p, a in found.answers.items() if p == keep})
-        for keep in ("/v1/models", "/metrics"))
+        for keep in ("/v1/models", "/metrics")
+    )
     assert identify(models_only).name == "vllm"
     assert identify(metrics_only).name == "vllm"
 
 
 def test_status_cli_reports_it_healthy(vllm_server, isolated_dirs):
-    done = subprocess.run([sys.executable, "-m", "sparkdeck", "status", "--json", "--endpoint",
-                           vllm_server.base_url], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkdeck", "status", "--json", "--endpoint", vllm_server.base_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)["endpoint"]
     assert report["kind"] == "vllm" and report["healthy"] is True
@@ -192,8 +234,9 @@ def test_start_up_phases_are_found_in_the_real_servers_log(vllm_server):
     from sparkdeck.guard.timeline import mark_phases
 
     lines = vllm_server.log_path.read_text(errors="replace").splitlines()
-    marks = mark_phases(((float(i), line) for i, line in enumerate(lines)),
-                        get_kind("vllm").startup_phases)
+    marks = mark_phases(
+        ((float(i), line) for i, line in enumerate(lines)), get_kind("vllm").startup_phases
+    )
     assert [m.phase for m in marks] == ["weights loading", "KV-cache allocation", "ready"]
     assert "Starting to load model" in marks[0].line
     assert "KV cache" in marks[1].line and "Application startup complete" in marks[2].line

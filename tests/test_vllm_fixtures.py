@@ -43,11 +43,17 @@ def test_version_and_file_names_agree():
 def test_every_capture_has_the_same_series(captures):
     idle, during, after = (set(captures[p]) for p in PHASES)
     assert idle == during == after
-    for name in ("vllm:generation_tokens_total", "vllm:prompt_tokens_total",
-                 "vllm:num_requests_running", "vllm:num_requests_waiting",
-                 "vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total",
-                 "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds_count",
-                 "vllm:inter_token_latency_seconds_count"):
+    for name in (
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+    ):
         assert name in idle, name
     assert "vllm:gpu_cache_usage_perc" not in idle  # renamed before 0.32 (SPARK.md)
 

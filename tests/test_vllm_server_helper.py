@@ -52,9 +52,11 @@ def _wait_for(path: Path, seconds: float = 30.0) -> None:
 
 def test_exit_before_healthy_fails_with_code_and_log_tail(tmp_path):
     log = tmp_path / "server.log"
-    process = start_logged([sys.executable, "-c",
-                            "print('model dir not found: /nowhere'); raise SystemExit(3)"],
-                           dict(os.environ), log)
+    process = start_logged(
+        [sys.executable, "-c", "print('model dir not found: /nowhere'); raise SystemExit(3)"],
+        dict(os.environ),
+        log,
+    )
     with pytest.raises(VllmStartError) as failed:
         wait_healthy(process, f"http://127.0.0.1:{free_port()}", log, timeout=60)
     message = str(failed.value)
@@ -77,8 +79,11 @@ def test_never_healthy_times_out_with_log_tail(tmp_path):
 
 def test_stop_kills_the_whole_group_even_a_child_ignoring_sigterm(tmp_path):
     pid_file = tmp_path / "child.pid"
-    process = start_logged([sys.executable, "-c", _STUBBORN_FAMILY, str(pid_file)],
-                           dict(os.environ), tmp_path / "family.log")
+    process = start_logged(
+        [sys.executable, "-c", _STUBBORN_FAMILY, str(pid_file)],
+        dict(os.environ),
+        tmp_path / "family.log",
+    )
     _wait_for(Path(str(pid_file) + ".ready"))
     child = int(pid_file.read_text())
     assert not _gone(child)
@@ -104,8 +109,9 @@ def test_server_goes_when_the_process_that_started_it_is_killed(tmp_path):
         f" dict(os.environ), Path({str(log)!r}))\n"
         f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(600)\n"
     )
-    parent = start_logged([sys.executable, "-c", starter], dict(os.environ),
-                          tmp_path / "parent.log")
+    parent = start_logged(
+        [sys.executable, "-c", starter], dict(os.environ), tmp_path / "parent.log"
+    )
     server = None
     try:
         _wait_for(pid_file)

@@ -16,8 +16,9 @@ from sparkdeck.ui.web_doors import Doors, cookie_name
 TOKEN = "s3cret-token-value-0123456789"
 
 
-def doors(host: str = "127.0.0.1", url: str = "http://127.0.0.1:8000",
-          extra: tuple[str, ...] = ()) -> Doors:
+def doors(
+    host: str = "127.0.0.1", url: str = "http://127.0.0.1:8000", extra: tuple[str, ...] = ()
+) -> Doors:
     return Doors.for_server(TOKEN, host, 8000, url, extra)
 
 
@@ -25,8 +26,16 @@ def test_host_must_be_an_address_of_this_server_on_its_port() -> None:
     d = doors()
     for good in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST:8000", "[::1]:8000"):
         assert d.host_ok(good), good
-    for bad in ("evil.example:8000", "127.0.0.1:8001", "127.0.0.1", "", None,
-                "127.0.0.1:notaport", "[::1:8000", "spark.lan:8000"):
+    for bad in (
+        "evil.example:8000",
+        "127.0.0.1:8001",
+        "127.0.0.1",
+        "",
+        None,
+        "127.0.0.1:notaport",
+        "[::1:8000",
+        "spark.lan:8000",
+    ):
         assert not d.host_ok(bad), bad
 
 
@@ -44,8 +53,14 @@ def test_origin_is_optional_for_pages_and_required_for_the_websocket() -> None:
     assert d.origin_ok(None, required=False) and not d.origin_ok(None, required=True)
     assert d.origin_ok("http://127.0.0.1:8000", required=True)
     assert d.origin_ok("http://localhost:8000", required=True)
-    for bad in ("null", "http://evil.example", "http://127.0.0.1:8001", "file://",
-                "http://127.0.0.1", "javascript:alert(1)"):
+    for bad in (
+        "null",
+        "http://evil.example",
+        "http://127.0.0.1:8001",
+        "file://",
+        "http://127.0.0.1",
+        "javascript:alert(1)",
+    ):
         assert not d.origin_ok(bad, required=False), bad
 
 

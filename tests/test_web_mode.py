@@ -38,9 +38,16 @@ from tests.conftest import unavailable
 from tests.support.other_user import run_as_other_user, uid_of_other_user
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ANSI = re.compile(rb"\x1b(\[[0-9;?$]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z])")
 # docs/web.png is this test's screenshot: SPARKDECK_WEB_SCREENSHOT=docs/web.png keeps it
 SCREENSHOT_TO = os.environ.get("SPARKDECK_WEB_SCREENSHOT")
@@ -84,9 +91,12 @@ class WebServer:
 def start(args: list[str], port: int, output: Path) -> WebServer:
     """Run `sparkdeck web ARGS`, its output into a file (read back whole at the end)."""
     with output.open("wb") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "sparkdeck", "web", *args],
-                                   stdout=sink, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sparkdeck", "web", *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         found = re.search(r"open (http://\S+)", output.read_text(errors="replace"))
@@ -113,8 +123,12 @@ def web_server(tmp_path: Path) -> Iterator[WebServer]:
 
 
 def ws_headers() -> dict[str, str]:
-    return {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
-            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    return {
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
 
 
 def test_loopback_needs_the_token_then_its_cookie(web_server: WebServer) -> None:
@@ -124,8 +138,10 @@ def test_loopback_needs_the_token_then_its_cookie(web_server: WebServer) -> None
     wrong = server.token[:-1] + ("y" if server.token[-1] != "y" else "z")
     for path in ("/", "/static/js/textual.js", f"/?token={wrong}"):
         assert httpx.get(server.base + path).status_code == 403, path
-    assert httpx.get(server.base + "/ws", headers={
-        **ws_headers(), "Origin": server.base}).status_code == 403
+    assert (
+        httpx.get(server.base + "/ws", headers={**ws_headers(), "Origin": server.base}).status_code
+        == 403
+    )
     # the printed URL: a cookie, and the same page without the token in its address
     first = httpx.get(server.address)
     assert first.status_code == 302 and first.headers["location"] == "/"
@@ -139,13 +155,18 @@ def test_loopback_needs_the_token_then_its_cookie(web_server: WebServer) -> None
         # the terminal's JavaScript comes from textual-serve's wheel (its RECORD lists it,
         # so pip installed it from the wheel, not from a CDN at run time)
         shipped = {str(f) for f in distribution("textual-serve").files or ()}
-        assert {"textual_serve/static/js/textual.js", "textual_serve/static/css/xterm.css",
-                "textual_serve/templates/app_index.html"} <= shipped
+        assert {
+            "textual_serve/static/js/textual.js",
+            "textual_serve/static/css/xterm.css",
+            "textual_serve/templates/app_index.html",
+        } <= shipped
         script = browser.get(server.base + "/static/js/textual.js")
         assert script.status_code == 200 and len(script.content) > 100_000
         # reached as localhost, the page's own URLs say localhost (where its cookie goes)
-        local = httpx.get(f"http://localhost:{server.port}/", headers={
-            "Cookie": f"sparkdeck-web-{server.port}={server.token}"})
+        local = httpx.get(
+            f"http://localhost:{server.port}/",
+            headers={"Cookie": f"sparkdeck-web-{server.port}={server.token}"},
+        )
         assert f'"ws://localhost:{server.port}/ws"' in local.text
     assert server.stop().count(server.token) == 1  # printed once, at start
 
@@ -157,17 +178,24 @@ def test_host_and_origin_are_checked_even_with_the_cookie(web_server: WebServer)
         # DNS rebinding: a page at evil.example that resolves to 127.0.0.1
         rebound = browser.get(server.base + "/", headers={"Host": f"evil.example:{server.port}"})
         assert rebound.status_code == 403 and "Host" in rebound.text
-        assert browser.get(server.base + "/", headers={
-            "Host": f"127.0.0.1:{server.port + 1}"}).status_code == 403
-        assert browser.get(server.base + "/", headers={
-            "Origin": "http://evil.example"}).status_code == 403
+        assert (
+            browser.get(
+                server.base + "/", headers={"Host": f"127.0.0.1:{server.port + 1}"}
+            ).status_code
+            == 403
+        )
+        assert (
+            browser.get(server.base + "/", headers={"Origin": "http://evil.example"}).status_code
+            == 403
+        )
 
     async def handshake(origin: str | None) -> int | bytes:
         """A raw websocket: the status it was refused with, or what the dashboard sent."""
         async with aiohttp.ClientSession(cookies=server.cookie) as session:
             try:
-                async with session.ws_connect(f"{server.base}/ws?width=80&height=24",
-                                              origin=origin) as ws:
+                async with session.ws_connect(
+                    f"{server.base}/ws?width=80&height=24", origin=origin
+                ) as ws:
                     message = await asyncio.wait_for(ws.receive(), timeout=30)
                     return message.data if isinstance(message.data, bytes) else b"?"
             except aiohttp.WSServerHandshakeError as exc:
@@ -182,15 +210,17 @@ def test_host_and_origin_are_checked_even_with_the_cookie(web_server: WebServer)
     assert isinstance(own, bytes) and own
 
 
-def test_a_plain_get_of_the_websocket_is_refused_without_a_traceback(
-        web_server: WebServer) -> None:
+def test_a_plain_get_of_the_websocket_is_refused_without_a_traceback(web_server: WebServer) -> None:
     server = web_server
     for _ in range(3):
-        plain = httpx.get(f"{server.base}/ws?token={server.token}",
-                          headers={"Origin": server.base})
+        plain = httpx.get(f"{server.base}/ws?token={server.token}", headers={"Origin": server.base})
         assert plain.status_code == 400
-        assert httpx.get(f"{server.base}/ws", cookies=server.cookie,
-                         headers={"Origin": server.base}).status_code == 400
+        assert (
+            httpx.get(
+                f"{server.base}/ws", cookies=server.cookie, headers={"Origin": server.base}
+            ).status_code
+            == 400
+        )
     output = server.stop()
     assert "Traceback" not in output and "Error" not in output
     assert output.count(server.token) == 1  # the one printed line
@@ -206,8 +236,11 @@ def test_another_unix_user_cannot_get_in(web_server: WebServer) -> None:
 
 def test_another_address_needs_the_token_too(tmp_path: Path) -> None:
     port = free_port()
-    server = start(["--host", "0.0.0.0", "--port", str(port),
-                    "--public-url", f"http://127.0.0.1:{port}"], port, tmp_path / "web.out")
+    server = start(
+        ["--host", "0.0.0.0", "--port", str(port), "--public-url", f"http://127.0.0.1:{port}"],
+        port,
+        tmp_path / "web.out",
+    )
     try:
         assert server.address == f"http://127.0.0.1:{port}/?token={server.token}"
         for path in ("/", "/ws", "/static/js/textual.js"):
@@ -219,11 +252,14 @@ def test_another_address_needs_the_token_too(tmp_path: Path) -> None:
             assert f'ws://127.0.0.1:{port}/ws"' in page.text
             assert browser.get(server.base + "/static/js/textual.js").status_code == 200
             # this machine's own name is one of the addresses it is reached at
-            named = browser.get(server.base + "/", headers={
-                "Host": f"{socket.gethostname()}:{port}"})
+            named = browser.get(
+                server.base + "/", headers={"Host": f"{socket.gethostname()}:{port}"}
+            )
             assert named.status_code == 200
-            assert browser.get(server.base + "/", headers={
-                "Host": f"evil.example:{port}"}).status_code == 403
+            assert (
+                browser.get(server.base + "/", headers={"Host": f"evil.example:{port}"}).status_code
+                == 403
+            )
     finally:
         output = server.stop()
     assert output.count(server.token) == 1  # printed once, at start
@@ -243,9 +279,15 @@ def test_the_dashboard_runs_in_headless_chromium(web_server: WebServer, tmp_path
             context = browser.new_context(viewport={"width": 1400, "height": 900})
             page = context.new_page()
             received: list[bytes] = []
-            page.on("websocket", lambda ws: ws.on(
-                "framereceived", lambda frame: received.append(
-                    frame if isinstance(frame, bytes) else frame.encode())))
+            page.on(
+                "websocket",
+                lambda ws: ws.on(
+                    "framereceived",
+                    lambda frame: received.append(
+                        frame if isinstance(frame, bytes) else frame.encode()
+                    ),
+                ),
+            )
 
             def screen() -> bytes:
                 """What the dashboard wrote so far, without its escape sequences."""
@@ -296,11 +338,13 @@ def test_the_dashboard_runs_in_headless_chromium(web_server: WebServer, tmp_path
 def other_origin_page(target_port: int) -> Iterator[str]:
     """A page on another loopback port whose script tries the dashboard's websocket and
     puts "opened" or "refused" in its title."""
-    script = (f"<title>waiting</title><script>const ws = new WebSocket("
-              f"'ws://127.0.0.1:{target_port}/ws');"
-              "ws.onopen = () => { document.title = 'opened'; };"
-              "ws.onerror = () => { if (document.title === 'waiting') "
-              "document.title = 'refused'; };</script>").encode()
+    script = (
+        f"<title>waiting</title><script>const ws = new WebSocket("
+        f"'ws://127.0.0.1:{target_port}/ws');"
+        "ws.onopen = () => { document.title = 'opened'; };"
+        "ws.onerror = () => { if (document.title === 'waiting') "
+        "document.title = 'refused'; };</script>"
+    ).encode()
 
     class Page(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -31,14 +31,20 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def sparkdeck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sparkdeck", *args], capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          env=env or dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "sparkdeck", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=env or dict(os.environ),
+    )
 
 
 def test_no_runtime_dir_warning_without_xdg_runtime_dir_and_exit_codes_listed() -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_RUNTIME_DIR", "SPARKDECK_RUNTIME_DIR")}  # ssh, sudo, cron
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "SPARKDECK_RUNTIME_DIR")
+    }  # ssh, sudo, cron
     env["SPARKDECK_SERVICE"] = "auto"
     done = sparkdeck("service", "status", env=env)
     assert "RuntimeDirWarning" not in done.stderr and "XDG_RUNTIME_DIR" not in done.stderr
@@ -50,8 +56,15 @@ def test_no_runtime_dir_warning_without_xdg_runtime_dir_and_exit_codes_listed() 
 
 
 def test_models_plan_names_the_key_it_reads(isolated_dirs) -> None:
-    write_preset(isolated_dirs["config"] / "presets", "ctx-engine", title="t", kind="llamacpp",
-                 image="img", model="/models/x.gguf", llamacpp={"context": 2048})
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "ctx-engine",
+        title="t",
+        kind="llamacpp",
+        image="img",
+        model="/models/x.gguf",
+        llamacpp={"context": 2048},
+    )
     done = sparkdeck("models", "plan", "ctx-engine")
     assert done.returncode == 0, done.stderr
     flat = " ".join(done.stdout.split())
@@ -62,14 +75,18 @@ def test_models_plan_names_the_key_it_reads(isolated_dirs) -> None:
 def test_telemetry_prints_the_available_share_once() -> None:
     done = sparkdeck("telemetry", "--samples", "1")
     assert done.returncode == 0, done.stderr
-    (available,) = [line for line in done.stdout.splitlines()
-                    if line.strip().startswith("available")]
+    (available,) = [
+        line for line in done.stdout.splitlines() if line.strip().startswith("available")
+    ]
     assert available.count("%") == 1, available
 
 
 def test_models_pull_offline_says_the_hub_cannot_be_reached() -> None:
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nobody there
-           "HF_HUB_DISABLE_XET": "1"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nobody there
+        "HF_HUB_DISABLE_XET": "1",
+    }
     env.pop("HF_TOKEN", None)
     done = sparkdeck("models", "pull", "org/some-model", env=env)
     assert done.returncode == 1
@@ -105,12 +122,18 @@ def test_q_on_the_postmortem_dialog_quits(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_until(pilot, lambda: isinstance(app.screen, PostMortemScreen)
-                             and bool(app.screen.query("#postmortem-text")),
-                             what="the post-mortem dialog")
+            await wait_until(
+                pilot,
+                lambda: (
+                    isinstance(app.screen, PostMortemScreen)
+                    and bool(app.screen.query("#postmortem-text"))
+                ),
+                what="the post-mortem dialog",
+            )
             await pilot.press("q")
-            await wait_until(pilot, lambda: app.return_code is not None,
-                             what="the app to quit on the first q")
+            await wait_until(
+                pilot, lambda: app.return_code is not None, what="the app to quit on the first q"
+            )
 
     asyncio.run(scenario())
     assert app.return_code is not None
@@ -118,11 +141,19 @@ def test_q_on_the_postmortem_dialog_quits(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_a_failed_launch_is_named_as_failed_in_the_flight_record(
-        tmp_path, runtime, busybox_image, isolated_dirs) -> None:
-    write_preset(isolated_dirs["config"] / "presets", "dies", title="dies", kind="openai",
-                 image=busybox_image, port=free_port(), startup_timeout=30.0,
-                 **base_fields(), openai={"container_port": 8080,
-                                          "entrypoint": ["/bin/sh", "-c", "exit 3"]})
+    tmp_path, runtime, busybox_image, isolated_dirs
+) -> None:
+    write_preset(
+        isolated_dirs["config"] / "presets",
+        "dies",
+        title="dies",
+        kind="openai",
+        image=busybox_image,
+        port=free_port(),
+        startup_timeout=30.0,
+        **base_fields(),
+        openai={"container_port": 8080, "entrypoint": ["/bin/sh", "-c", "exit 3"]},
+    )
     owner = EngineOwner(EventHub(), GuardSettings(), lambda: runtime)
     owner.launch("dies", flush=False, skip_switch_wait=True)
     assert owner.engine_text() == "a launch of dies"  # while it runs

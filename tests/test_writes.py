@@ -49,8 +49,13 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 
 def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_parallel_attach_keeps_every_entry(tmp_path: Path) -> None:
@@ -82,7 +87,7 @@ def test_writers_killed_mid_write_leave_no_temp_files_behind() -> None:
     """SIGKILLs at varied points of a tight save loop: the next save cleans up after all."""
     path = settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# mine\n[ui]\ntheme = \"spark-dark\"\n")
+    path.write_text('# mine\n[ui]\ntheme = "spark-dark"\n')
     kills = 30
     for i in range(kills):
         proc = _spawn(_SAVER)
@@ -102,8 +107,12 @@ def test_leftovers_of_dead_writers_are_removed_and_a_live_writers_kept(tmp_path:
     """The rule behind the kill test, case by case (a kill may miss the write window)."""
     target = paths.data_dir() / "attached.toml"
     target.parent.mkdir(parents=True)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead_pid = int(dead.stdout)
     leftovers = {
         f".attached.toml.{dead_pid}.abc123xy.tmp": "dead writer",
@@ -126,14 +135,20 @@ def test_leftovers_of_dead_writers_are_removed_and_a_live_writers_kept(tmp_path:
 def test_theme_change_keeps_the_users_comments_and_layout() -> None:
     path = settings_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    original = ("# my sparkdeck settings\n\n[ui]\n# dark at night\ntheme = \"spark-dark\"  "
-                "# the default\n\n[guard]\n# careful: this box runs other work\n"
-                "warn_available_pct = 15.0\n")
+    original = (
+        '# my sparkdeck settings\n\n[ui]\n# dark at night\ntheme = "spark-dark"  '
+        "# the default\n\n[guard]\n# careful: this box runs other work\n"
+        "warn_available_pct = 15.0\n"
+    )
     path.write_text(original)
     save_setting("ui", "theme", "spark-light")
     text = path.read_text()
-    for comment in ("# my sparkdeck settings", "# dark at night", "# the default",
-                    "# careful: this box runs other work"):
+    for comment in (
+        "# my sparkdeck settings",
+        "# dark at night",
+        "# the default",
+        "# careful: this box runs other work",
+    ):
         assert comment in text
     assert text == original.replace('"spark-dark"', '"spark-light"')
     assert tomllib.loads(text)["guard"]["warn_available_pct"] == 15.0
@@ -150,8 +165,10 @@ def test_a_saver_waits_for_the_lock_instead_of_losing_its_change() -> None:
     """A save while another process holds the settings lock lands once the lock is free."""
     holder = FileLock("settings", "test holder")
     holder.acquire()
-    saver = _spawn("from sparkdeck.config.settings import save_setting; "
-                   "save_setting('ui', 'theme', 'spark-light'); print('saved')")
+    saver = _spawn(
+        "from sparkdeck.config.settings import save_setting; "
+        "save_setting('ui', 'theme', 'spark-light'); print('saved')"
+    )
     time.sleep(1.0)
     assert saver.poll() is None, "the save did not wait for the lock"
     holder.release()
@@ -167,12 +184,14 @@ def _mode(path: Path) -> int:
 def test_everything_in_the_data_dir_is_private(tmp_path: Path) -> None:
     data = paths.data_dir()
     BenchStore().runs(None)  # opening the history creates it
-    with ConversationWriter.create({"endpoint": "http://127.0.0.1:9", "kind": "llamacpp",
-                                    "model": "m"}) as writer:
+    with ConversationWriter.create(
+        {"endpoint": "http://127.0.0.1:9", "kind": "llamacpp", "model": "m"}
+    ) as writer:
         writer.user("a private question")
     save_launch_record("0" * 64, "sparkdeck-x", {"preset": "x"})
-    AttachedRegistry().add(Endpoint(
-        "a", "http://127.0.0.1:9", "llamacpp", "/health", "/metrics", "attached"))
+    AttachedRegistry().add(
+        Endpoint("a", "http://127.0.0.1:9", "llamacpp", "/health", "/metrics", "attached")
+    )
     conversation_id = writer.conversation_id
     exported = tmp_path / "out" / "conversation.md"
     code, _, err = run_cli("conversations", "export", conversation_id, "-o", str(exported))
@@ -182,10 +201,13 @@ def test_everything_in_the_data_dir_is_private(tmp_path: Path) -> None:
     assert code == 0, err
 
     files = [p for p in data.rglob("*") if p.is_file()]
-    assert {p.name for p in files} >= {"bench.sqlite3", "0" * 64 + ".json", "attached.toml",
-                                       f"{conversation_id}.jsonl"}
-    assert {str(p.relative_to(data)): oct(_mode(p)) for p in files
-            if _mode(p) != 0o600} == {}
+    assert {p.name for p in files} >= {
+        "bench.sqlite3",
+        "0" * 64 + ".json",
+        "attached.toml",
+        f"{conversation_id}.jsonl",
+    }
+    assert {str(p.relative_to(data)): oct(_mode(p)) for p in files if _mode(p) != 0o600} == {}
     folders = [data, *(p for p in data.rglob("*") if p.is_dir())]
     assert {str(p): oct(_mode(p)) for p in folders if _mode(p) != 0o700} == {}
     assert oct(_mode(exported)) == oct(0o600)

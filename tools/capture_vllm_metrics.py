@@ -45,12 +45,19 @@ LONG_REPLY = 600
 
 def _chat(server: VllmServer, max_tokens: int) -> None:
     """One streamed chat request, read to the end."""
-    payload = {"model": server.model, "stream": True, "max_tokens": max_tokens,
-               "stream_options": {"include_usage": True},
-               "messages": [{"role": "system", "content": SYSTEM},
-                            {"role": "user", "content": "Write a short story about a dog."}]}
-    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=payload,
-                      timeout=120) as response:
+    payload = {
+        "model": server.model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "Write a short story about a dog."},
+        ],
+    }
+    with httpx.stream(
+        "POST", server.base_url + "/v1/chat/completions", json=payload, timeout=120
+    ) as response:
         response.raise_for_status()
         for _ in response.iter_bytes():
             pass
@@ -65,13 +72,16 @@ def _metrics_while_running(server: VllmServer, running: int, timeout: float = 60
     deadline = time.monotonic() + timeout
     while True:
         body = _metrics(server)
-        gauge = [f for f in text_string_to_metric_families(body)
-                 if f.name == "vllm:num_requests_running"]
+        gauge = [
+            f for f in text_string_to_metric_families(body) if f.name == "vllm:num_requests_running"
+        ]
         if gauge and sum(s.value for s in gauge[0].samples) >= running:
             return body
         if time.monotonic() > deadline:
-            raise SystemExit(f"vLLM never showed {running} running requests; is it too fast "
-                             f"for {LONG_REPLY} tokens?")
+            raise SystemExit(
+                f"vLLM never showed {running} running requests; is it too fast "
+                f"for {LONG_REPLY} tokens?"
+            )
         time.sleep(0.1)
 
 
@@ -83,8 +93,10 @@ def capture(server: VllmServer, out_dir: Path) -> list[Path]:
     """
     version = httpx.get(server.base_url + "/version", timeout=30).json()["version"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = {name: out_dir / f"vllm-{version}-{name}.txt"
-             for name in ("idle", "during-load", "after-load")}
+    files = {
+        name: out_dir / f"vllm-{version}-{name}.txt"
+        for name in ("idle", "during-load", "after-load")
+    }
     files["idle"].write_text(_metrics(server))
     _chat(server, 32)
     parallel = [threading.Thread(target=_chat, args=(server, LONG_REPLY)) for _ in range(2)]
@@ -103,18 +115,28 @@ def capture(server: VllmServer, out_dir: Path) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", nargs="?", type=Path,
-                        default=REPO / "tests" / "fixtures" / "metrics")
-    parser.add_argument("--python", type=Path,
-                        default=Path(os.environ.get("SPARKDECK_VLLM_PYTHON", DEFAULT_PYTHON)))
+    parser.add_argument(
+        "out_dir", nargs="?", type=Path, default=REPO / "tests" / "fixtures" / "metrics"
+    )
+    parser.add_argument(
+        "--python", type=Path, default=Path(os.environ.get("SPARKDECK_VLLM_PYTHON", DEFAULT_PYTHON))
+    )
     args = parser.parse_args()
     if not args.python.is_file():
-        sys.exit(f"{args.python}: no vLLM venv; make one with "
-                 "`bash .ci/install_vllm.sh /var/cache/sparkdeck-ci`")
+        sys.exit(
+            f"{args.python}: no vLLM venv; make one with "
+            "`bash .ci/install_vllm.sh /var/cache/sparkdeck-ci`"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         model = subprocess.run(
-            [str(args.python), str(REPO / "tests" / "support" / "tiny_hf_model.py"),
-             str(Path(tmp) / "tiny-hf-model")], check=True, capture_output=True, text=True,
+            [
+                str(args.python),
+                str(REPO / "tests" / "support" / "tiny_hf_model.py"),
+                str(Path(tmp) / "tiny-hf-model"),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         with running_vllm(args.python, Path(model), Path(tmp) / "server.log") as server:
             for path in capture(server, args.out_dir):

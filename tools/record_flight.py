@@ -31,15 +31,23 @@ sys.path.insert(0, str(ROOT))
 from tools.record_nvml import LOAD_SCRIPT  # noqa: E402
 
 # clocks_event_reasons.active is the driver-535+ name; older drivers call it throttle
-SMI_FIELDS = ("timestamp,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,utilization.gpu,"
-              "{reasons}")
+SMI_FIELDS = (
+    "timestamp,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,utilization.gpu,{reasons}"
+)
 
 
 def smi_line() -> str:
     for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
-        done = subprocess.run(["nvidia-smi", "--query-gpu=" + SMI_FIELDS.format(reasons=reasons),
-                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=" + SMI_FIELDS.format(reasons=reasons),
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if done.returncode == 0:
             return done.stdout.strip().splitlines()[0]
     return f"error: {done.stderr.strip()}"
@@ -66,14 +74,27 @@ def main(argv: list[str] | None = None) -> int:
     def tick(state: str) -> None:
         row = recorder.record(sampler.sample(), state, None)
         smi.append({"t": row.t, "line": smi_line()})
-        print(json.dumps({"state": state, "sm": row.gpu_sm_mhz, "w": row.gpu_power_w,
-                          "reasons": row.gpu_reasons, "smi": smi[-1]["line"]}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "state": state,
+                    "sm": row.gpu_sm_mhz,
+                    "w": row.gpu_power_w,
+                    "reasons": row.gpu_reasons,
+                    "smi": smi[-1]["line"],
+                }
+            ),
+            flush=True,
+        )
         time.sleep(max(0.0, 1.0 - (time.time() - row.t)))
 
     for _ in range(args.idle):
         tick("idle")
-    load = subprocess.Popen([sys.executable, "-c", LOAD_SCRIPT, str(args.load + 60), "8192"],
-                            stdout=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-c", LOAD_SCRIPT, str(args.load + 60), "8192"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert load.stdout is not None
     kind = load.stdout.readline().strip().removeprefix("READY ")
     try:
@@ -86,14 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     recorder.close()
     sampler.close()
     rows = [r.to_dict() for r in rows_between(db, started - 1)]
-    (args.out / "h200_flight.json").write_text(json.dumps({
-        "_note": ("Recorded by tools/record_flight.py on a real GPU machine: the flight "
-                  "recorder's rows read back from its SQLite file, and after each sample "
-                  "nvidia-smi --query-gpu (" + SMI_FIELDS.format(reasons="reasons") + ")."),
-        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"host": platform.node(), "kernel": platform.release(),
-                    "python": platform.python_version(), "load": kind},
-        "rows": rows, "nvidia_smi": smi}, indent=1) + "\n")
+    (args.out / "h200_flight.json").write_text(
+        json.dumps(
+            {
+                "_note": (
+                    "Recorded by tools/record_flight.py on a real GPU machine: the flight "
+                    "recorder's rows read back from its SQLite file, and after each sample "
+                    "nvidia-smi --query-gpu (" + SMI_FIELDS.format(reasons="reasons") + ")."
+                ),
+                "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "machine": {
+                    "host": platform.node(),
+                    "kernel": platform.release(),
+                    "python": platform.python_version(),
+                    "load": kind,
+                },
+                "rows": rows,
+                "nvidia_smi": smi,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {args.out / 'h200_flight.json'} ({len(rows)} rows)")
     return 0
 

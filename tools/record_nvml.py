@@ -76,8 +76,11 @@ def _pynvml() -> types.ModuleType:
 
 
 def _error_names(pynvml: types.ModuleType) -> dict[int, str]:
-    return {value: name for name, value in vars(pynvml).items()
-            if name.startswith("NVML_ERROR_") and isinstance(value, int)}
+    return {
+        value: name
+        for name, value in vars(pynvml).items()
+        if name.startswith("NVML_ERROR_") and isinstance(value, int)
+    }
 
 
 class ReplayHandle:
@@ -106,12 +109,13 @@ def _encode(value: Any, handle_label: Any) -> Any:
     if label is not None:
         return {"__handle__": label}
     if isinstance(value, ctypes.Structure):
-        fields = {name: _encode(getattr(value, name), handle_label)
-                  for name, *_ in value._fields_}
+        fields = {name: _encode(getattr(value, name), handle_label) for name, *_ in value._fields_}
         return {"__struct__": type(value).__name__, **fields}
     if hasattr(value, "__dict__"):  # pynvml's nvmlFriendlyObject (process lists)
-        return {"__struct__": type(value).__name__,
-                **{k: _encode(v, handle_label) for k, v in vars(value).items()}}
+        return {
+            "__struct__": type(value).__name__,
+            **{k: _encode(v, handle_label) for k, v in vars(value).items()},
+        }
     return {"__repr__": repr(value)}
 
 
@@ -121,8 +125,9 @@ def _decode(value: Any) -> Any:
     if isinstance(value, dict):
         if "__handle__" in value:
             return ReplayHandle(value["__handle__"])
-        return types.SimpleNamespace(**{k: _decode(v) for k, v in value.items()
-                                        if not k.startswith("__")})
+        return types.SimpleNamespace(
+            **{k: _decode(v) for k, v in value.items() if not k.startswith("__")}
+        )
     return value
 
 
@@ -173,8 +178,11 @@ class RecordingNvml:
                 result = real(*args, **kwargs)
             except self._real.NVMLError as exc:
                 code = getattr(exc, "value", None)
-                self._calls[key] = {"__error__": self._errors.get(code, str(code)),
-                                    "code": code, "message": str(exc)}
+                self._calls[key] = {
+                    "__error__": self._errors.get(code, str(code)),
+                    "code": code,
+                    "message": str(exc),
+                }
                 raise
             except (TypeError, AttributeError) as exc:  # bindings too old for this call
                 self._calls[key] = {"__raise__": type(exc).__name__, "message": str(exc)}
@@ -219,8 +227,11 @@ class RecordedNvml:
         return [i for i, s in enumerate(self.samples) if s["phase"] == phase]
 
     def _lookup(self, key: str) -> Any:
-        places = [self.samples[self.current]["calls"], self.recording.get("session", {}),
-                  *(s["calls"] for s in self.samples)]
+        places = [
+            self.samples[self.current]["calls"],
+            self.recording.get("session", {}),
+            *(s["calls"] for s in self.samples),
+        ]
         for calls in places:
             if key in calls:
                 return calls[key]
@@ -239,7 +250,8 @@ class RecordedNvml:
                 raise self._real.NVMLError(answer["code"])
             if isinstance(answer, dict) and "__raise__" in answer:
                 raise {"TypeError": TypeError}.get(answer["__raise__"], AttributeError)(
-                    answer["message"])
+                    answer["message"]
+                )
             return _decode(answer)
 
         return replayed
@@ -260,14 +272,16 @@ def _record_extras(nvml: RecordingNvml, phase: str) -> None:
     nvml.begin_extras(phase)
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(0)
-        asks = [("nvmlDeviceGetMemoryInfo", (handle,), {}),  # v1: used includes reserved
-                ("nvmlDeviceGetPowerManagementLimit", (handle,), {}),
-                ("nvmlDeviceGetPowerManagementDefaultLimit", (handle,), {}),
-                ("nvmlDeviceGetTotalEnergyConsumption", (handle,), {}),
-                ("nvmlDeviceGetClockInfo", (handle, nvml.NVML_CLOCK_GRAPHICS), {}),
-                ("nvmlDeviceGetSupportedClocksEventReasons", (handle,), {}),
-                ("nvmlDeviceGetCudaComputeCapability", (handle,), {}),
-                ("nvmlDeviceGetCurrPcieLinkGeneration", (handle,), {})]
+        asks = [
+            ("nvmlDeviceGetMemoryInfo", (handle,), {}),  # v1: used includes reserved
+            ("nvmlDeviceGetPowerManagementLimit", (handle,), {}),
+            ("nvmlDeviceGetPowerManagementDefaultLimit", (handle,), {}),
+            ("nvmlDeviceGetTotalEnergyConsumption", (handle,), {}),
+            ("nvmlDeviceGetClockInfo", (handle, nvml.NVML_CLOCK_GRAPHICS), {}),
+            ("nvmlDeviceGetSupportedClocksEventReasons", (handle,), {}),
+            ("nvmlDeviceGetCudaComputeCapability", (handle,), {}),
+            ("nvmlDeviceGetCurrPcieLinkGeneration", (handle,), {}),
+        ]
         for name, args, kwargs in asks:
             try:
                 getattr(nvml, name)(*args, **kwargs)
@@ -281,22 +295,39 @@ def _record_extras(nvml: RecordingNvml, phase: str) -> None:
 
 def _summary(phase: str, reading: Any) -> dict[str, Any]:
     gpu = reading.gpus[0] if reading.gpus else None
-    keys = ("sm_clock_mhz", "mem_clock_mhz", "utilisation_gpu", "utilisation_memory", "power_w",
-            "temperature_c", "pstate", "clock_event_reasons", "memory_used", "processes")
-    return {"phase": phase, "error": reading.error,
-            **({k: getattr(gpu, k) for k in keys} if gpu else {})}
+    keys = (
+        "sm_clock_mhz",
+        "mem_clock_mhz",
+        "utilisation_gpu",
+        "utilisation_memory",
+        "power_w",
+        "temperature_c",
+        "pstate",
+        "clock_event_reasons",
+        "memory_used",
+        "processes",
+    )
+    return {
+        "phase": phase,
+        "error": reading.error,
+        **({k: getattr(gpu, k) for k in keys} if gpu else {}),
+    }
 
 
 def _save_performance(out: Path, stem: str, phase: str) -> None:
     """nvidia-smi's own view of clocks and clock-event reasons at the end of a phase."""
-    smi = subprocess.run(["nvidia-smi", "-q", "-d", "PERFORMANCE"], capture_output=True,
-                         text=True, timeout=60)
+    smi = subprocess.run(
+        ["nvidia-smi", "-q", "-d", "PERFORMANCE"], capture_output=True, text=True, timeout=60
+    )
     (out / f"{stem}_perf_{phase}.txt").write_text(smi.stdout)
 
 
 def _start_load(size: int, seconds: float) -> tuple[subprocess.Popen[str], str]:
-    load = subprocess.Popen([sys.executable, "-c", LOAD_SCRIPT, str(seconds), str(size)],
-                            stdout=subprocess.PIPE, text=True)
+    load = subprocess.Popen(
+        [sys.executable, "-c", LOAD_SCRIPT, str(seconds), str(size)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert load.stdout is not None
     ready = load.stdout.readline().strip()
     if not ready.startswith("READY"):
@@ -310,8 +341,14 @@ def _stop_load(load: subprocess.Popen[str]) -> None:
     load.wait(timeout=30)
 
 
-def record(out: Path, samples: int, interval: float, warmup: float,
-           stem: str = "h200_idle_load", light: bool = False) -> dict[str, Any]:
+def record(
+    out: Path,
+    samples: int,
+    interval: float,
+    warmup: float,
+    stem: str = "h200_idle_load",
+    light: bool = False,
+) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from sparkdeck.host.nvml import NvmlReader
 
@@ -341,8 +378,7 @@ def record(out: Path, samples: int, interval: float, warmup: float,
         poll("load")
         _record_extras(nvml, "load")
         # Captured while the load still runs, so the load process shows in both.
-        smi = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True,
-                             timeout=60)
+        smi = subprocess.run(["nvidia-smi", "-q", "-x"], capture_output=True, text=True, timeout=60)
         xml_name = "nvidia_smi_q.xml" if stem == "h200_idle_load" else f"{stem}_q.xml"
         (out / xml_name).write_text(smi.stdout)
         smi_at = round(time.monotonic() - nvml._t0, 3)
@@ -359,18 +395,23 @@ def record(out: Path, samples: int, interval: float, warmup: float,
     ready = "READY " + "; ".join(f"{k}: {v}" for k, v in loads.items())
 
     recording = {
-        "_note": ("Recorded by tools/record_nvml.py on a real GPU machine: the raw answer of "
-                  "every NVML call sparkdeck's NvmlReader made (struct fields as dicts, errors "
-                  "as NVML_ERROR_* names), first with the GPU idle, then under a matmul load in "
-                  "a child process (and, with a 'light' phase, under a small matmul that stays "
-                  "below the power cap). nvidia_smi_q.xml beside it was captured in the same run, "
-                  "at nvidia_smi_at seconds, with the load still running."),
+        "_note": (
+            "Recorded by tools/record_nvml.py on a real GPU machine: the raw answer of "
+            "every NVML call sparkdeck's NvmlReader made (struct fields as dicts, errors "
+            "as NVML_ERROR_* names), first with the GPU idle, then under a matmul load in "
+            "a child process (and, with a 'light' phase, under a small matmul that stays "
+            "below the power cap). nvidia_smi_q.xml beside it was captured in the same run, "
+            "at nvidia_smi_at seconds, with the load still running."
+        ),
         "format": FORMAT,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"host": platform.node(), "kernel": platform.release(),
-                    "python": platform.python_version(),
-                    "pynvml": getattr(pynvml, "__version__", None) or _dist_version(),
-                    "load": ready.removeprefix("READY ").strip()},
+        "machine": {
+            "host": platform.node(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "pynvml": getattr(pynvml, "__version__", None) or _dist_version(),
+            "load": ready.removeprefix("READY ").strip(),
+        },
         "host_mem_total_bytes": host_total,
         "interval_s": interval,
         "nvidia_smi_at": smi_at,
@@ -398,8 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--name", default="h200_idle_load.json")
-    parser.add_argument("--light", action="store_true",
-                        help="add a phase under a small load that stays below the power cap")
+    parser.add_argument(
+        "--light",
+        action="store_true",
+        help="add a phase under a small load that stays below the power cap",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.name.removesuffix(".json")

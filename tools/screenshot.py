@@ -33,8 +33,9 @@ from sparkdeck.ui.screens.confirm import ConfirmScreen
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def until(pilot: Pilot, predicate: Callable[[], bool], what: str,
-                timeout: float = 90.0) -> None:
+async def until(
+    pilot: Pilot, predicate: Callable[[], bool], what: str, timeout: float = 90.0
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -69,17 +70,27 @@ async def ask(pilot: Pilot, app: SparkdeckApp, question: str) -> None:
     await pilot.press("c")
     await until(pilot, lambda: bool(app.query("#chat-input")), "the chat pane")
     await pilot.press(*question, "enter")
-    await until(pilot, lambda: bool(app.query(".chat-reply")) and
-                not app.chat_tab.pane.streaming, "the reply")  # type: ignore[union-attr]
+    await until(
+        pilot,
+        lambda: bool(app.query(".chat-reply")) and not app.chat_tab.pane.streaming,
+        "the reply",
+    )  # type: ignore[union-attr]
     app.set_focus(app.query_one(PresetTable))  # tab keys reach the app again
 
 
-async def capture(out: Path, seconds: float, preset_id: str | None, question: str | None,
-                  tab: str | None) -> None:
+async def capture(
+    out: Path, seconds: float, preset_id: str | None, question: str | None, tab: str | None
+) -> None:
     app = SparkdeckApp(flush=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: "reading" not in text(app, "#gpu-rows")
-                    and "checking" not in text(app, "#environment-panel"), "every panel")
+        await until(
+            pilot,
+            lambda: (
+                "reading" not in text(app, "#gpu-rows")
+                and "checking" not in text(app, "#environment-panel")
+            ),
+            "every panel",
+        )
         if preset_id:
             await launch(pilot, app, preset_id)
         if question:

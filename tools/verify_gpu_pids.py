@@ -33,8 +33,10 @@ def main() -> int:
         reading = reader.read()
         pids = gpu_process_pids(reading)
         mine = [p for g in reading.gpus for p in (g.processes or ()) if p[0] == child.pid]
-        print(f"NVML lists {sorted(pids or [])}; child {child.pid} listed: {bool(mine)}, "
-              f"GPU memory {mine[0][1] / 2**20 if mine and mine[0][1] else None} MiB")
+        print(
+            f"NVML lists {sorted(pids or [])}; child {child.pid} listed: {bool(mine)}, "
+            f"GPU memory {mine[0][1] / 2**20 if mine and mine[0][1] else None} MiB"
+        )
         killed = time.monotonic()
         child.kill()
         child.wait()

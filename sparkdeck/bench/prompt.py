@@ -55,8 +55,9 @@ def filler(count: int, seed: int) -> str:
 PAD_UNITS = (" a", ".", "\n")
 
 
-def chat_messages(context_words: int, body_words: int, context_seed: int,
-                  body_seed: int, pad: str = "") -> Messages:
+def chat_messages(
+    context_words: int, body_words: int, context_seed: int, body_seed: int, pad: str = ""
+) -> Messages:
     parts = [filler(context_words, context_seed)] if context_words else []
     parts += [filler(body_words, body_seed) + pad] if body_words or pad else []
     return [{"role": "user", "content": "\n\n".join([*parts, INSTRUCTION])}]
@@ -74,8 +75,9 @@ class PromptPlan:
     pad: str = ""  # one-token units after the words, to land on the exact count
 
     def messages(self, request_seed: int, context_seed: int) -> Messages:
-        return chat_messages(self.context_words, self.body_words, context_seed, request_seed,
-                             self.pad)
+        return chat_messages(
+            self.context_words, self.body_words, context_seed, request_seed, self.pad
+        )
 
 
 def fit_words(count: Callable[[int], int], target: int, max_calls: int = 12) -> tuple[int, int]:
@@ -104,8 +106,9 @@ def fit_words(count: Callable[[int], int], target: int, max_calls: int = 12) -> 
     return best, tried[best]
 
 
-def make_counter(kind: EngineKind, http: httpx.Client, base_url: str,
-                 model: str) -> tuple[Counter, str]:
+def make_counter(
+    kind: EngineKind, http: httpx.Client, base_url: str, model: str
+) -> tuple[Counter, str]:
     """The best way this server offers to count a chat prompt's tokens, and its name."""
     probe = chat_messages(0, 8, 0, 0)
     try:
@@ -133,29 +136,32 @@ def make_counter(kind: EngineKind, http: httpx.Client, base_url: str,
     return (lambda m: len(m[0]["content"].split()) + 8), "estimate"
 
 
-def plan_prompt(counter: Counter, counted_by: str, prompt_tokens: int,
-                depth_tokens: int = 0) -> PromptPlan:
+def plan_prompt(
+    counter: Counter, counted_by: str, prompt_tokens: int, depth_tokens: int = 0
+) -> PromptPlan:
     """Fit the context to `depth_tokens` and the whole prompt to depth + `prompt_tokens`."""
 
     def exact(messages: Messages) -> int:
         value = counter(messages)
         if value is None:
-            raise PromptError("the server stopped answering token counts while the prompt "
-                              "was being sized")
+            raise PromptError(
+                "the server stopped answering token counts while the prompt was being sized"
+            )
         return value
 
     context_words, context_tokens = 0, 0
     if depth_tokens:
         context_words, context_tokens = fit_words(
-            lambda k: exact(chat_messages(k, 0, 0, 0)), depth_tokens)
+            lambda k: exact(chat_messages(k, 0, 0, 0)), depth_tokens
+        )
     target = depth_tokens + prompt_tokens
-    body_words, total = fit_words(
-        lambda k: exact(chat_messages(context_words, k, 0, 0)), target)
+    body_words, total = fit_words(lambda k: exact(chat_messages(context_words, k, 0, 0)), target)
     if total > target and body_words:
         body_words -= 1  # pad up from below: padding cannot take tokens away
         total = exact(chat_messages(context_words, body_words, 0, 0))
     pad = ""
     for unit in PAD_UNITS if total != target else ():
+
         def padded_by(k: int, unit: str = unit) -> int:
             return exact(chat_messages(context_words, body_words, 0, 0, unit * k))
 

@@ -91,8 +91,9 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 1 or self.output_tokens < 2:
-            raise ValueError("prompt tokens must be >= 1 and output tokens >= 2 (decode speed "
-                             "needs two tokens)")
+            raise ValueError(
+                "prompt tokens must be >= 1 and output tokens >= 2 (decode speed needs two tokens)"
+            )
         if not self.concurrency or min(self.concurrency) < 1 or self.runs < 1 or self.warmup < 0:
             raise ValueError("concurrency levels and runs must be >= 1, warm-up >= 0")
 
@@ -155,11 +156,17 @@ class _Live:
 class BenchRunner:
     """Runs one benchmark against an OpenAI-compatible server at `base_url`."""
 
-    def __init__(self, base_url: str, kind: EngineKind, config: BenchConfig, *,
-                 api_key: str | None = None,
-                 on_progress: Callable[[BenchProgress], object] | None = None,
-                 on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
-                 sampler: ResourceSampler | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        kind: EngineKind,
+        config: BenchConfig,
+        *,
+        api_key: str | None = None,
+        on_progress: Callable[[BenchProgress], object] | None = None,
+        on_point: Callable[[PointSummary, list[RoundFigures]], None] | None = None,
+        sampler: ResourceSampler | None = None,
+    ):
         self.base_url, self.kind, self.config = base_url.rstrip("/"), kind, config
         self.api_key = api_key
         self.on_progress = on_progress or (lambda p: None)
@@ -187,12 +194,21 @@ class BenchRunner:
 
     def _request(self, plan: PromptPlan, model: str, seed: int, context_seed: int) -> ChatRequest:
         cfg = self.config
-        return ChatRequest(plan.messages(seed, context_seed), model=model,
-                           max_tokens=cfg.output_tokens, temperature=0.0,
-                           extra=self.kind.exact_length_fields(cfg.output_tokens))
+        return ChatRequest(
+            plan.messages(seed, context_seed),
+            model=model,
+            max_tokens=cfg.output_tokens,
+            temperature=0.0,
+            extra=self.kind.exact_length_fields(cfg.output_tokens),
+        )
 
-    def _one(self, client: ChatClient, request: ChatRequest, plan: PromptPlan,
-             start: threading.Barrier | None) -> RequestFigures:
+    def _one(
+        self,
+        client: ChatClient,
+        request: ChatRequest,
+        plan: PromptPlan,
+        start: threading.Barrier | None,
+    ) -> RequestFigures:
         stream = client.stream(request)
         with self._live.lock:
             self._live.streams.add(stream)
@@ -220,11 +236,18 @@ class BenchRunner:
         sent_at = self._send_clock.sent_at() or stream.started_at or done_at
         if stream.cancelled and error is None:
             error = f"stopped: {self._live.reason}"
-        return request_figures(sent_at, events, done_at, prompt_fallback=plan.total_tokens,
-                               prompt_fallback_source=plan.counted_by, error=error)
+        return request_figures(
+            sent_at,
+            events,
+            done_at,
+            prompt_fallback=plan.total_tokens,
+            prompt_fallback_source=plan.counted_by,
+            error=error,
+        )
 
-    def _round(self, client: ChatClient, plan: PromptPlan, model: str, level: int,
-               repeat: int) -> RoundFigures:
+    def _round(
+        self, client: ChatClient, plan: PromptPlan, model: str, level: int, repeat: int
+    ) -> RoundFigures:
         shared = self._seed(0, 0, 0) if self.config.prefix_cache else None
         results: list[RequestFigures | None] = [None] * level
         barrier = threading.Barrier(level, timeout=30.0) if level > 1 else None
@@ -234,8 +257,10 @@ class BenchRunner:
             request = self._request(plan, model, seed, shared if shared is not None else seed)
             results[i] = self._one(client, request, plan, barrier)
 
-        threads = [threading.Thread(target=work, args=(i,), name=f"bench-{level}-{i}")
-                   for i in range(level)]
+        threads = [
+            threading.Thread(target=work, args=(i,), name=f"bench-{level}-{i}")
+            for i in range(level)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -252,15 +277,18 @@ class BenchRunner:
         model = cfg.model or ""
         self.sampler.start()
         try:
-            with ChatClient(self.base_url, api_key=self.api_key,
-                            transport=self._send_clock) as client:
+            with ChatClient(
+                self.base_url, api_key=self.api_key, transport=self._send_clock
+            ) as client:
                 model = cfg.model or client.default_model()
                 self.on_progress(BenchProgress("sizing"))
                 plan = self._plan(model)
                 if abs(plan.total_tokens - cfg.depth_tokens - cfg.prompt_tokens) > 1:
-                    warnings.append(f"the prompt comes to {plan.total_tokens} tokens, the "
-                                    f"closest to {cfg.depth_tokens + cfg.prompt_tokens} this "
-                                    "tokenizer allows")
+                    warnings.append(
+                        f"the prompt comes to {plan.total_tokens} tokens, the "
+                        f"closest to {cfg.depth_tokens + cfg.prompt_tokens} this "
+                        "tokenizer allows"
+                    )
                 total = sum(cfg.concurrency) * cfg.runs
                 done = 0
                 # a shared context must be in the cache before anything is measured
@@ -283,8 +311,11 @@ class BenchRunner:
                         server = window(server_before, self._server_totals())
                         point = summarise_point(level, level_rounds)
                         if server is not None:
-                            point = replace(point, server_ttft_s=server.ttft_s,
-                                            server_stream_decode_tps=server.stream_decode_tps)
+                            point = replace(
+                                point,
+                                server_ttft_s=server.ttft_s,
+                                server_stream_decode_tps=server.stream_decode_tps,
+                            )
                         points.append(point)
                         rounds.extend(level_rounds)
                         self.on_point(point, level_rounds)
@@ -307,13 +338,28 @@ class BenchRunner:
             self._live.reason = failed
             return self._outcome(model, "errors", plan, points, rounds, warnings, started)
         behind = fell_behind(rounds) + [
-            reason for point in points if (reason := burst_reason(
-                point.concurrency, [r for rnd in rounds if rnd.concurrency == point.concurrency
-                                    for r in rnd.requests], point.server_stream_decode_tps))]
+            reason
+            for point in points
+            if (
+                reason := burst_reason(
+                    point.concurrency,
+                    [
+                        r
+                        for rnd in rounds
+                        if rnd.concurrency == point.concurrency
+                        for r in rnd.requests
+                    ],
+                    point.server_stream_decode_tps,
+                )
+            )
+        ]
         if behind and not self._live.stop.is_set():
             cores = os.cpu_count() or 1
-            load = f" (load average up to {self._load:.1f} on {cores} cores)" if (
-                self._load > cores) else ""
+            load = (
+                f" (load average up to {self._load:.1f} on {cores} cores)"
+                if (self._load > cores)
+                else ""
+            )
             self._live.reason = "; ".join(behind) + load
             return self._outcome(model, "unreliable", plan, points, rounds, warnings, started)
         if self._live.stop.is_set():
@@ -330,59 +376,103 @@ class BenchRunner:
         if mapping is None or not path or not (mapping.itl_histogram or mapping.ttft_histogram):
             return None
         if self._metrics_http is None:
-            self._metrics_http = capped_client(headers=(
-                {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}))
+            self._metrics_http = capped_client(
+                headers=({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+            )
         return read_totals(self._metrics_http, self.base_url + path, mapping)
 
     def _plan(self, model: str) -> PromptPlan:
-        with capped_client(timeout=60.0, headers=(
-                {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})) as http:
+        with capped_client(
+            timeout=60.0,
+            headers=({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
+        ) as http:
             counter, counted_by = make_counter(self.kind, http, self.base_url, model)
-            return plan_prompt(counter, counted_by, self.config.prompt_tokens,
-                               self.config.depth_tokens)
+            return plan_prompt(
+                counter, counted_by, self.config.prompt_tokens, self.config.depth_tokens
+            )
 
-    def _outcome(self, model: str, status: str, plan: PromptPlan | None,
-                 points: list[PointSummary], rounds: list[RoundFigures], warnings: list[str],
-                 started: str) -> BenchOutcome:
+    def _outcome(
+        self,
+        model: str,
+        status: str,
+        plan: PromptPlan | None,
+        points: list[PointSummary],
+        rounds: list[RoundFigures],
+        warnings: list[str],
+        started: str,
+    ) -> BenchOutcome:
         peaks = self.sampler.stop()
         if self._metrics_http is not None:
             self._metrics_http.close()
             self._metrics_http = None
-        return BenchOutcome(self.config, model, status, self._live.reason, plan, tuple(points),
-                            tuple(rounds), peaks, tuple(warnings), started, now_iso())
+        return BenchOutcome(
+            self.config,
+            model,
+            status,
+            self._live.reason,
+            plan,
+            tuple(points),
+            tuple(rounds),
+            peaks,
+            tuple(warnings),
+            started,
+            now_iso(),
+        )
 
 
-def check_counts(config: BenchConfig, plan: PromptPlan | None,
-                 rounds: list[RoundFigures]) -> list[str]:
+def check_counts(
+    config: BenchConfig, plan: PromptPlan | None, rounds: list[RoundFigures]
+) -> list[str]:
     """Warnings where the server's counts disagree with what the run asked for."""
     ok = [r for rnd in rounds for r in rnd.requests if r.ok]
     found: list[str] = []
     if plan is not None:
-        off = sorted({r.prompt_tokens for r in ok if r.prompt_source == "usage"
-                      and r.prompt_tokens is not None and r.prompt_tokens != plan.total_tokens})
+        off = sorted(
+            {
+                r.prompt_tokens
+                for r in ok
+                if r.prompt_source == "usage"
+                and r.prompt_tokens is not None
+                and r.prompt_tokens != plan.total_tokens
+            }
+        )
         if off:
-            found.append(f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
-                         f"where the prompt was sized to {plan.total_tokens}")
+            found.append(
+                f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
+                f"where the prompt was sized to {plan.total_tokens}"
+            )
         if plan.counted_by == "estimate":
-            found.append("the server counts no tokens (no tokenizer endpoint, no usage): "
-                         "prompt sizes are estimates")
+            found.append(
+                "the server counts no tokens (no tokenizer endpoint, no usage): "
+                "prompt sizes are estimates"
+            )
     # A server that falls behind its clients (seen with vLLM on a starved CPU) sends most of
     # a reply in one burst: its decode rate then measures delivery, not decoding. One stream
     # alone decodes fastest, so a rate far above the single-stream median gives it away.
-    alone = summarise(r.decode_tps for rnd in rounds if rnd.concurrency == 1
-                      for r in rnd.requests if r.ok).median
-    bursts = [r for rnd in rounds if rnd.concurrency > 1 for r in rnd.requests
-              if r.ok and alone and r.decode_tps and r.decode_tps > 3 * alone]
+    alone = summarise(
+        r.decode_tps for rnd in rounds if rnd.concurrency == 1 for r in rnd.requests if r.ok
+    ).median
+    bursts = [
+        r
+        for rnd in rounds
+        if rnd.concurrency > 1
+        for r in rnd.requests
+        if r.ok and alone and r.decode_tps and r.decode_tps > 3 * alone
+    ]
     if bursts:
-        found.append(f"{len(bursts)} of {len(ok)} replies arrived in bursts (decode over 3x "
-                     "the single-stream rate): their decode rates say how fast text was "
-                     "delivered, not decoded; the total figures still hold")
+        found.append(
+            f"{len(bursts)} of {len(ok)} replies arrived in bursts (decode over 3x "
+            "the single-stream rate): their decode rates say how fast text was "
+            "delivered, not decoded; the total figures still hold"
+        )
     short = [r for r in ok if (r.output_tokens or 0) < config.output_tokens]
     if short:
         reasons = ", ".join(sorted({r.finish_reason or "none given" for r in short}))
         fewest = min(r.output_tokens or 0 for r in short)
-        found.append(f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
-                     f"{config.output_tokens} tokens (fewest {fewest}; finish reason: "
-                     f"{reasons}): an end-of-sequence the engine would not ignore, or its "
-                     "context ran out; decode figures use the real counts")
+        found.append(
+            f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
+            f"{config.output_tokens} tokens (fewest {fewest}; finish reason: "
+            f"{reasons}): an end-of-sequence the engine would not ignore, or its "
+            "context ran out; decode figures use the real counts"
+        )
     return found

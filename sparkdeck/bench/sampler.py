@@ -53,8 +53,7 @@ class ResourcePeaks:
     last_kinds: tuple[str, ...] = ()  # the previous sample's kinds (for the stuck-low rule)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {**asdict(self), "problems": list(self.problems),
-                "throttle": list(self.throttle)}
+        data = {**asdict(self), "problems": list(self.problems), "throttle": list(self.throttle)}
         del data["last_kinds"]
         return data
 
@@ -77,7 +76,8 @@ def fold(peaks: ResourcePeaks, sample: ResourceSample) -> ResourcePeaks:
     seen = throttle_kinds(gpu) if gpu is not None else ()
     kinds = persistent_kinds(peaks.last_kinds, seen)  # a lone "stuck low" is a ramp-up
     return replace(
-        peaks, samples=peaks.samples + 1,
+        peaks,
+        samples=peaks.samples + 1,
         peak_used_bytes=_hi(peaks.peak_used_bytes, mem.used if mem else None),
         min_available_bytes=_lo(peaks.min_available_bytes, mem.available if mem else None),
         total_bytes=mem.total if mem else peaks.total_bytes,
@@ -100,10 +100,13 @@ class ResourceSampler:
     ones. The NVML reader (its own, unless one is given) is closed by `stop()`.
     """
 
-    def __init__(self, hz: float = 4.0,
-                 read_memory: Callable[[], MemorySnapshot] = read_meminfo,
-                 read_psi: Callable[[], PsiSnapshot] = read_pressure,
-                 gpu: NvmlReader | None = None):
+    def __init__(
+        self,
+        hz: float = 4.0,
+        read_memory: Callable[[], MemorySnapshot] = read_meminfo,
+        read_psi: Callable[[], PsiSnapshot] = read_pressure,
+        gpu: NvmlReader | None = None,
+    ):
         self.interval = 1.0 / hz
         self._read_memory, self._read_psi = read_memory, read_psi
         self._gpu = gpu if gpu is not None else NvmlReader()

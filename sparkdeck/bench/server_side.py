@@ -46,10 +46,12 @@ def totals_from(families: Families, mapping: MetricsMap) -> HistogramTotals:
     def pick(bases: tuple[str, ...], suffix: str) -> float | None:
         return total(families, tuple(base + suffix for base in bases))
 
-    return HistogramTotals(pick(mapping.ttft_histogram, "_sum"),
-                           pick(mapping.ttft_histogram, "_count"),
-                           pick(mapping.itl_histogram, "_sum"),
-                           pick(mapping.itl_histogram, "_count"))
+    return HistogramTotals(
+        pick(mapping.ttft_histogram, "_sum"),
+        pick(mapping.ttft_histogram, "_count"),
+        pick(mapping.itl_histogram, "_sum"),
+        pick(mapping.itl_histogram, "_count"),
+    )
 
 
 def window(before: HistogramTotals | None, after: HistogramTotals | None) -> ServerWindow | None:
@@ -58,8 +60,9 @@ def window(before: HistogramTotals | None, after: HistogramTotals | None) -> Ser
     if before is None or after is None:
         return None
 
-    def mean(sum0: float | None, sum1: float | None, n0: float | None,
-             n1: float | None) -> tuple[float | None, float]:
+    def mean(
+        sum0: float | None, sum1: float | None, n0: float | None, n1: float | None
+    ) -> tuple[float | None, float]:
         if None in (sum0, sum1, n0, n1):
             return None, 0.0
         count, seconds = n1 - n0, sum1 - sum0  # type: ignore[operator]
@@ -86,8 +89,9 @@ def read_totals(http: httpx.Client, url: str, mapping: MetricsMap) -> HistogramT
         return None
 
 
-def burst_reason(concurrency: int, requests: Sequence[RequestFigures],
-                 server_stream_tps: float | None) -> str | None:
+def burst_reason(
+    concurrency: int, requests: Sequence[RequestFigures], server_stream_tps: float | None
+) -> str | None:
     """Why a level's client decode figures cannot be trusted, or None when they can: replies
     that reached the client in less time than the server's own mean inter-token latency says
     their tokens took to generate (the same allowance as for llama.cpp's per-reply timings)."""
@@ -107,7 +111,9 @@ def burst_reason(concurrency: int, requests: Sequence[RequestFigures],
         return None
     rates = [r.decode_tps for r in squeezed if r.decode_tps is not None]
     seen = f"up to {max(rates):,.0f} tok/s" if rates else "all at once"
-    return (f"at concurrency {concurrency}, {len(squeezed)} of {len(ok)} replies reached the "
-            f"client faster than the server generated them ({seen} by the client's clock, "
-            f"{server_stream_tps:,.0f} tok/s per stream by the server's inter-token latency "
-            "histogram): delivered in bursts, their decode rates measure delivery, not decoding")
+    return (
+        f"at concurrency {concurrency}, {len(squeezed)} of {len(ok)} replies reached the "
+        f"client faster than the server generated them ({seen} by the client's clock, "
+        f"{server_stream_tps:,.0f} tok/s per stream by the server's inter-token latency "
+        "histogram): delivered in bursts, their decode rates measure delivery, not decoding"
+    )

@@ -30,9 +30,15 @@ from sparkdeck.http_limits import capped_client
 class BenchSession:
     """A benchmark of the engine at `url` (or the one sparkdeck runs, or the one attached)."""
 
-    def __init__(self, config: BenchConfig, *, url: str | None = None, kind: str | None = None,
-                 store: BenchStore | None = None,
-                 on_progress: Callable[[BenchProgress], object] | None = None):
+    def __init__(
+        self,
+        config: BenchConfig,
+        *,
+        url: str | None = None,
+        kind: str | None = None,
+        store: BenchStore | None = None,
+        on_progress: Callable[[BenchProgress], object] | None = None,
+    ):
         self.config, self.url, self.kind = config, url, kind
         self.store = store or BenchStore()
         self.on_progress = on_progress
@@ -58,9 +64,13 @@ class BenchSession:
             version = read_engine_version(endpoint, http)
         self.endpoint = endpoint
         self.fingerprint = fingerprint(endpoint, model, version, managed)
-        self.runner = BenchRunner(endpoint.url, get_kind(endpoint.kind),
-                                  replace(self.config, model=model), api_key=self.api_key,
-                                  on_progress=self.on_progress)
+        self.runner = BenchRunner(
+            endpoint.url,
+            get_kind(endpoint.kind),
+            replace(self.config, model=model),
+            api_key=self.api_key,
+            on_progress=self.on_progress,
+        )
         if self._cancelled:
             self.runner.cancel(self._cancelled)
         return self.fingerprint

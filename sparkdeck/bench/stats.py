@@ -91,8 +91,13 @@ class RequestFigures:
         Chunks read off the socket together share the stamp of the newest bytes among them:
         when the first token came with others, the time is right for the last of that batch,
         so the count runs from there (in proportion when a chunk is not one token)."""
-        if (self.first_at is None or self.last_at is None or not self.output_tokens
-                or self.output_tokens < 2 or self.last_at <= self.first_at):
+        if (
+            self.first_at is None
+            or self.last_at is None
+            or not self.output_tokens
+            or self.output_tokens < 2
+            or self.last_at <= self.first_at
+        ):
             return None
         if self.last_batch > 1 and 2 * self.last_batch > self.text_chunks - self.first_batch:
             # Most of the reply came in its last read (the client or a proxy fell behind):
@@ -119,8 +124,13 @@ class RequestFigures:
         return self.done_at - self.sent_at
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ttft_s": self.ttft_s, "decode_tps": self.decode_tps,
-                "prefill_tps": self.prefill_tps, "e2e_s": self.e2e_s}
+        return {
+            **asdict(self),
+            "ttft_s": self.ttft_s,
+            "decode_tps": self.decode_tps,
+            "prefill_tps": self.prefill_tps,
+            "e2e_s": self.e2e_s,
+        }
 
 
 @dataclass(frozen=True)
@@ -182,8 +192,10 @@ class PointSummary:
     error_count: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (v.to_dict() if isinstance(v, Summary) else v) for k, v in
-                ((f, getattr(self, f)) for f in self.__dataclass_fields__)}
+        return {
+            k: (v.to_dict() if isinstance(v, Summary) else v)
+            for k, v in ((f, getattr(self, f)) for f in self.__dataclass_fields__)
+        }
 
 
 def summarise_point(concurrency: int, rounds: Sequence[RoundFigures]) -> PointSummary:
@@ -191,7 +203,9 @@ def summarise_point(concurrency: int, rounds: Sequence[RoundFigures]) -> PointSu
     reqs = [r for rnd in rounds for r in rnd.requests]
     ok = [r for r in reqs if r.ok]
     return PointSummary(
-        concurrency=concurrency, requests=len(reqs), errors=len(reqs) - len(ok),
+        concurrency=concurrency,
+        requests=len(reqs),
+        errors=len(reqs) - len(ok),
         prompt_tokens=summarise(r.prompt_tokens for r in ok),
         output_tokens=summarise(r.output_tokens for r in ok),
         ttft_s=summarise(r.ttft_s for r in ok),
@@ -219,9 +233,11 @@ def commonest_error(requests: Sequence[RequestFigures]) -> dict[str, Any]:
 # How engines say a request does not fit the context they have left: llama.cpp (slots
 # share it) "Context size has been exceeded", vLLM "maximum context length", OpenAI's
 # "context_length_exceeded"; the benchmark can only get worse at higher concurrency.
-_CONTEXT_REFUSED = re.compile(r"context size has been exceeded|maximum context length|"
-                              r"context_length_exceeded|exceeds the available context",
-                              re.IGNORECASE)
+_CONTEXT_REFUSED = re.compile(
+    r"context size has been exceeded|maximum context length|"
+    r"context_length_exceeded|exceeds the available context",
+    re.IGNORECASE,
+)
 
 
 def refuses_context(point: PointSummary) -> bool:
@@ -234,13 +250,18 @@ def errors_reason(points: list[PointSummary], asked: tuple[int, ...]) -> str | N
     failed = [p for p in points if p.errors]
     if not failed:
         return None
-    parts = [f"c={p.concurrency}: {p.errors} of {p.requests} requests failed"
-             + (f" ({p.error_message})" if p.error_message else "") for p in failed]
+    parts = [
+        f"c={p.concurrency}: {p.errors} of {p.requests} requests failed"
+        + (f" ({p.error_message})" if p.error_message else "")
+        for p in failed
+    ]
     skipped = [c for c in asked if c > points[-1].concurrency]
     if skipped and refuses_context(points[-1]):
-        parts.append(f"the engine refused the context at c={points[-1].concurrency}, so "
-                     f"c={', '.join(map(str, skipped))} {'was' if len(skipped) == 1 else 'were'}"
-                     " not tried")
+        parts.append(
+            f"the engine refused the context at c={points[-1].concurrency}, so "
+            f"c={', '.join(map(str, skipped))} {'was' if len(skipped) == 1 else 'were'}"
+            " not tried"
+        )
     return "; ".join(parts)
 
 
@@ -259,26 +280,37 @@ def fell_behind(rounds: Sequence[RoundFigures]) -> list[str]:
     ok = [r for rnd in rounds for r in rnd.requests if r.ok]
     squeezed = []
     for r in ok:
-        if (r.server_decode_tps and r.output_tokens and r.output_tokens > 1
-                and r.first_at is not None and r.last_at is not None):
+        if (
+            r.server_decode_tps
+            and r.output_tokens
+            and r.output_tokens > 1
+            and r.first_at is not None
+            and r.last_at is not None
+        ):
             server_s = r.output_tokens / r.server_decode_tps
-            if server_s - (r.last_at - r.first_at) > max(BEHIND_SHARE * server_s,
-                                                         BEHIND_MIN_S):
+            if server_s - (r.last_at - r.first_at) > max(BEHIND_SHARE * server_s, BEHIND_MIN_S):
                 squeezed.append(r)
     if not squeezed:
         return []
-    worst = max(squeezed, key=lambda r: (r.decode_tps or math.inf) / (
-        r.server_decode_tps or 1))
+    worst = max(squeezed, key=lambda r: (r.decode_tps or math.inf) / (r.server_decode_tps or 1))
     seen = f"{worst.decode_tps:,.0f} tok/s" if worst.decode_tps is not None else "all at once"
-    return [f"{len(squeezed)} of {len(ok)} replies reached the client in less time than the "
-            f"server spent generating them (e.g. {seen} by the client's clock, "
-            f"{worst.server_decode_tps:,.0f} tok/s by the server's): delivered in bursts, "
-            "their decode rates measure delivery, not decoding"]
+    return [
+        f"{len(squeezed)} of {len(ok)} replies reached the client in less time than the "
+        f"server spent generating them (e.g. {seen} by the client's clock, "
+        f"{worst.server_decode_tps:,.0f} tok/s by the server's): delivered in bursts, "
+        "their decode rates measure delivery, not decoding"
+    ]
 
 
-def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
-                    prompt_fallback: int | None, prompt_fallback_source: str,
-                    error: str | None = None) -> RequestFigures:
+def request_figures(
+    sent_at: float,
+    events: Iterable[Timed],
+    done_at: float,
+    *,
+    prompt_fallback: int | None,
+    prompt_fallback_source: str,
+    error: str | None = None,
+) -> RequestFigures:
     """Figures from the events one request produced (consumed here, in order).
 
     Token counts prefer the server's `usage`; without it the prompt count is the one the
@@ -314,13 +346,22 @@ def request_figures(sent_at: float, events: Iterable[Timed], done_at: float, *,
         output, output_source = usage.completion_tokens, "usage"
     return RequestFigures(
         ok=error is None and first_at is not None,
-        error=error if error is not None else (None if first_at is not None
-                                               else "the reply carried no generated text"),
-        sent_at=sent_at, first_at=first_at, last_at=last_at, done_at=done_at,
-        prompt_tokens=prompt, prompt_source=prompt_source, output_tokens=output,
-        output_source=output_source, cached_tokens=min(cached, prompt or 0),
-        text_chunks=len(text_events), finish_reason=finish,
+        error=error
+        if error is not None
+        else (None if first_at is not None else "the reply carried no generated text"),
+        sent_at=sent_at,
+        first_at=first_at,
+        last_at=last_at,
+        done_at=done_at,
+        prompt_tokens=prompt,
+        prompt_source=prompt_source,
+        output_tokens=output,
+        output_source=output_source,
+        cached_tokens=min(cached, prompt or 0),
+        text_chunks=len(text_events),
+        finish_reason=finish,
         first_batch=stamps.count(first_at) if stamps and first_at is not None else 1,
         last_batch=stamps.count(last_at) if stamps and last_at is not None else 1,
         server_decode_tps=timings.predicted_per_second if timings else None,
-        server_prefill_tps=timings.prompt_per_second if timings else None)
+        server_prefill_tps=timings.prompt_per_second if timings else None,
+    )

@@ -29,7 +29,8 @@ from sparkdeck.config.file_lock import FileLock
 
 SCHEMA_VERSION = 1
 # statements, run one by one inside the transaction that creates the file (BenchStore._migrate)
-_SCHEMA = ("""
+_SCHEMA = (
+    """
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
     started_at TEXT NOT NULL,
@@ -45,7 +46,9 @@ CREATE TABLE runs (
     prompt_plan TEXT,
     peaks TEXT,
     warnings TEXT
-)""", "CREATE INDEX runs_model ON runs (model, fingerprint_key)", """
+)""",
+    "CREATE INDEX runs_model ON runs (model, fingerprint_key)",
+    """
 CREATE TABLE points (
     run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     concurrency INTEGER NOT NULL,
@@ -59,7 +62,8 @@ CREATE TABLE points (
     summary TEXT NOT NULL,
     requests_detail TEXT NOT NULL,
     PRIMARY KEY (run_id, concurrency)
-)""")
+)""",
+)
 
 
 class BenchStoreError(Exception):
@@ -97,13 +101,19 @@ class StoredRun:
     points: tuple[StoredPoint, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "started_at": self.started_at, "finished_at": self.finished_at,
-                "status": self.status, "reason": self.reason,
-                "fingerprint": self.fingerprint.to_dict(), "config": self.config,
-                "prompt_plan": self.prompt_plan, "peaks": self.peaks,
-                "warnings": list(self.warnings),
-                "points": [{k: getattr(p, k) for k in p.__dataclass_fields__}
-                           for p in self.points]}
+        return {
+            "id": self.id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "status": self.status,
+            "reason": self.reason,
+            "fingerprint": self.fingerprint.to_dict(),
+            "config": self.config,
+            "prompt_plan": self.prompt_plan,
+            "peaks": self.peaks,
+            "warnings": list(self.warnings),
+            "points": [{k: getattr(p, k) for k in p.__dataclass_fields__} for p in self.points],
+        }
 
 
 def default_path() -> Path:
@@ -136,8 +146,9 @@ class BenchStore:
             with conn:  # one transaction: committed on success, rolled back on any error
                 yield conn
         except sqlite3.DatabaseError as exc:
-            raise BenchStoreError(f"{self.path}: {exc} (move the file away to start a new "
-                                  "history)") from exc
+            raise BenchStoreError(
+                f"{self.path}: {exc} (move the file away to start a new history)"
+            ) from exc
         finally:
             conn.close()
 
@@ -150,8 +161,10 @@ class BenchStore:
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise BenchStoreError(f"{self.path}: written by a newer sparkdeck (schema "
-                                      f"{version}, this one knows {SCHEMA_VERSION}); not touched")
+                raise BenchStoreError(
+                    f"{self.path}: written by a newer sparkdeck (schema "
+                    f"{version}, this one knows {SCHEMA_VERSION}); not touched"
+                )
             if version < SCHEMA_VERSION:
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -173,8 +186,16 @@ class BenchStore:
             cur = conn.execute(
                 "INSERT INTO runs (started_at, status, model, kind, label, fingerprint_key, "
                 "fingerprint, config) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)",
-                (started_at, fp.model, fp.kind, fp.label, fp.key, json.dumps(fp.to_dict()),
-                 json.dumps(config.to_dict())))
+                (
+                    started_at,
+                    fp.model,
+                    fp.kind,
+                    fp.label,
+                    fp.key,
+                    json.dumps(fp.to_dict()),
+                    json.dumps(config.to_dict()),
+                ),
+            )
             run_id = int(cur.lastrowid or 0)
         lock = self._run_lock(run_id)
         if lock.acquire(blocking=False):
@@ -185,8 +206,7 @@ class BenchStore:
         """Mark runs left "running" by a process that is gone (killed mid-way) as ended:
         status "interrupted", what they measured kept. Returns their ids."""
         with self._db() as conn:
-            running = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = "
-                                                  "'running'")]
+            running = [r[0] for r in conn.execute("SELECT id FROM runs WHERE status = 'running'")]
         stale = []
         for run_id in running:
             if run_id in self._locks:
@@ -201,8 +221,16 @@ class BenchStore:
                 conn.executemany(
                     "UPDATE runs SET status = 'interrupted', finished_at = ?, reason = ? "
                     "WHERE id = ? AND status = 'running'",
-                    [(when, "ended without an outcome (its process was killed or crashed); "
-                      "the levels it finished are kept", run_id) for run_id in stale])
+                    [
+                        (
+                            when,
+                            "ended without an outcome (its process was killed or crashed); "
+                            "the levels it finished are kept",
+                            run_id,
+                        )
+                        for run_id in stale
+                    ],
+                )
         return stale
 
     def add_point(self, run_id: int, point: PointSummary, rounds: list[RoundFigures]) -> None:
@@ -210,10 +238,20 @@ class BenchStore:
         with self._db() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, point.concurrency, point.requests, point.errors, point.ttft_s.median,
-                 point.decode_tps.median, point.prefill_tps.median,
-                 point.total_output_tps.median, point.total_decode_tps.median,
-                 json.dumps(point.to_dict()), json.dumps(detail)))
+                (
+                    run_id,
+                    point.concurrency,
+                    point.requests,
+                    point.errors,
+                    point.ttft_s.median,
+                    point.decode_tps.median,
+                    point.prefill_tps.median,
+                    point.total_output_tps.median,
+                    point.total_decode_tps.median,
+                    json.dumps(point.to_dict()),
+                    json.dumps(detail),
+                ),
+            )
 
     def finish_run(self, run_id: int, outcome: BenchOutcome) -> None:
         plan = outcome.plan
@@ -221,10 +259,16 @@ class BenchStore:
             conn.execute(
                 "UPDATE runs SET finished_at = ?, status = ?, reason = ?, prompt_plan = ?, "
                 "peaks = ?, warnings = ? WHERE id = ?",
-                (outcome.finished_at, outcome.status, outcome.reason,
-                 json.dumps(plan.__dict__) if plan else None,
-                 json.dumps(outcome.peaks.to_dict()), json.dumps(list(outcome.warnings)),
-                 run_id))
+                (
+                    outcome.finished_at,
+                    outcome.status,
+                    outcome.reason,
+                    json.dumps(plan.__dict__) if plan else None,
+                    json.dumps(outcome.peaks.to_dict()),
+                    json.dumps(list(outcome.warnings)),
+                    run_id,
+                ),
+            )
         lock = self._locks.pop(run_id, None)
         if lock is not None:
             lock.release()
@@ -233,25 +277,40 @@ class BenchStore:
         """Newest first, optionally for one model."""
         where, args = ("WHERE model = ?", (model,)) if model else ("", ())
         with self._db() as conn:
-            rows = conn.execute(f"SELECT * FROM runs {where} ORDER BY id DESC LIMIT ?",
-                                (*args, limit)).fetchall()
+            rows = conn.execute(
+                f"SELECT * FROM runs {where} ORDER BY id DESC LIMIT ?", (*args, limit)
+            ).fetchall()
             cols = [d[0] for d in conn.execute("SELECT * FROM runs LIMIT 0").description]
             points: dict[int, list[StoredPoint]] = {r[0]: [] for r in rows}
             for p in conn.execute(
-                    "SELECT run_id, concurrency, requests, errors, ttft_s, decode_tps, "
-                    "prefill_tps, total_output_tps, total_decode_tps, summary FROM points "
-                    "ORDER BY run_id, concurrency"):
+                "SELECT run_id, concurrency, requests, errors, ttft_s, decode_tps, "
+                "prefill_tps, total_output_tps, total_decode_tps, summary FROM points "
+                "ORDER BY run_id, concurrency"
+            ):
                 if p[0] in points:
-                    points[p[0]].append(StoredPoint(p[1], p[2], p[3], p[4], p[5], p[6], p[7],
-                                                    p[8], json.loads(p[9])))
+                    points[p[0]].append(
+                        StoredPoint(
+                            p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], json.loads(p[9])
+                        )
+                    )
         found = []
         for row in rows:
             r = dict(zip(cols, row, strict=False))
-            found.append(StoredRun(
-                r["id"], r["started_at"], r["finished_at"], r["status"], r["reason"],
-                LaunchFingerprint.from_dict(json.loads(r["fingerprint"])),
-                json.loads(r["config"]), _loads(r["prompt_plan"]), _loads(r["peaks"]),
-                tuple(_loads(r["warnings"]) or ()), tuple(points[r["id"]])))
+            found.append(
+                StoredRun(
+                    r["id"],
+                    r["started_at"],
+                    r["finished_at"],
+                    r["status"],
+                    r["reason"],
+                    LaunchFingerprint.from_dict(json.loads(r["fingerprint"])),
+                    json.loads(r["config"]),
+                    _loads(r["prompt_plan"]),
+                    _loads(r["peaks"]),
+                    tuple(_loads(r["warnings"]) or ()),
+                    tuple(points[r["id"]]),
+                )
+            )
         return found
 
     def run(self, run_id: int) -> StoredRun:
@@ -280,12 +339,15 @@ class BenchStore:
                 latest[key] = run
             if run.points and run.status == "complete" and key not in good:
                 good[key] = run
-        shown = list(latest.values()) + [run for key, run in good.items()
-                                         if latest[key].id != run.id]
+        shown = list(latest.values()) + [
+            run for key, run in good.items() if latest[key].id != run.id
+        ]
         return sorted(shown, key=lambda r: (r.fingerprint.label, -r.id))
 
     def request_details(self, run_id: int, concurrency: int) -> list[dict[str, Any]]:
         with self._db() as conn:
-            row = conn.execute("SELECT requests_detail FROM points WHERE run_id = ? AND "
-                               "concurrency = ?", (run_id, concurrency)).fetchone()
+            row = conn.execute(
+                "SELECT requests_detail FROM points WHERE run_id = ? AND concurrency = ?",
+                (run_id, concurrency),
+            ).fetchone()
         return json.loads(row[0]) if row else []

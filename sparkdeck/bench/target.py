@@ -60,8 +60,14 @@ class LaunchFingerprint:
     @property
     def key(self) -> str:
         """A digest of the settings that shape the figures (not of when or where it ran)."""
-        shaping = {"kind": self.kind, "model": self.model, "version": self.engine_version,
-                   "preset": self.preset_id, "image_id": self.image_id, "argv": self.argv}
+        shaping = {
+            "kind": self.kind,
+            "model": self.model,
+            "version": self.engine_version,
+            "preset": self.preset_id,
+            "image_id": self.image_id,
+            "argv": self.argv,
+        }
         if self.source != "managed":
             shaping["url"] = self.url  # nothing else tells two unmanaged servers apart
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
@@ -95,28 +101,47 @@ def read_engine_version(endpoint: Endpoint, http: httpx.Client) -> str | None:
     return kind.engine_version(answers)
 
 
-def fingerprint(endpoint: Endpoint, model: str, engine_version: str | None,
-                managed: EngineState | None) -> LaunchFingerprint:
+def fingerprint(
+    endpoint: Endpoint, model: str, engine_version: str | None, managed: EngineState | None
+) -> LaunchFingerprint:
     """The fingerprint of `endpoint`; `managed` is sparkdeck's running container, if any,
     and counts only when it is the one serving this URL."""
-    if managed is not None and managed.alive and managed.base_url and (
-            normalise_url(managed.base_url) == endpoint.url):
+    if (
+        managed is not None
+        and managed.alive
+        and managed.base_url
+        and (normalise_url(managed.base_url) == endpoint.url)
+    ):
         return LaunchFingerprint(
-            url=endpoint.url, kind=endpoint.kind, model=model, engine_version=engine_version,
-            source="managed", preset_id=managed.preset_id, image=managed.image,
-            image_id=managed.image_id or None, argv=managed.argv,
-            container_id=managed.container_id, launched_at=managed.started_at)
-    return LaunchFingerprint(url=endpoint.url, kind=endpoint.kind, model=model,
-                             engine_version=engine_version, source=endpoint.source,
-                             preset_id=endpoint.preset_id)
+            url=endpoint.url,
+            kind=endpoint.kind,
+            model=model,
+            engine_version=engine_version,
+            source="managed",
+            preset_id=managed.preset_id,
+            image=managed.image,
+            image_id=managed.image_id or None,
+            argv=managed.argv,
+            container_id=managed.container_id,
+            launched_at=managed.started_at,
+        )
+    return LaunchFingerprint(
+        url=endpoint.url,
+        kind=endpoint.kind,
+        model=model,
+        engine_version=engine_version,
+        source=endpoint.source,
+        preset_id=endpoint.preset_id,
+    )
 
 
 class NoBenchTarget(Exception):
     """Nothing to benchmark, or more than one candidate; the message says what to pass."""
 
 
-def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
-                     label: str) -> Watch:
+def watch_with_guard(
+    runtime: DockerRuntime | None, managed: EngineState | None, label: str
+) -> Watch:
     """A context for the run: the guard's watchdog at its running rate beside the benchmark.
 
     When it decides "stop", it stops an engine sparkdeck launched (never another) and ends
@@ -132,8 +157,9 @@ def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
                 runner.cancel(f"memory watchdog: {'; '.join(decision.reasons)}")
 
         # stops only an engine sparkdeck launched (`managed`); for any other it still decides
-        dog = engine_watchdog(guard, runtime, managed, label=label, read=HostReadings(),
-                              on_decision=decided)
+        dog = engine_watchdog(
+            guard, runtime, managed, label=label, read=HostReadings(), on_decision=decided
+        )
         done = threading.Event()
 
         def loop() -> None:
@@ -153,8 +179,7 @@ def watch_with_guard(runtime: DockerRuntime | None, managed: EngineState | None,
     return watch
 
 
-def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineState | None,
-                                                              Watch]:
+def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineState | None, Watch]:
     """The endpoint to measure, sparkdeck's running engine (if any) and the watch to use:
     --endpoint, else what sparkdeck.endpoints.resolve chooses."""
     runtime, current = current_engine()  # (None, None) without Docker: attached ones work
@@ -171,5 +196,4 @@ def bench_target(url: str | None, kind: str | None) -> tuple[Endpoint, EngineSta
         raise NoBenchTarget(str(exc)) from None
     if managed is not None and resolved.instance != managed.container_id:
         managed = None  # the run measures an attached engine: ours is not its to stop
-    return endpoint, managed, watch_with_guard(runtime if managed else None, managed,
-                                               endpoint.name)
+    return endpoint, managed, watch_with_guard(runtime if managed else None, managed, endpoint.name)

@@ -49,8 +49,7 @@ class SocketTap:
         self.arrived_at = opened_at  # when the bytes handed out last came off the socket
         self._wake_r, self._wake_w = os.pipe()
         network_stream.read = self._read  # an instance attribute: the class's stays as it is
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="chat-stream-reader")
+        self._thread = threading.Thread(target=self._run, daemon=True, name="chat-stream-reader")
         self._thread.start()
 
     def _run(self) -> None:
@@ -130,8 +129,10 @@ def _kernel_stamps(sock: socket.socket) -> Callable[[list[Any], float], float] |
     except OSError:
         pass
     # realtime - perf_counter, from the closest-spaced of three readings
-    _spread, offset = min((b - a, w - (a + b) / 2) for a, w, b in (
-        (time.perf_counter(), time.time(), time.perf_counter()) for _ in range(3)))
+    _spread, offset = min(
+        (b - a, w - (a + b) / 2)
+        for a, w, b in ((time.perf_counter(), time.time(), time.perf_counter()) for _ in range(3))
+    )
 
     def stamp(ancillary: list[Any], default: float) -> float:
         for level, kind, data in ancillary:

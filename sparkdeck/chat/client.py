@@ -39,8 +39,9 @@ STREAM_INACTIVITY_S = 180.0
 """The longest silence a streamed reply may have before it counts as "not answering": a long
 prompt's prefill sends nothing until its first token, and on a big dense model that can
 rightly take minutes; between tokens the gap is milliseconds."""
-DEFAULT_TIMEOUT = httpx.Timeout(connect=LOOKUP_TIMEOUT_S, read=STREAM_INACTIVITY_S, write=30.0,
-                                pool=LOOKUP_TIMEOUT_S)
+DEFAULT_TIMEOUT = httpx.Timeout(
+    connect=LOOKUP_TIMEOUT_S, read=STREAM_INACTIVITY_S, write=30.0, pool=LOOKUP_TIMEOUT_S
+)
 _SNIPPET = 300
 # A streamed reply larger than this is a server gone wrong (100k tokens of SSE chunks are
 # ~30 MB): the client stops reading there with BodyTooLarge (reported as ProtocolError).
@@ -63,9 +64,11 @@ class EngineNotAnswering(ServerUnreachable):
 
     def __init__(self, url: str, seconds: float):
         self.url, self.seconds = url, seconds
-        super().__init__(f"the engine is not answering (no reply from {url} within "
-                         f"{seconds:g} s): it may be hung or overloaded; check its log "
-                         "(sparkdeck logs) or restart it")
+        super().__init__(
+            f"the engine is not answering (no reply from {url} within "
+            f"{seconds:g} s): it may be hung or overloaded; check its log "
+            "(sparkdeck logs) or restart it"
+        )
 
 
 class HTTPErrorReply(ChatError):
@@ -129,8 +132,11 @@ class ChatRequest:
         chosen = self.model or model
         if not chosen:
             raise ValueError("a chat request needs a model name")
-        body: dict[str, Any] = {"model": chosen, "messages": [dict(m) for m in self.messages],
-                                "stream": True}
+        body: dict[str, Any] = {
+            "model": chosen,
+            "messages": [dict(m) for m in self.messages],
+            "stream": True,
+        }
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         if self.temperature is not None:
@@ -185,8 +191,9 @@ class ChatStream:
     cancel (`cancelled` is then True). Failures raise a `ChatError` subclass.
     """
 
-    def __init__(self, client: httpx.Client, url: str, body: dict[str, Any],
-                 headers: Mapping[str, str]):
+    def __init__(
+        self, client: httpx.Client, url: str, body: dict[str, Any], headers: Mapping[str, str]
+    ):
         self._client, self.url, self.body, self._headers = client, url, body, dict(headers)
         self._cancel = threading.Event()
         self._response: httpx.Response | None = None
@@ -230,17 +237,21 @@ class ChatStream:
             if self.cancelled:
                 return
             if self._response is None:
-                raise ServerUnreachable(f"nothing answers at {self.url} ({exc}): is the engine "
-                                        "running?") from exc
-            raise ServerUnreachable(f"{self.url}: the connection broke mid-reply "
-                                    f"({excerpt(str(exc), 200)})") from exc
+                raise ServerUnreachable(
+                    f"nothing answers at {self.url} ({exc}): is the engine running?"
+                ) from exc
+            raise ServerUnreachable(
+                f"{self.url}: the connection broke mid-reply ({excerpt(str(exc), 200)})"
+            ) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             # e.g. a body in an encoding it announced falsely; or a redirect whose Location is
             # no URL at all: httpx parses it (InvalidURL, not an HTTPError) even when it does
             # not follow it
             if not self.cancelled:
-                raise ProtocolError(f"{self.url}: unreadable answer ({type(exc).__name__}: "
-                                    f"{excerpt(str(exc), 200)})") from exc
+                raise ProtocolError(
+                    f"{self.url}: unreadable answer ({type(exc).__name__}: "
+                    f"{excerpt(str(exc), 200)})"
+                ) from exc
 
     def _shutdown(self) -> None:
         """Shut the response's socket: a reader blocked in recv() wakes and the server sees
@@ -257,26 +268,30 @@ class ChatStream:
                 pass  # already closed by the other side
 
     def _events(self) -> Iterator[Timed]:
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store",
-                   **self._headers}
-        with self._client.stream("POST", self.url, json=self.body, headers=headers
-                                 ) as response:
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store", **self._headers}
+        with self._client.stream("POST", self.url, json=self.body, headers=headers) as response:
             opened_at = time.perf_counter()
             with self._lock:
                 self._response = response
             if self.cancelled:
                 return
             if response.status_code >= 400:
-                raise HTTPErrorReply(response.status_code,
-                                     _server_message(response, _error_body(response)), self.url)
+                raise HTTPErrorReply(
+                    response.status_code, _server_message(response, _error_body(response)), self.url
+                )
             if response.status_code >= 300:  # httpx does not follow it: a POST must not move
                 where = excerpt(response.headers.get("location", "nowhere said"), 200)
-                raise HTTPErrorReply(response.status_code, f"redirects to {where}; pass that "
-                                     "URL as the endpoint if it is the engine", self.url)
+                raise HTTPErrorReply(
+                    response.status_code,
+                    f"redirects to {where}; pass that URL as the endpoint if it is the engine",
+                    self.url,
+                )
             if "text/event-stream" not in response.headers.get("content-type", ""):
-                raise ProtocolError(f"{self.url} answered HTTP {response.status_code} but not "
-                                    "with an event stream: "
-                                    f"{_server_message(response, _error_body(response))}")
+                raise ProtocolError(
+                    f"{self.url} answered HTTP {response.status_code} but not "
+                    "with an event stream: "
+                    f"{_server_message(response, _error_body(response))}"
+                )
             yield Timed(opened_at, Opened(response.status_code))
             tapped = tap(response, opened_at)
             try:
@@ -308,8 +323,9 @@ class ChatStream:
         except (ValueError, RecursionError) as exc:  # RecursionError: nested 1,000+ deep
             if event == "error":  # an error event may carry plain text
                 raise StreamErrorEvent(excerpt(data, _SNIPPET)) from exc
-            raise ProtocolError(f"undecodable event from the server: {excerpt(data, 120)!r}"
-                                ) from exc
+            raise ProtocolError(
+                f"undecodable event from the server: {excerpt(data, 120)!r}"
+            ) from exc
         error = error_in(payload)
         if error is not None or event == "error":
             message, code = error or (excerpt(data, _SNIPPET), None)
@@ -320,14 +336,20 @@ class ChatStream:
 class ChatClient:
     """An engine's OpenAI API at `base_url` (without /v1). Close it, or use it as a context."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None,
-                 timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None,
-                 max_reply_bytes: int = MAX_REPLY_BYTES):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+    ):
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = capped_client(max_reply_bytes, timeout=timeout, headers=headers,
-                                   transport=transport)
+        self._http = capped_client(
+            max_reply_bytes, timeout=timeout, headers=headers, transport=transport
+        )
 
     def __enter__(self) -> ChatClient:
         return self
@@ -344,16 +366,18 @@ class ChatClient:
         try:
             with self._http.stream("GET", url, timeout=LOOKUP_TIMEOUT_S) as response:
                 if response.status_code >= 400:
-                    raise HTTPErrorReply(response.status_code,
-                                         _server_message(response, _error_body(response)), url)
+                    raise HTTPErrorReply(
+                        response.status_code, _server_message(response, _error_body(response)), url
+                    )
                 response.read()
         except BodyTooLarge as exc:
             raise ProtocolError(str(exc)) from exc
         except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:  # connected, then silence
             raise EngineNotAnswering(url, LOOKUP_TIMEOUT_S) from exc
         except httpx.TransportError as exc:
-            raise ServerUnreachable(f"nothing answers at {url} ({excerpt(str(exc), 200)}): is "
-                                    "the engine running?") from exc
+            raise ServerUnreachable(
+                f"nothing answers at {url} ({excerpt(str(exc), 200)}): is the engine running?"
+            ) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a bad redirect
             raise ProtocolError(f"{url}: unreadable answer ({type(exc).__name__})") from exc
         try:
@@ -372,12 +396,18 @@ class ChatClient:
     def stream(self, request: ChatRequest) -> ChatStream:
         """A reply stream for `request`; the model is looked up when the request names none."""
         model = request.model or self.default_model()
-        return ChatStream(self._http, self.base_url + "/v1/chat/completions",
-                          request.body(model), {})
+        return ChatStream(
+            self._http, self.base_url + "/v1/chat/completions", request.body(model), {}
+        )
 
 
-def stream_chat(base_url: str, request: ChatRequest, *, api_key: str | None = None,
-                timeout: httpx.Timeout | float = DEFAULT_TIMEOUT) -> Iterator[Timed]:
+def stream_chat(
+    base_url: str,
+    request: ChatRequest,
+    *,
+    api_key: str | None = None,
+    timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+) -> Iterator[Timed]:
     """One reply as a generator of `Timed` deltas; closing the generator aborts the request."""
     with ChatClient(base_url, api_key=api_key, timeout=timeout) as client:
         with client.stream(request) as stream:

@@ -132,8 +132,9 @@ def _choice_deltas(choice: Mapping[str, Any]) -> list[Delta]:
         if isinstance(calls, list):
             for call in calls:
                 position = _int(call.get("index")) if isinstance(call, Mapping) else None
-                found.append(ToolCall(clean(json.dumps(call, ensure_ascii=False)), position or 0,
-                                      index))
+                found.append(
+                    ToolCall(clean(json.dumps(call, ensure_ascii=False)), position or 0, index)
+                )
     reason = choice.get("finish_reason")
     if isinstance(reason, str) and reason:
         found.append(Finished(excerpt(reason, 40), index))
@@ -150,14 +151,24 @@ def parse_chunk(chunk: Mapping[str, Any]) -> list[Delta]:
                 found.extend(_choice_deltas(choice))
     usage = chunk.get("usage")
     if isinstance(usage, Mapping):
-        found.append(Usage(_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")),
-                           _int(usage.get("total_tokens"))))
+        found.append(
+            Usage(
+                _int(usage.get("prompt_tokens")),
+                _int(usage.get("completion_tokens")),
+                _int(usage.get("total_tokens")),
+            )
+        )
     timings = chunk.get("timings")
     if isinstance(timings, Mapping):
-        found.append(Timings(_float(timings.get("predicted_per_second")),
-                             _float(timings.get("prompt_per_second")),
-                             _int(timings.get("predicted_n")), _int(timings.get("prompt_n")),
-                             _int(timings.get("cache_n"))))
+        found.append(
+            Timings(
+                _float(timings.get("predicted_per_second")),
+                _float(timings.get("prompt_per_second")),
+                _int(timings.get("predicted_n")),
+                _int(timings.get("prompt_n")),
+                _int(timings.get("cache_n")),
+            )
+        )
     return found
 
 
@@ -198,7 +209,8 @@ def _error_in(payload: Any) -> tuple[str, Any] | None:
     detail = payload.get("detail")
     if detail:
         if isinstance(detail, list):
-            detail = "; ".join(str(d.get("msg", d)) if isinstance(d, Mapping) else str(d)
-                               for d in detail)
+            detail = "; ".join(
+                str(d.get("msg", d)) if isinstance(d, Mapping) else str(d) for d in detail
+            )
         return str(detail), None
     return None

@@ -28,11 +28,15 @@ def figures_caption(saved: Mapping[str, Any]) -> str:
         if "str" in str(spec.type):
             known[name] = value if isinstance(value, str) else None
         elif "int" in str(spec.type):
-            known[name] = value if isinstance(value, int) and not isinstance(value, bool) \
-                else None
+            known[name] = value if isinstance(value, int) and not isinstance(value, bool) else None
         else:
-            known[name] = float(value) if isinstance(value, (int, float)) and not isinstance(
-                value, bool) and math.isfinite(value) else None
+            known[name] = (
+                float(value)
+                if isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                else None
+            )
     known["tokens_from"] = known["tokens_from"] or "chunks"
     return ReplyFigures(**known).summary()
 
@@ -40,17 +44,26 @@ def figures_caption(saved: Mapping[str, Any]) -> str:
 def export_markdown(conversation: Conversation) -> str:
     """The conversation as Markdown: reasoning in a collapsible block, figures under replies."""
     meta = conversation.meta
-    lines = [f"# {conversation.title}", "",
-             f"- saved: {meta.get('created', '?')}",
-             f"- engine: {meta.get('kind', '?')} at {meta.get('endpoint', '?')}",
-             f"- model: {meta.get('model', '?')}"]
+    lines = [
+        f"# {conversation.title}",
+        "",
+        f"- saved: {meta.get('created', '?')}",
+        f"- engine: {meta.get('kind', '?')} at {meta.get('endpoint', '?')}",
+        f"- model: {meta.get('model', '?')}",
+    ]
     if meta.get("system"):
         lines += ["", "**System**", "", str(meta["system"])]
     for turn in conversation.turns:
         lines += ["", "**You**" if turn.role == "user" else "**Assistant**", ""]
         if turn.reasoning:
-            lines += ["<details><summary>Reasoning</summary>", "", turn.reasoning, "",
-                      "</details>", ""]
+            lines += [
+                "<details><summary>Reasoning</summary>",
+                "",
+                turn.reasoning,
+                "",
+                "</details>",
+                "",
+            ]
         if turn.content:
             lines.append(turn.content)
         lines += [f"```json\n{raw}\n```" for raw in turn.tool_calls]

@@ -95,8 +95,11 @@ class ReplyFigures:
         """Why there is no client tok/s for a reply that streamed tokens; None otherwise."""
         if self.decode_tps is not None or self.decode_reads is None:
             return None
-        return ("client tok/s not measurable (" +
-                unmeasured_reason(self.decode_s, self.decode_reads) + ")")
+        return (
+            "client tok/s not measurable ("
+            + unmeasured_reason(self.decode_s, self.decode_reads)
+            + ")"
+        )
 
 
 @dataclass
@@ -156,17 +159,25 @@ class ReplyBuilder:
         decode = decode_s = None
         if self.first_token_at is not None and self.last_token_at is not None:
             decode_s = self.last_token_at - self.first_token_at
-        if (completion and completion > 1 and decode_s is not None
-                and measurable(decode_s, self.reads)):
+        if (
+            completion
+            and completion > 1
+            and decode_s is not None
+            and measurable(decode_s, self.reads)
+        ):
             # the tokens after the first batch's last one, in proportion when a piece is not
             # one token (the server's count from usage)
             after = (completion - 1) * (self.pieces - self.first_batch) / max(self.pieces - 1, 1)
             decode = after / decode_s
         return ReplyFigures(
-            ttft_s=ttft, decode_tps=decode, completion_tokens=completion,
+            ttft_s=ttft,
+            decode_tps=decode,
+            completion_tokens=completion,
             prompt_tokens=self.usage.prompt_tokens if self.usage else None,
             tokens_from=tokens_from,
             server_tps=self.timings.predicted_per_second if self.timings else None,
             elapsed_s=self.ended_at - self.sent_at if self.ended_at is not None else None,
-            finish_reason=self.finish_reason, decode_s=decode_s,
-            decode_reads=self.reads if self.pieces else None)
+            finish_reason=self.finish_reason,
+            decode_s=decode_s,
+            decode_reads=self.reads if self.pieces else None,
+        )

@@ -32,8 +32,11 @@ class ChatSettings:
     thinking: bool | None = None  # None: leave the engine's and the model's default
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "max_tokens": self.max_tokens,
-                "thinking": self.thinking}
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "thinking": self.thinking,
+        }
 
 
 @dataclass(frozen=True)
@@ -50,13 +53,23 @@ class ReplyOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         f = self.figures
-        return {"reply": self.text, "reasoning": self.reasoning,
-                "tool_calls": list(self.tool_calls), "model": self.model,
-                "ttft_s": f.ttft_s, "client_tps": f.decode_tps, "server_tps": f.server_tps,
-                "client_tps_note": f.client_note(),
-                "completion_tokens": f.completion_tokens, "prompt_tokens": f.prompt_tokens,
-                "tokens_from": f.tokens_from, "finish_reason": f.finish_reason,
-                "elapsed_s": f.elapsed_s, "error": self.error, "cancelled": self.cancelled}
+        return {
+            "reply": self.text,
+            "reasoning": self.reasoning,
+            "tool_calls": list(self.tool_calls),
+            "model": self.model,
+            "ttft_s": f.ttft_s,
+            "client_tps": f.decode_tps,
+            "server_tps": f.server_tps,
+            "client_tps_note": f.client_note(),
+            "completion_tokens": f.completion_tokens,
+            "prompt_tokens": f.prompt_tokens,
+            "tokens_from": f.tokens_from,
+            "finish_reason": f.finish_reason,
+            "elapsed_s": f.elapsed_s,
+            "error": self.error,
+            "cancelled": self.cancelled,
+        }
 
 
 @dataclass
@@ -80,16 +93,27 @@ class ChatSession:
         self._idle.set()
 
     @classmethod
-    def reopen(cls, client: ChatClient, kind: EngineKind, conversation: Conversation,
-               settings: ChatSettings | None = None) -> ChatSession:
+    def reopen(
+        cls,
+        client: ChatClient,
+        kind: EngineKind,
+        conversation: Conversation,
+        settings: ChatSettings | None = None,
+    ) -> ChatSession:
         """Continue a saved conversation: its history is sent, new turns go to its file."""
         settings = settings or ChatSettings()
         if not settings.system and conversation.meta.get("system"):
             settings = replace(settings, system=str(conversation.meta["system"]))
         history = [m for m in conversation.messages() if m["role"] != "system"]
-        return cls(client, kind, settings, save=True, history=history,
-                   writer=ConversationWriter.reopen(conversation.path),
-                   _saved_system=str(conversation.meta.get("system") or ""))
+        return cls(
+            client,
+            kind,
+            settings,
+            save=True,
+            history=history,
+            writer=ConversationWriter.reopen(conversation.path),
+            _saved_system=str(conversation.meta.get("system") or ""),
+        )
 
     @property
     def conversation_id(self) -> str | None:
@@ -108,13 +132,21 @@ class ChatSession:
 
     def request(self, prompt: str) -> ChatRequest:
         """The request `ask(prompt)` sends: system prompt, history, the new question."""
-        system = [{"role": "system", "content": self.settings.system}] if (
-            self.settings.system) else []
-        extra = {} if self.settings.thinking is None else self.kind.thinking_fields(
-            self.settings.thinking)
-        return ChatRequest([*system, *self.history, {"role": "user", "content": prompt}],
-                           model=self.model, max_tokens=self.settings.max_tokens,
-                           temperature=self.settings.temperature, extra=extra)
+        system = (
+            [{"role": "system", "content": self.settings.system}] if (self.settings.system) else []
+        )
+        extra = (
+            {}
+            if self.settings.thinking is None
+            else self.kind.thinking_fields(self.settings.thinking)
+        )
+        return ChatRequest(
+            [*system, *self.history, {"role": "user", "content": prompt}],
+            model=self.model,
+            max_tokens=self.settings.max_tokens,
+            temperature=self.settings.temperature,
+            extra=extra,
+        )
 
     def cancel(self) -> None:
         """End the reply in progress (from any thread); a no-op when none is."""
@@ -174,16 +206,30 @@ class ChatSession:
         if interrupted:
             raise KeyboardInterrupt
         if builder.text:  # a question without an answer is not sent again: roles alternate
-            self.history += [{"role": "user", "content": prompt},
-                             {"role": "assistant", "content": builder.text}]
-        return ReplyOutcome(builder.text, builder.reasoning_text, tuple(builder.tool_calls),
-                            figures, self.model or "", error, cancelled)
+            self.history += [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": builder.text},
+            ]
+        return ReplyOutcome(
+            builder.text,
+            builder.reasoning_text,
+            tuple(builder.tool_calls),
+            figures,
+            self.model or "",
+            error,
+            cancelled,
+        )
 
     def _writer(self) -> ConversationWriter | None:
         if self.save and self.writer is None:
-            self.writer = ConversationWriter.create({
-                "endpoint": self.client.base_url, "kind": self.kind.name, "model": self.model,
-                "system": self.settings.system})
+            self.writer = ConversationWriter.create(
+                {
+                    "endpoint": self.client.base_url,
+                    "kind": self.kind.name,
+                    "model": self.model,
+                    "system": self.settings.system,
+                }
+            )
             self._saved_system = self.settings.system
         return self.writer
 

@@ -82,12 +82,15 @@ class Conversation:
         A question whose reply brought no text is left out with it: there is nothing to
         continue from, and many chat templates refuse two user turns in a row.
         """
-        found = [{"role": "system", "content": self.meta["system"]}] if self.meta.get(
-            "system") else []
+        found = (
+            [{"role": "system", "content": self.meta["system"]}] if self.meta.get("system") else []
+        )
         for question, answer in zip(self.turns, self.turns[1:], strict=False):
             if question.role == "user" and answer.role == "assistant" and answer.content:
-                found += [{"role": "user", "content": question.content},
-                          {"role": "assistant", "content": answer.content}]
+                found += [
+                    {"role": "user", "content": question.content},
+                    {"role": "assistant", "content": answer.content},
+                ]
         return found
 
 
@@ -127,8 +130,12 @@ def load(path: Path) -> Conversation:
             reply = None
             turns.append(Turn("user", str(record.get("content", ""))))
         elif kind == "reply_start":
-            reply = Turn("assistant", model=record.get("model"),
-                         settings=dict(record.get("settings") or {}), complete=False)
+            reply = Turn(
+                "assistant",
+                model=record.get("model"),
+                settings=dict(record.get("settings") or {}),
+                complete=False,
+            )
             turns.append(reply)
         elif reply is not None and kind == "delta":
             reply.content += str(record.get("content", ""))
@@ -153,9 +160,16 @@ def list_conversations(directory: Path | None = None) -> list[ConversationSummar
             conversation = load(path)
         except ConversationError:
             continue
-        found.append(ConversationSummary(
-            conversation.id, path, conversation.title, str(conversation.meta.get("created", "")),
-            str(conversation.meta.get("model", "")), len(conversation.turns)))
+        found.append(
+            ConversationSummary(
+                conversation.id,
+                path,
+                conversation.title,
+                str(conversation.meta.get("created", "")),
+                str(conversation.meta.get("model", "")),
+                len(conversation.turns),
+            )
+        )
     return sorted(found, key=lambda s: (s.created, s.id), reverse=True)
 
 
@@ -165,8 +179,10 @@ def find(conversation_id: str, directory: Path | None = None) -> Path:
     matches = sorted(directory.glob(f"{conversation_id}*.jsonl"))
     if len(matches) != 1:
         what = "no" if not matches else "more than one"
-        raise ConversationError(f"{what} saved conversation matches {conversation_id!r} in "
-                                f"{directory} (`sparkdeck conversations` lists them)")
+        raise ConversationError(
+            f"{what} saved conversation matches {conversation_id!r} in "
+            f"{directory} (`sparkdeck conversations` lists them)"
+        )
     return matches[0]
 
 
@@ -189,16 +205,20 @@ class ConversationWriter:
         self._flush_error: ConversationError | None = None
 
     @classmethod
-    def create(cls, meta: Mapping[str, Any], directory: Path | None = None
-               ) -> ConversationWriter:
+    def create(cls, meta: Mapping[str, Any], directory: Path | None = None) -> ConversationWriter:
         """A new conversation file, made whole or not at all: its meta line goes to a
         temporary file that is renamed into place once on disk, so a full disk leaves no
         empty or half-written conversation behind (the temporary file is removed)."""
         directory = directory or conversations_dir()
         conversation_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
         path = directory / f"{conversation_id}.jsonl"
-        line = json.dumps({"type": "meta", "v": 1, "id": conversation_id, "created": _now(),
-                           **meta}, ensure_ascii=False) + "\n"
+        line = (
+            json.dumps(
+                {"type": "meta", "v": 1, "id": conversation_id, "created": _now(), **meta},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         try:
             paths.atomic_write_text(path, line, paths.PRIVATE_FILE)
         except OSError as exc:
@@ -248,8 +268,9 @@ class ConversationWriter:
         self._write([{"type": "user", "at": _now(), "content": content}])
 
     def reply_started(self, model: str, settings: Mapping[str, Any]) -> None:
-        self._write([{"type": "reply_start", "at": _now(), "model": model,
-                      "settings": dict(settings)}])
+        self._write(
+            [{"type": "reply_start", "at": _now(), "model": model, "settings": dict(settings)}]
+        )
 
     def content(self, text: str) -> None:
         self._queue("content", text)
@@ -262,12 +283,19 @@ class ConversationWriter:
             self._pending.append({"type": "tool_call", "raw": raw})
             self._maybe_flush()
 
-    def reply_ended(self, figures: Mapping[str, Any] | None, error: str | None = None,
-                    cancelled: bool = False) -> None:
+    def reply_ended(
+        self, figures: Mapping[str, Any] | None, error: str | None = None, cancelled: bool = False
+    ) -> None:
         with self._cond:
-            self._pending.append({"type": "reply_end", "at": _now(),
-                                  "figures": dict(figures) if figures else None,
-                                  "error": error, "cancelled": cancelled})
+            self._pending.append(
+                {
+                    "type": "reply_end",
+                    "at": _now(),
+                    "figures": dict(figures) if figures else None,
+                    "error": error,
+                    "cancelled": cancelled,
+                }
+            )
             self.flush()
 
     def _queue(self, key: str, text: str) -> None:
@@ -291,8 +319,9 @@ class ConversationWriter:
 
     def _start_flusher(self) -> None:
         if self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
-                                             name=f"flush {self.path.name}")
+            self._flusher = threading.Thread(
+                target=self._flush_when_due, daemon=True, name=f"flush {self.path.name}"
+            )
             self._flusher.start()
 
     def _flush_when_due(self) -> None:

@@ -10,7 +10,9 @@ from sparkdeck.engines import KINDS
 
 def endpoint_args(parser: argparse.ArgumentParser) -> None:
     """--endpoint URL and --kind: talk to one server directly instead of resolving one."""
-    parser.add_argument("--endpoint", metavar="URL",
-                        help="talk to this server directly instead of the registry")
-    parser.add_argument("--kind", choices=sorted(KINDS),
-                        help="engine kind of --endpoint (detected if omitted)")
+    parser.add_argument(
+        "--endpoint", metavar="URL", help="talk to this server directly instead of the registry"
+    )
+    parser.add_argument(
+        "--kind", choices=sorted(KINDS), help="engine kind of --endpoint (detected if omitted)"
+    )

@@ -56,38 +56,62 @@ from sparkdeck.text_safety import clean
 
 CommandFailed = commands.CommandFailed
 
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparkdeck",
         description="Control panel for inference engines on one NVIDIA DGX Spark. "
-                    "Without a command, opens the terminal UI.")
+        "Without a command, opens the terminal UI.",
+    )
     parser.add_argument("--version", action="version", version=f"sparkdeck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     presets = sub.add_parser("presets", help="list engine presets, or validate preset files")
     presets.add_argument("--json", action="store_true", help="machine-readable output")
     presets_sub = presets.add_subparsers(dest="presets_command", metavar="validate")
-    validate = presets_sub.add_parser("validate", help="check preset files (exit 1 if any "
-                                                       "is invalid)")
-    validate.add_argument("files", nargs="*", type=Path,
-                          help="files to check (default: every bundled and user preset)")
+    validate = presets_sub.add_parser(
+        "validate", help="check preset files (exit 1 if any is invalid)"
+    )
+    validate.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        help="files to check (default: every bundled and user preset)",
+    )
 
     launch = sub.add_parser("launch", help="launch a preset (stops the running engine first)")
     launch.add_argument("preset", help="preset id (see `sparkdeck presets`)")
-    launch.add_argument("--no-flush", action="store_true",
-                        help="do not drop the page cache before starting")
-    launch.add_argument("--yes", "-y", action="store_true",
-                        help="stop a running engine without asking")
-    launch.add_argument("--timeout", type=float, metavar="S",
-                        help="seconds to wait for the engine to be ready (default: preset's)")
-    launch.add_argument("--force", action="store_true",
-                        help="launch even when the memory fit check says it does not fit")
-    launch.add_argument("--no-switch-wait", action="store_true",
-                        help="do not wait for the stopped engine's memory to come back (risky)")
+    launch.add_argument(
+        "--no-flush", action="store_true", help="do not drop the page cache before starting"
+    )
+    launch.add_argument(
+        "--yes", "-y", action="store_true", help="stop a running engine without asking"
+    )
+    launch.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds to wait for the engine to be ready (default: preset's)",
+    )
+    launch.add_argument(
+        "--force",
+        action="store_true",
+        help="launch even when the memory fit check says it does not fit",
+    )
+    launch.add_argument(
+        "--no-switch-wait",
+        action="store_true",
+        help="do not wait for the stopped engine's memory to come back (risky)",
+    )
 
     stop = sub.add_parser("stop", help="stop the engine sparkdeck started")
-    stop.add_argument("--grace", type=float, default=30.0, metavar="S",
-                      help="seconds between SIGTERM and SIGKILL (default 30)")
+    stop.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL (default 30)",
+    )
 
     sub.add_parser("dismiss", help="forget the last failed launch (shown by status until then)")
 
@@ -97,15 +121,22 @@ def _parser() -> argparse.ArgumentParser:
 
     logs = sub.add_parser("logs", help="print the engine container's logs")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    logs.add_argument("--tail", type=int, default=100, metavar="N",
-                      help="lines from the end to start with (default 100)")
-    logs.add_argument("--last-failure", action="store_true",
-                      help="the engine's last lines kept with the last failed launch")
+    logs.add_argument(
+        "--tail",
+        type=int,
+        default=100,
+        metavar="N",
+        help="lines from the end to start with (default 100)",
+    )
+    logs.add_argument(
+        "--last-failure",
+        action="store_true",
+        help="the engine's last lines kept with the last failed launch",
+    )
 
     attach = sub.add_parser("attach", help="register an engine sparkdeck did not start")
     attach.add_argument("url", help="the server's base URL, e.g. http://127.0.0.1:8000")
-    attach.add_argument("--kind", choices=sorted(KINDS), help="engine kind (detected if "
-                                                              "omitted)")
+    attach.add_argument("--kind", choices=sorted(KINDS), help="engine kind (detected if omitted)")
     attach.add_argument("--name", help="a short name (default: host:port)")
 
     detach = sub.add_parser("detach", help="forget an attached engine (it keeps running)")
@@ -122,16 +153,26 @@ def _runtime() -> DockerRuntime:
 
 # ----- commands ----------------------------------------------------------------------------
 
+
 def cmd_presets(args: argparse.Namespace) -> int:
     if args.presets_command == "validate":
         return cmd_validate(args)
     catalog = load_catalog()
     claims = preset_claims(catalog)
     if args.json:
-        print(json.dumps({"presets": [{**p.summary(), "memory_claim": claims.get(p.id)}
-                                      for p in catalog.presets.values()],
-                          "problems": [str(p) for p in catalog.problems],
-                          "user_dir": str(paths.user_presets_dir())}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "presets": [
+                        {**p.summary(), "memory_claim": claims.get(p.id)}
+                        for p in catalog.presets.values()
+                    ],
+                    "problems": [str(p) for p in catalog.problems],
+                    "user_dir": str(paths.user_presets_dir()),
+                },
+                indent=2,
+            )
+        )
     else:
         print_presets(catalog, paths.user_presets_dir(), claims)
     return 1 if catalog.problems else 0
@@ -170,8 +211,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
     @functools.cache
     def flow() -> LaunchFlow:  # made once; first by engine_control with the service off
         runtime = functools.cache(_runtime)
-        return LaunchFlow(runtime, flush=False if args.no_flush else None,
-                          guard=load_settings().guard)
+        return LaunchFlow(
+            runtime, flush=False if args.no_flush else None, guard=load_settings().guard
+        )
 
     try:  # who runs it: the service (started if need be; what keeps it from starting is
         control = engine_control(flow)  # said first), or this process with it switched off
@@ -179,8 +221,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         raise CommandFailed(str(exc)) from None
     with contextlib.closing(control):
         for note in control.notes:
-            print(note, file=sys.stderr if note.startswith("sparkdeck:") else sys.stdout,
-                  flush=True)
+            print(
+                note, file=sys.stderr if note.startswith("sparkdeck:") else sys.stdout, flush=True
+            )
         catalog = load_catalog()
         try:
             preset = catalog.get(args.preset)
@@ -188,24 +231,27 @@ def cmd_launch(args: argparse.Namespace) -> int:
             broken = [str(p) for p in catalog.problems if p.path.stem == args.preset]
             raise CommandFailed("\n".join([exc.args[0], *broken])) from None
         plan = flow().plan(preset)  # the same plan the TUI's confirmation shows
-        print("\n".join(["launch plan:", *(f"  {line}" for line in plan.lines())]),
-              flush=True)
+        print("\n".join(["launch plan:", *(f"  {line}" for line in plan.lines())]), flush=True)
         if plan.fit is not None and not plan.fit.allowed and not args.force:
             raise DoesNotFit(preset.id, plan.fit)  # before anything is pulled or stopped
         if plan.is_switch and not args.yes:
             what = ", ".join(f"{e.preset_id} ({e.image})" for e in plan.stopping if e.alive)
             if not confirm("Continue?"):
-                raise CommandFailed(f"not launched: {what} is running; pass --yes to "
-                                    "replace it")
+                raise CommandFailed(f"not launched: {what} is running; pass --yes to replace it")
         skip = threading.Event()
         if args.no_switch_wait:
             skip.set()
         if control.by:
             print(f"launching {preset.id} (by {control.by})", flush=True)
         try:
-            engine = control.launch(plan, LaunchPrinter(sys.stdout), force=args.force,
-                                    timeout=args.timeout, skip=skip,
-                                    on_interrupt=_say_cancelling)
+            engine = control.launch(
+                plan,
+                LaunchPrinter(sys.stdout),
+                force=args.force,
+                timeout=args.timeout,
+                skip=skip,
+                on_interrupt=_say_cancelling,
+            )
         except EngineExited as exc:
             tail = "\n".join(f"  | {line}" for line in exc.log_tail)
             raise CommandFailed(f"{exc}; its last log lines:\n{tail}") from None
@@ -214,8 +260,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
         except ServiceError as exc:
             raise CommandFailed(str(exc)) from None
         if control.by:
-            print(f"the sparkdeck service guards {engine.name} from now on (`sparkdeck "
-                  "service status`)")
+            print(
+                f"the sparkdeck service guards {engine.name} from now on (`sparkdeck "
+                "service status`)"
+            )
     return 0
 
 
@@ -234,16 +282,20 @@ def cmd_stop(args: argparse.Namespace) -> int:
     except ServiceError as exc:
         raise CommandFailed(str(exc)) from None
     if not stopped:
-        print("no sparkdeck engine is running (engines sparkdeck did not start are never "
-              "stopped by it)")
+        print(
+            "no sparkdeck engine is running (engines sparkdeck did not start are never "
+            "stopped by it)"
+        )
     returning = {r.container_id: r for r in records.load_returning()}
     by = f" (by {control.by})" if control.by else ""
     for engine in stopped:
         print(f"stopped and removed {engine.name} ({engine.preset_id}){by}")
         if engine.container_id in returning:
             held = returning[engine.container_id]
-            print(f"  it held {held.held / 2**30:.1f} GiB itself ({held.source}); that memory "
-                  "can take a minute or more to come back; the next launch waits for it")
+            print(
+                f"  it held {held.held / 2**30:.1f} GiB itself ({held.source}); that memory "
+                "can take a minute or more to come back; the next launch waits for it"
+            )
     return 0
 
 
@@ -251,8 +303,11 @@ def cmd_dismiss(args: argparse.Namespace) -> int:
     """Forget the last failed launch (status and the TUI show it until then)."""
     failure = last_failure()
     clear_failure()
-    print(f"dismissed: {failure['preset_id']}: {failure['message']}" if failure
-          else "no launch failure to dismiss")
+    print(
+        f"dismissed: {failure['preset_id']}: {failure['message']}"
+        if failure
+        else "no launch failure to dismiss"
+    )
     return 0
 
 
@@ -271,8 +326,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def collect_status() -> dict[str, Any]:
     """Everything `status` shows; each part says why it is missing rather than failing."""
-    report: dict[str, Any] = {"docker": {"available": False, "error": None}, "engine": None,
-                              "last_failure": last_failure(), "attached": []}
+    report: dict[str, Any] = {
+        "docker": {"available": False, "error": None},
+        "engine": None,
+        "last_failure": last_failure(),
+        "attached": [],
+    }
     current = None
     try:
         runtime = _runtime()
@@ -294,16 +353,27 @@ def collect_status() -> dict[str, Any]:
     engine = current if current is not None and current.alive else None
     report["guard"] = guard_report((engine.preset_id or engine.name) if engine else None)
     resolved = resolve(current)  # the engine chat, metrics and bench would talk to
-    report["target"] = {"endpoint": resolved.endpoint.to_dict() if resolved.endpoint else None,
-                        "why_none": resolved.why_none}
+    report["target"] = {
+        "endpoint": resolved.endpoint.to_dict() if resolved.endpoint else None,
+        "why_none": resolved.why_none,
+    }
     gpu = gpu_presence()
-    report["gpu"] = {"available": gpu.available, "name": gpu.name, "driver": gpu.driver,
-                     "error": gpu.reason}
+    report["gpu"] = {
+        "available": gpu.available,
+        "name": gpu.name,
+        "driver": gpu.driver,
+        "error": gpu.reason,
+    }
     try:
         mem = read_meminfo()
-        report["memory"] = {"total": mem.total, "available": mem.available, "free": mem.free,
-                            "cached": mem.cached, "swap_total": mem.swap_total,
-                            "swap_free": mem.swap_free}
+        report["memory"] = {
+            "total": mem.total,
+            "available": mem.available,
+            "free": mem.free,
+            "cached": mem.cached,
+            "swap_total": mem.swap_total,
+            "swap_free": mem.swap_free,
+        }
     except MemInfoError as exc:
         report["memory"] = {"error": str(exc)}
     return report
@@ -315,12 +385,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
     runtime = _runtime()
     current = runtime.current()
     if current is None:
-        hint = ("; the last failed launch's lines: `sparkdeck logs --last-failure`"
-                if last_failure() else "")
+        hint = (
+            "; the last failed launch's lines: `sparkdeck logs --last-failure`"
+            if last_failure()
+            else ""
+        )
         raise CommandFailed(f"no sparkdeck engine container to show logs of{hint}")
     try:
-        for line in runtime.follow_logs(current.container_id, tail=args.tail,
-                                        follow=args.follow):
+        for line in runtime.follow_logs(current.container_id, tail=args.tail, follow=args.follow):
             print(clean(line), flush=args.follow)  # the engine's output: shown, not obeyed
     except KeyboardInterrupt:
         pass
@@ -333,8 +405,10 @@ def cmd_attach(args: argparse.Namespace) -> int:
     AttachedRegistry().add(endpoint)
     health = "healthy" if status.healthy else f"not healthy yet ({status.health_code})"
     models = ", ".join(status.models) or "none listed"
-    print(f"attached {endpoint.name}: {endpoint.url} as {KINDS[endpoint.kind].title}, "
-          f"{health}; models: {models}")
+    print(
+        f"attached {endpoint.name}: {endpoint.url} as {KINDS[endpoint.kind].title}, "
+        f"{health}; models: {models}"
+    )
     return 0
 
 
@@ -345,16 +419,32 @@ def cmd_detach(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"presets": cmd_presets, "launch": cmd_launch, "stop": cmd_stop,
-            "status": cmd_status, "logs": cmd_logs, "attach": cmd_attach, "detach": cmd_detach,
-            "dismiss": cmd_dismiss}
+COMMANDS = {
+    "presets": cmd_presets,
+    "launch": cmd_launch,
+    "stop": cmd_stop,
+    "status": cmd_status,
+    "logs": cmd_logs,
+    "attach": cmd_attach,
+    "detach": cmd_detach,
+    "dismiss": cmd_dismiss,
+}
 
 
 # Errors a command reports as one line and exit code 1 (anything else is a bug: traceback).
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
-    CommandFailed, DockerUnavailable, DockerRuntimeError, EndpointError, FlushNotPermitted,
+    CommandFailed,
+    DockerUnavailable,
+    DockerRuntimeError,
+    EndpointError,
+    FlushNotPermitted,
     ServiceError,
-    DoesNotFit, GuardStoppedEngine, SettingsError, LockBusy, LaunchInterrupted)
+    DoesNotFit,
+    GuardStoppedEngine,
+    SettingsError,
+    LockBusy,
+    LaunchInterrupted,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

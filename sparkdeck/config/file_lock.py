@@ -82,8 +82,9 @@ class FileLock:
                 return int(fields[4])
         return None
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None,
-                poll_s: float = 0.05) -> bool:
+    def acquire(
+        self, blocking: bool = True, timeout: float | None = None, poll_s: float = 0.05
+    ) -> bool:
         """Take the lock. Non-blocking (or once `timeout` passes): False when it is taken."""
         if self._fd is not None:
             raise RuntimeError(f"lock {self.name} is already held by this object")
@@ -103,8 +104,11 @@ class FileLock:
         # Who holds it, for the message the next process shows (written in place: readers
         # that catch a half-written file just see "unknown holder").
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": self.what,
-                                  "since": time.time()}).encode(), 0)
+        os.pwrite(
+            fd,
+            json.dumps({"pid": os.getpid(), "what": self.what, "since": time.time()}).encode(),
+            0,
+        )
         return True
 
     def acquire_or_raise(self, timeout: float | None = 0.0) -> FileLock:
@@ -112,8 +116,7 @@ class FileLock:
         if not self.acquire(blocking=bool(timeout), timeout=timeout):
             holder = self.holder()
             who = holder.describe() if holder else "another sparkdeck process"
-            raise LockBusy(f"{who} is in progress; wait for it to finish or stop it first",
-                           holder)
+            raise LockBusy(f"{who} is in progress; wait for it to finish or stop it first", holder)
         return self
 
     def release(self) -> None:
@@ -128,6 +131,10 @@ class FileLock:
             self.acquire()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.release()

@@ -135,7 +135,7 @@ def remove_stale_temp_files(path: Path, now: float | None = None) -> int:
     except OSError:
         return 0
     for tmp in candidates:
-        parts = tmp.name[len(path.name) + 2:].split(".")
+        parts = tmp.name[len(path.name) + 2 :].split(".")
         pid = int(parts[0]) if len(parts) == 3 and parts[0].isdigit() else None
         try:
             if pid == os.getpid():
@@ -158,8 +158,9 @@ def atomic_write_text(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
     """
     ensure_dir(path.parent)
     remove_stale_temp_files(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

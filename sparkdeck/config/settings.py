@@ -96,19 +96,60 @@ class Settings:
 
 # Binding ids of the TUI that [keys] may remap (tests/test_ui_keymap.py checks that this is
 # every id the UI's bindings carry). Kept here as plain data: settings never imports the UI.
-KEY_IDS = frozenset({
-    "launch", "stop", "theme", "refresh", "help", "quit", "dismiss-failure", "tab-machine",
-    "tab-metrics", "tab-chat", "tab-guard", "bench", "chat-cancel", "chat-fold",
-    "chat-thinking", "chat-open", "chat-new", "chat-next-field", "conversations-close",
-    "conversations-export",
-    "fit-cancel", "switch-skip", "confirm-yes", "confirm-no", "help-close", "bench-metric",
-    "bench-next-model", "bench-prev-model", "bench-reload", "bench-run", "bench-stop",
-    "bench-close", "history", "history-back", "history-ten-minutes", "history-hour",
-    "history-six-hours", "history-day", "history-week", "history-reload",
-    "postmortem-history", "postmortem-dismiss", "postmortem-quit", "models", "connect",
-    "connect-back",
-    "connect-copy", "connect-reload", "connect-tab", "connect-requests",
-})
+KEY_IDS = frozenset(
+    {
+        "launch",
+        "stop",
+        "theme",
+        "refresh",
+        "help",
+        "quit",
+        "dismiss-failure",
+        "tab-machine",
+        "tab-metrics",
+        "tab-chat",
+        "tab-guard",
+        "bench",
+        "chat-cancel",
+        "chat-fold",
+        "chat-thinking",
+        "chat-open",
+        "chat-new",
+        "chat-next-field",
+        "conversations-close",
+        "conversations-export",
+        "fit-cancel",
+        "switch-skip",
+        "confirm-yes",
+        "confirm-no",
+        "help-close",
+        "bench-metric",
+        "bench-next-model",
+        "bench-prev-model",
+        "bench-reload",
+        "bench-run",
+        "bench-stop",
+        "bench-close",
+        "history",
+        "history-back",
+        "history-ten-minutes",
+        "history-hour",
+        "history-six-hours",
+        "history-day",
+        "history-week",
+        "history-reload",
+        "postmortem-history",
+        "postmortem-dismiss",
+        "postmortem-quit",
+        "models",
+        "connect",
+        "connect-back",
+        "connect-copy",
+        "connect-reload",
+        "connect-tab",
+        "connect-requests",
+    }
+)
 # A Textual key name, optionally with modifiers: l, L, f1, ctrl+r, question_mark, ?.
 _KEY = re.compile(r"((ctrl|shift|alt|super|meta|hyper)\+)*([a-z0-9_]+|[A-Z]|[!-~])")
 
@@ -120,18 +161,27 @@ def _check_keys(raw: Mapping[str, Any], path: Path) -> tuple[dict[str, str], lis
     for binding_id, value in raw.items():
         where = f"keys.{binding_id}"
         if binding_id not in KEY_IDS:
-            problems.append(FileProblem(path, where, "no key binding has this id (known: "
-                                        + ", ".join(sorted(KEY_IDS)) + ")"))
+            problems.append(
+                FileProblem(
+                    path,
+                    where,
+                    "no key binding has this id (known: " + ", ".join(sorted(KEY_IDS)) + ")",
+                )
+            )
             continue
         names = value.split(",") if isinstance(value, str) else value
-        if (not isinstance(names, list) or not names
-                or not all(isinstance(n, str) for n in names)):
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             problems.append(FileProblem(path, where, "must be a key or a list of keys"))
             continue
         bad = [n for n in names if not _KEY.fullmatch(n.strip())]
         if bad:
-            problems.append(FileProblem(path, where, f"not a key: {bad[0]!r} (keys look "
-                                        "like l, L, f2, ctrl+r, question_mark)"))
+            problems.append(
+                FileProblem(
+                    path,
+                    where,
+                    f"not a key: {bad[0]!r} (keys look like l, L, f2, ctrl+r, question_mark)",
+                )
+            )
             continue
         keys[binding_id] = ",".join(n.strip() for n in names)
     return keys, problems
@@ -141,70 +191,163 @@ _SCHEMA: dict[str, dict[str, Option]] = {
     "ui": {"theme": Option("str", UiSettings.theme, "theme name (see themes/)")},
     "guard": {
         "mode": Option("str", GuardSettings.mode, "stop or warn", choices=("stop", "warn")),
-        "warn_available_pct": Option("float", GuardSettings.warn_available_pct,
-                                     "warn when MemAvailable is below this % of MemTotal",
-                                     minimum=0.0, maximum=100.0),
-        "warn_some_avg10": Option("float", GuardSettings.warn_some_avg10,
-                                  "warn when PSI some avg10 is above this", minimum=0.0,
-                                  maximum=100.0),
-        "stop_available_pct": Option("float", GuardSettings.stop_available_pct,
-                                     "stop the engine below this % MemAvailable", minimum=0.0,
-                                     maximum=100.0),
-        "stop_full_rate_pct": Option("float", GuardSettings.stop_full_rate_pct,
-                                     "stop when the PSI full stall rate exceeds this %",
-                                     minimum=0.0, maximum=100.0),
-        "stop_consecutive": Option("int", GuardSettings.stop_consecutive,
-                                   "samples in a row over the full-stall threshold", minimum=1,
-                                   maximum=60),
-        "startup_hz": Option("float", GuardSettings.startup_hz, "samples per second while "
-                             "starting", minimum=0.1, maximum=20.0),
-        "running_hz": Option("float", GuardSettings.running_hz, "samples per second once ready",
-                             minimum=0.1, maximum=20.0),
-        "switch_timeout_s": Option("float", GuardSettings.switch_timeout_s,
-                                   "longest wait for memory to come back after a stop",
-                                   minimum=0.0, maximum=3600.0),
-        "switch_margin_gib": Option("float", GuardSettings.switch_margin_gib,
-                                    "how close to the pre-launch MemAvailable counts as back",
-                                    minimum=0.0, maximum=128.0),
-        "sglang_reserve_gib": Option("float", GuardSettings.sglang_reserve_gib,
-                                     "activation reserve on top of SGLang's static fraction",
-                                     minimum=0.0, maximum=128.0),
+        "warn_available_pct": Option(
+            "float",
+            GuardSettings.warn_available_pct,
+            "warn when MemAvailable is below this % of MemTotal",
+            minimum=0.0,
+            maximum=100.0,
+        ),
+        "warn_some_avg10": Option(
+            "float",
+            GuardSettings.warn_some_avg10,
+            "warn when PSI some avg10 is above this",
+            minimum=0.0,
+            maximum=100.0,
+        ),
+        "stop_available_pct": Option(
+            "float",
+            GuardSettings.stop_available_pct,
+            "stop the engine below this % MemAvailable",
+            minimum=0.0,
+            maximum=100.0,
+        ),
+        "stop_full_rate_pct": Option(
+            "float",
+            GuardSettings.stop_full_rate_pct,
+            "stop when the PSI full stall rate exceeds this %",
+            minimum=0.0,
+            maximum=100.0,
+        ),
+        "stop_consecutive": Option(
+            "int",
+            GuardSettings.stop_consecutive,
+            "samples in a row over the full-stall threshold",
+            minimum=1,
+            maximum=60,
+        ),
+        "startup_hz": Option(
+            "float",
+            GuardSettings.startup_hz,
+            "samples per second while starting",
+            minimum=0.1,
+            maximum=20.0,
+        ),
+        "running_hz": Option(
+            "float",
+            GuardSettings.running_hz,
+            "samples per second once ready",
+            minimum=0.1,
+            maximum=20.0,
+        ),
+        "switch_timeout_s": Option(
+            "float",
+            GuardSettings.switch_timeout_s,
+            "longest wait for memory to come back after a stop",
+            minimum=0.0,
+            maximum=3600.0,
+        ),
+        "switch_margin_gib": Option(
+            "float",
+            GuardSettings.switch_margin_gib,
+            "how close to the pre-launch MemAvailable counts as back",
+            minimum=0.0,
+            maximum=128.0,
+        ),
+        "sglang_reserve_gib": Option(
+            "float",
+            GuardSettings.sglang_reserve_gib,
+            "activation reserve on top of SGLang's static fraction",
+            minimum=0.0,
+            maximum=128.0,
+        ),
     },
     "endpoint": {
-        "host": Option("str", EndpointSettings.host, "address the OpenAI endpoint listens on "
-                       "(other than 127.0.0.1/::1 only with an API key)"),
-        "port": Option("int", EndpointSettings.port, "TCP port of the OpenAI endpoint",
-                       minimum=1, maximum=65535),
-        "api_key_env": Option("str", EndpointSettings.api_key_env, "environment variable that "
-                              "holds the endpoint's API key"),
-        "switch_on_request": Option("bool", EndpointSettings.switch_on_request, "a request "
-                                    "for another preset's model switches the engine"),
-        "loading_notice": Option("bool", EndpointSettings.loading_notice, "streams waiting "
-                                 "for a switch get a visible loading line (reasoning)"),
-        "queue": Option("int", EndpointSettings.queue, "requests that may wait behind a "
-                        "switch (more get 503)", minimum=0, maximum=4096),
-        "switch_flush": Option("bool", EndpointSettings.switch_flush, "flush the page cache "
-                               "before a switch on request starts the engine (when allowed)"),
-        "keepalive_s": Option("float", EndpointSettings.keepalive_s, "seconds between the "
-                              "keep-alive comments a stream waiting for a switch gets",
-                              minimum=0.1, maximum=60.0),
-        "min_hold_s": Option("float", EndpointSettings.min_hold_s, "seconds a model that "
-                             "just loaded serves its queue before the next switch",
-                             minimum=0.0, maximum=3600.0),
+        "host": Option(
+            "str",
+            EndpointSettings.host,
+            "address the OpenAI endpoint listens on "
+            "(other than 127.0.0.1/::1 only with an API key)",
+        ),
+        "port": Option(
+            "int",
+            EndpointSettings.port,
+            "TCP port of the OpenAI endpoint",
+            minimum=1,
+            maximum=65535,
+        ),
+        "api_key_env": Option(
+            "str",
+            EndpointSettings.api_key_env,
+            "environment variable that holds the endpoint's API key",
+        ),
+        "switch_on_request": Option(
+            "bool",
+            EndpointSettings.switch_on_request,
+            "a request for another preset's model switches the engine",
+        ),
+        "loading_notice": Option(
+            "bool",
+            EndpointSettings.loading_notice,
+            "streams waiting for a switch get a visible loading line (reasoning)",
+        ),
+        "queue": Option(
+            "int",
+            EndpointSettings.queue,
+            "requests that may wait behind a switch (more get 503)",
+            minimum=0,
+            maximum=4096,
+        ),
+        "switch_flush": Option(
+            "bool",
+            EndpointSettings.switch_flush,
+            "flush the page cache before a switch on request starts the engine (when allowed)",
+        ),
+        "keepalive_s": Option(
+            "float",
+            EndpointSettings.keepalive_s,
+            "seconds between the keep-alive comments a stream waiting for a switch gets",
+            minimum=0.1,
+            maximum=60.0,
+        ),
+        "min_hold_s": Option(
+            "float",
+            EndpointSettings.min_hold_s,
+            "seconds a model that just loaded serves its queue before the next switch",
+            minimum=0.0,
+            maximum=3600.0,
+        ),
         "require_key_on_loopback": Option(
-            "bool", EndpointSettings.require_key_on_loopback, "refuse to start the endpoint "
+            "bool",
+            EndpointSettings.require_key_on_loopback,
+            "refuse to start the endpoint "
             "on 127.0.0.1/::1 without an API key too (without one, every user of this "
-            "machine can use it)"),
+            "machine can use it)",
+        ),
     },
 }
 _SCHEMA["recorder"] = {
-    "keep_days": Option("float", RecorderSettings.keep_days,
-                        "days of flight-recorder rows to keep", minimum=0.01, maximum=366.0),
-    "max_mib": Option("int", RecorderSettings.max_mib,
-                      "largest size of the flight recording in MiB", minimum=4, maximum=65536),
+    "keep_days": Option(
+        "float",
+        RecorderSettings.keep_days,
+        "days of flight-recorder rows to keep",
+        minimum=0.01,
+        maximum=366.0,
+    ),
+    "max_mib": Option(
+        "int",
+        RecorderSettings.max_mib,
+        "largest size of the flight recording in MiB",
+        minimum=4,
+        maximum=65536,
+    ),
 }
-_CLASSES = {"ui": UiSettings, "guard": GuardSettings, "endpoint": EndpointSettings,
-            "recorder": RecorderSettings}
+_CLASSES = {
+    "ui": UiSettings,
+    "guard": GuardSettings,
+    "endpoint": EndpointSettings,
+    "recorder": RecorderSettings,
+}
 
 
 def settings_path() -> Path:
@@ -222,8 +365,13 @@ def parse_settings(table: Mapping[str, Any], path: Path) -> Settings:
     problems: list[FileProblem] = []
     for key in table:
         if key not in _SCHEMA and key != "keys":
-            problems.append(FileProblem(path, key, "unknown section (allowed: "
-                                        + ", ".join(sorted([*_SCHEMA, "keys"])) + ")"))
+            problems.append(
+                FileProblem(
+                    path,
+                    key,
+                    "unknown section (allowed: " + ", ".join(sorted([*_SCHEMA, "keys"])) + ")",
+                )
+            )
     keys: dict[str, str] = {}
     raw_keys = table.get("keys", {})
     if isinstance(raw_keys, Mapping):
@@ -239,20 +387,30 @@ def parse_settings(table: Mapping[str, Any], path: Path) -> Settings:
             continue
         values, bad = check_table(schema, raw, prefix=f"{name}.")
         problems += [FileProblem(path, key, why) for key, why in bad]
-        sections[name] = _CLASSES[name](**{f.name: values[f.name]
-                                           for f in fields(_CLASSES[name]) if f.name in values})
+        sections[name] = _CLASSES[name](
+            **{f.name: values[f.name] for f in fields(_CLASSES[name]) if f.name in values}
+        )
     if not problems:
         guard = sections["guard"]
         if guard.stop_available_pct > guard.warn_available_pct:
-            problems.append(FileProblem(path, "guard.stop_available_pct",
-                                        "must not be above guard.warn_available_pct"))
+            problems.append(
+                FileProblem(
+                    path, "guard.stop_available_pct", "must not be above guard.warn_available_pct"
+                )
+            )
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", sections["endpoint"].api_key_env):
-            problems.append(FileProblem(path, "endpoint.api_key_env",
-                                        "must be an environment variable name"))
+            problems.append(
+                FileProblem(path, "endpoint.api_key_env", "must be an environment variable name")
+            )
     if problems:
         raise SettingsError(problems)
-    return Settings(ui=sections["ui"], guard=sections["guard"],
-                    endpoint=sections["endpoint"], recorder=sections["recorder"], keys=keys)
+    return Settings(
+        ui=sections["ui"],
+        guard=sections["guard"],
+        endpoint=sections["endpoint"],
+        recorder=sections["recorder"],
+        keys=keys,
+    )
 
 
 def load_settings(path: Path | None = None) -> Settings:

@@ -43,8 +43,11 @@ def read_toml(path: Path, *, missing_ok: bool = False) -> dict[str, Any]:
     except OSError as exc:
         raise TomlFileError(path, f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
-        raise TomlFileError(path, f"is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
-                                  "not a file sparkdeck wrote or expects")
+        raise TomlFileError(
+            path,
+            f"is larger than {MAX_BYTES // (1024 * 1024)} MiB; "
+            "not a file sparkdeck wrote or expects",
+        )
     return parse_toml(raw, path)
 
 
@@ -53,8 +56,7 @@ def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TomlFileError(path, f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
-                            ) from None
+        raise TomlFileError(path, f"is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     if nesting(text) > MAX_DEPTH:
         raise TomlFileError(path, "is not valid TOML: tables or arrays nested too deep")
     try:
@@ -62,8 +64,7 @@ def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise TomlFileError(path, f"is not valid TOML: {excerpt(str(exc))}") from None
     except RecursionError:
-        raise TomlFileError(path, "is not valid TOML: tables or arrays nested too deep"
-                            ) from None
+        raise TomlFileError(path, "is not valid TOML: tables or arrays nested too deep") from None
 
 
 def nesting(text: str) -> int:

@@ -58,9 +58,21 @@ if TYPE_CHECKING:
 FORWARDED = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 # hop-by-hop headers (RFC 9110 7.6.1) are the connection's own, never forwarded; host and
 # content-length are the new connection's to set
-_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization",
-                  b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade", b"host",
-                  b"content-length"})
+_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+    }
+)
 
 
 class Forwarder:
@@ -69,8 +81,15 @@ class Forwarder:
     The request goes on as the caller sent it (upstream_http.py: nothing a client library
     would add, no cookie jar shared between callers)."""
 
-    def __init__(self, finder: UpstreamFinder, pool: UpstreamPool, log: RequestLog,
-                 key: str | None, gate: SwitchGate, budget: BodyBudget | None = None) -> None:
+    def __init__(
+        self,
+        finder: UpstreamFinder,
+        pool: UpstreamPool,
+        log: RequestLog,
+        key: str | None,
+        gate: SwitchGate,
+        budget: BodyBudget | None = None,
+    ) -> None:
         self.finder, self._pool, self.log, self._key, self.gate = finder, pool, log, key, gate
         self.budget = budget or BodyBudget()  # the bodies held at once, across requests
 
@@ -83,8 +102,15 @@ class Forwarder:
             held.release()
             self.gate.finished(record)  # out of flight: a switch may be the queue's turn
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, arrived: float,
-                       record: dict[str, Any], held: HeldBody) -> None:
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        arrived: float,
+        record: dict[str, Any],
+        held: HeldBody,
+    ) -> None:
         asked = held.refusal or asked_of(held.body or b"")
         if not isinstance(asked, Asked):
             await self._refuse(scope, receive, send, record, asked)
@@ -98,8 +124,13 @@ class Forwarder:
             await self._refuse(scope, receive, send, record, admitted.refusal, opened)
             return
         if upstream is None:
-            await self._refuse(scope, receive, send, record, openai_error(
-                503, why, "service_unavailable", "no_engine", {"Retry-After": "5"}))
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                record,
+                openai_error(503, why, "service_unavailable", "no_engine", {"Retry-After": "5"}),
+            )
             return
         record["engine"] = upstream.name
         model = record["model"]
@@ -114,31 +145,63 @@ class Forwarder:
                     return
                 held.body = rewritten
             else:
-                await self._refuse(scope, receive, send, record,
-                                   await self.gate.wrong_model(model, upstream), opened)
+                await self._refuse(
+                    scope,
+                    receive,
+                    send,
+                    record,
+                    await self.gate.wrong_model(model, upstream),
+                    opened,
+                )
                 return
-        headers = [(k, v) for k, v in scope["headers"]
-                   if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")]
-        target = upstream.url + scope["path"] + (
-            "?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
+        headers = [
+            (k, v)
+            for k, v in scope["headers"]
+            if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")
+        ]
+        target = (
+            upstream.url
+            + scope["path"]
+            + ("?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
+        )
         try:
             answer = await self._pool.send(scope["method"], target, headers, held.body or b"")
         except UpstreamError as exc:
-            await self._refuse(scope, receive, send, record, openai_error(
-                502, f"the engine {upstream.name} did not answer ({exc.kind}): "
-                "see `sparkdeck status`", "upstream_error", "engine_unreachable"), opened)
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                record,
+                openai_error(
+                    502,
+                    f"the engine {upstream.name} did not answer ({exc.kind}): "
+                    "see `sparkdeck status`",
+                    "upstream_error",
+                    "engine_unreachable",
+                ),
+                opened,
+            )
             return
         held.release()  # sent: the answer may stream for minutes without it
-        meter = Meter(arrived, record["stream"],
-                      answer.content_encoding in (None, "identity"))
+        meter = Meter(arrived, record["stream"], answer.content_encoding in (None, "identity"))
         await self._relay(answer, meter, receive, send, opened)
-        write_record(self.log, RequestRecord(**record, status=answer.status_code,
-                                             **meter.figures()))
+        write_record(
+            self.log, RequestRecord(**record, status=answer.status_code, **meter.figures())
+        )
 
-    async def _relay(self, answer: UpstreamAnswer, meter: Meter, receive: Receive,
-                     send: Send, opened: bool = False) -> None:
-        headers = [(k, v) for k, v in answer.raw_headers if k.lower() not in _HOP
-                   or k.lower() == b"content-length"]
+    async def _relay(
+        self,
+        answer: UpstreamAnswer,
+        meter: Meter,
+        receive: Receive,
+        send: Send,
+        opened: bool = False,
+    ) -> None:
+        headers = [
+            (k, v)
+            for k, v in answer.raw_headers
+            if k.lower() not in _HOP or k.lower() == b"content-length"
+        ]
 
         answered = asyncio.Event()  # the engine's answer was handed on to its end
 
@@ -167,24 +230,39 @@ class Forwarder:
             # uvicorn reports a disconnect as soon as the closing send is made, even while
             # that send still waits to drain, and a client may hang up after a stream's
             # [DONE]: after the whole answer, no client left early
-            meter.disconnected = (watching.done() and not watching.cancelled()
-                                  and not (answered.is_set() or meter.stream_ended()))
+            meter.disconnected = (
+                watching.done()
+                and not watching.cancelled()
+                and not (answered.is_set() or meter.stream_ended())
+            )
             if broke is not None:
                 meter.failed = "the answer broke off: " + (
-                    broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__)
+                    broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__
+                )
             answer.close()  # mid-body: the connection closes and the engine aborts
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send,
-                      record: dict[str, Any], response: Response, opened: bool = False) -> None:
-        await (self.gate.error_in_stream(send, response) if opened
-               else response(scope, receive, send))
+    async def _refuse(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: dict[str, Any],
+        response: Response,
+        opened: bool = False,
+    ) -> None:
+        await (
+            self.gate.error_in_stream(send, response) if opened else response(scope, receive, send)
+        )
         log_refusal(self.log, record, response)
 
 
-def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
-                   log: RequestLog | None = None, catalog: Callable[[], Any] | None = None,
-                   owner: EngineOwner | None = None
-                   ) -> tuple[ASGIApp, Callable[[], Awaitable[None]]]:
+def build_endpoint(
+    follower: GuardFollower,
+    settings: EndpointSettings,
+    log: RequestLog | None = None,
+    catalog: Callable[[], Any] | None = None,
+    owner: EngineOwner | None = None,
+) -> tuple[ASGIApp, Callable[[], Awaitable[None]]]:
     """The endpoint's ASGI app, and what closes its upstream pool (made lazily, in the loop
     that serves it). `owner` switches engines on request ([endpoint] switch_on_request)."""
 
@@ -200,8 +278,10 @@ def build_endpoint(follower: GuardFollower, settings: EndpointSettings,
     async def closed() -> None:
         await pool.close()
 
-    routes = [Route("/v1/models", models), *(Route(p, forward, methods=["POST"])
-                                             for p in FORWARDED)]
+    routes = [
+        Route("/v1/models", models),
+        *(Route(p, forward, methods=["POST"]) for p in FORWARDED),
+    ]
     app = Starlette(routes=routes, exception_handlers=routing_refusals(log))
 
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:

@@ -80,15 +80,25 @@ class ConnectInfo:
         return self.switch_on_request and not self.key_required
 
     def to_json(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "host": self.host, "port": self.port,
-                "listens": self.listens, "lan": self.lan, "reachable_by": reach_line(self),
-                "switch_on_request": self.switch_on_request,
-                "anyone_local_can_switch": self.anyone_local_can_switch,
-                "key_required": self.key_required, "key_env": self.key_env,
-                "running": self.running_model, "models": [m.id for m in self.models],
-                "models_from": self.models_from, "problem": self.endpoint_problem,
-                "service_pid": self.service_pid, "service_problem": self.service_problem,
-                "endpoint_off": self.endpoint_off}
+        return {
+            "base_url": self.base_url,
+            "host": self.host,
+            "port": self.port,
+            "listens": self.listens,
+            "lan": self.lan,
+            "reachable_by": reach_line(self),
+            "switch_on_request": self.switch_on_request,
+            "anyone_local_can_switch": self.anyone_local_can_switch,
+            "key_required": self.key_required,
+            "key_env": self.key_env,
+            "running": self.running_model,
+            "models": [m.id for m in self.models],
+            "models_from": self.models_from,
+            "problem": self.endpoint_problem,
+            "service_pid": self.service_pid,
+            "service_problem": self.service_problem,
+            "endpoint_off": self.endpoint_off,
+        }
 
 
 def base_url(settings: EndpointSettings) -> tuple[str, int, str]:
@@ -99,8 +109,9 @@ def base_url(settings: EndpointSettings) -> tuple[str, int, str]:
     return host, port, f"http://{shown}:{port}/v1"
 
 
-def ask_models(base: str, key: str | None,
-               timeout: float = ASK_TIMEOUT_S) -> tuple[tuple[ListedModel, ...], str | None]:
+def ask_models(
+    base: str, key: str | None, timeout: float = ASK_TIMEOUT_S
+) -> tuple[tuple[ListedModel, ...], str | None]:
     """The endpoint's /v1/models as ListedModels, or () and why not."""
     import httpx  # not on the TUI's idle path: only when the connect screen or CLI asks
 
@@ -110,11 +121,19 @@ def ask_models(base: str, key: str | None,
         answer.raise_for_status()
         data = answer.json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        return (), (f"the endpoint does not answer at {base} ({type(exc).__name__}): is the "
-                    "service running? (`sparkdeck service start`)")
-    return tuple(ListedModel(str(m.get("id")), bool(m.get("running")),
-                             m.get("preset") if isinstance(m.get("preset"), str) else None)
-                 for m in data if isinstance(m, dict) and m.get("id")), None
+        return (), (
+            f"the endpoint does not answer at {base} ({type(exc).__name__}): is the "
+            "service running? (`sparkdeck service start`)"
+        )
+    return tuple(
+        ListedModel(
+            str(m.get("id")),
+            bool(m.get("running")),
+            m.get("preset") if isinstance(m.get("preset"), str) else None,
+        )
+        for m in data
+        if isinstance(m, dict) and m.get("id")
+    ), None
 
 
 def preset_models(catalog: PresetCatalog) -> tuple[ListedModel, ...]:
@@ -126,9 +145,11 @@ def preset_models(catalog: PresetCatalog) -> tuple[ListedModel, ...]:
     return tuple(seen.values())
 
 
-def read_connect_info(settings: EndpointSettings,
-                      catalog_loader: Callable[[], PresetCatalog] = load_catalog,
-                      service_state: ServiceState | None = None) -> ConnectInfo:
+def read_connect_info(
+    settings: EndpointSettings,
+    catalog_loader: Callable[[], PresetCatalog] = load_catalog,
+    service_state: ServiceState | None = None,
+) -> ConnectInfo:
     """Everything the connect screen and `sparkdeck endpoint` show (blocking: a worker's).
     `service_state` asks the service (the front end's, sparkdeck.service.client.service_state):
     its pid, a problem, and the endpoint's own state as the service reports it."""
@@ -144,9 +165,20 @@ def read_connect_info(settings: EndpointSettings,
     models_from = "endpoint"
     if problem is not None:
         models, models_from = preset_models(catalog_loader()), "presets"
-    info = ConnectInfo(base, host, port, settings.api_key_env, key is not None, models,
-                       models_from, problem, pid, service_problem,
-                       switch_on_request=settings.switch_on_request, endpoint_off=endpoint_off)
+    info = ConnectInfo(
+        base,
+        host,
+        port,
+        settings.api_key_env,
+        key is not None,
+        models,
+        models_from,
+        problem,
+        pid,
+        service_problem,
+        switch_on_request=settings.switch_on_request,
+        endpoint_off=endpoint_off,
+    )
     return ConnectInfo(**{**info.__dict__, "snippets": build_snippets(info)})
 
 
@@ -159,23 +191,31 @@ def build_snippets(info: ConnectInfo) -> tuple[Snippet, ...]:
     webui_key = f"${env} (its value)" if info.key_required else "anything (no key needed)"
     imports = "import os\n" if info.key_required else ""
     return (
-        Snippet("curl", f"curl {base}/chat/completions{auth} -H 'Content-Type: "
-                        f"application/json' \\\n  -d '{{\"model\": \"{model}\", \"messages\": "
-                        "[{\"role\": \"user\", \"content\": \"Hello\"}]}'"),
-        Snippet("openai (Python)",
-                f"{imports}from openai import OpenAI\n"
-                f"client = OpenAI(base_url=\"{base}\", api_key={key_arg})\n"
-                f"print(client.chat.completions.create(model=\"{model}\",\n"
-                "      messages=[{\"role\": \"user\", \"content\": \"Hello\"}])"
-                ".choices[0].message.content)"),
-        Snippet("Open WebUI (Settings > Connections > OpenAI API)",
-                f"URL  {base}\n"
-                f"Key  {webui_key}"
-                "\n(Open WebUI in a container on this machine: run it with --network=host; an "
-                "endpoint\n on 127.0.0.1 is not reachable from Docker's bridge network)"),
-        Snippet("from a laptop",
-                f"ssh -L {port}:127.0.0.1:{port} spark     "
-                f"# then use http://127.0.0.1:{port}/v1 there"),
+        Snippet(
+            "curl",
+            f"curl {base}/chat/completions{auth} -H 'Content-Type: "
+            f'application/json\' \\\n  -d \'{{"model": "{model}", "messages": '
+            '[{"role": "user", "content": "Hello"}]}\'',
+        ),
+        Snippet(
+            "openai (Python)",
+            f"{imports}from openai import OpenAI\n"
+            f'client = OpenAI(base_url="{base}", api_key={key_arg})\n'
+            f'print(client.chat.completions.create(model="{model}",\n'
+            '      messages=[{"role": "user", "content": "Hello"}])'
+            ".choices[0].message.content)",
+        ),
+        Snippet(
+            "Open WebUI (Settings > Connections > OpenAI API)",
+            f"URL  {base}\n"
+            f"Key  {webui_key}"
+            "\n(Open WebUI in a container on this machine: run it with --network=host; an "
+            "endpoint\n on 127.0.0.1 is not reachable from Docker's bridge network)",
+        ),
+        Snippet(
+            "from a laptop",
+            f"ssh -L {port}:127.0.0.1:{port} spark     # then use http://127.0.0.1:{port}/v1 there",
+        ),
     )
 
 
@@ -188,8 +228,10 @@ def key_line(info: ConnectInfo) -> str:
 
 def listens_line(info: ConnectInfo) -> str:
     """The bound address, and what a wildcard means."""
-    wildcard = {"0.0.0.0": "every IPv4 address of this machine",
-                "::": "every address of this machine"}.get(info.host)
+    wildcard = {
+        "0.0.0.0": "every IPv4 address of this machine",
+        "::": "every address of this machine",
+    }.get(info.host)
     return info.listens + (f" ({wildcard})" if wildcard else "")
 
 
@@ -197,13 +239,17 @@ def reach_line(info: ConnectInfo) -> str:
     """Who can send the endpoint requests. Loopback is not private: every user of the
     machine can connect to it, so without a key it is theirs too."""
     if info.lan:
-        return (f"the network: any machine that can reach {info.listens}, and every user of "
-                f"this machine, each with the key (${info.key_env})")
+        return (
+            f"the network: any machine that can reach {info.listens}, and every user of "
+            f"this machine, each with the key (${info.key_env})"
+        )
     if info.key_required:
         return f"processes on this machine that send the key (${info.key_env})"
-    return (f"every user of this machine, with no key (loopback); to close it to the others, "
-            f"set ${info.key_env} where the service starts and [endpoint] "
-            "require_key_on_loopback = true")
+    return (
+        f"every user of this machine, with no key (loopback); to close it to the others, "
+        f"set ${info.key_env} where the service starts and [endpoint] "
+        "require_key_on_loopback = true"
+    )
 
 
 def switch_line(info: ConnectInfo) -> str | None:
@@ -212,27 +258,40 @@ def switch_line(info: ConnectInfo) -> str | None:
         return None
     if info.key_required:
         return "on: a request naming another preset's model switches the engine (with the key)"
-    return (f"on, with no key: any local process (any user of this machine) can switch the "
-            f"engine by naming another preset's model; to close it set ${info.key_env} where "
-            "the service starts (and require_key_on_loopback = true), or switch_on_request "
-            "= false")
+    return (
+        f"on, with no key: any local process (any user of this machine) can switch the "
+        f"engine by naming another preset's model; to close it set ${info.key_env} where "
+        "the service starts (and require_key_on_loopback = true), or switch_on_request "
+        "= false"
+    )
 
 
 def service_line(info: ConnectInfo) -> str:
     """The service and its endpoint in words."""
     if info.service_problem:
         return info.service_problem
-    service = (f"running (process {info.service_pid})" if info.service_pid
-               else "not running (`sparkdeck service start`)")
-    endpoint = ("answering" if info.endpoint_problem is None
-                else "OFF" if info.endpoint_off else "not answering")
+    service = (
+        f"running (process {info.service_pid})"
+        if info.service_pid
+        else "not running (`sparkdeck service start`)"
+    )
+    endpoint = (
+        "answering"
+        if info.endpoint_problem is None
+        else "OFF"
+        if info.endpoint_off
+        else "not answering"
+    )
     return f"service {service}; endpoint {endpoint}"
 
 
 def model_lines(info: ConnectInfo) -> list[str]:
     """One line per model, the running one marked."""
-    lines = [f"{m.id}{'   <- running' if m.running else ''}"
-             f"{f'   (preset {m.preset})' if m.preset else ''}" for m in info.models]
+    lines = [
+        f"{m.id}{'   <- running' if m.running else ''}"
+        f"{f'   (preset {m.preset})' if m.preset else ''}"
+        for m in info.models
+    ]
     return lines or ["none (no presets, no engine)"]
 
 
@@ -245,8 +304,12 @@ def models_note(info: ConnectInfo) -> str | None:
 
 def as_text(info: ConnectInfo) -> str:
     """What `sparkdeck endpoint` prints."""
-    lines = [f"base URL      {info.base_url}", f"listens on    {listens_line(info)}",
-             f"reachable by  {reach_line(info)}", f"API key       {key_line(info)}"]
+    lines = [
+        f"base URL      {info.base_url}",
+        f"listens on    {listens_line(info)}",
+        f"reachable by  {reach_line(info)}",
+        f"API key       {key_line(info)}",
+    ]
     if (switching := switch_line(info)) is not None:
         lines.append(f"switching     {switching}")
     lines.append(f"status        {service_line(info)}")

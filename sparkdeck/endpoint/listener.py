@@ -48,14 +48,16 @@ def check_exposure(settings: EndpointSettings) -> None:
         raise EndpointRefused(
             f"[endpoint] host = {host!r} would open the OpenAI endpoint to the network "
             f"without an API key: set one in the environment variable "
-            f"{settings.api_key_env} where the service starts, or use host = \"127.0.0.1\" "
-            "(and `ssh -L` to reach it from another machine)")
+            f'{settings.api_key_env} where the service starts, or use host = "127.0.0.1" '
+            "(and `ssh -L` to reach it from another machine)"
+        )
     if settings.require_key_on_loopback:
         raise EndpointRefused(
             "[endpoint] require_key_on_loopback = true, but the environment variable "
             f"{settings.api_key_env} holds no API key: set one where the service starts "
             "(the unit's Environment= or the shell), or set require_key_on_loopback = false "
-            "(every user of this machine can then use the endpoint)")
+            "(every user of this machine can then use the endpoint)"
+        )
 
 
 def open_listener(settings: EndpointSettings) -> socket.socket:

@@ -22,27 +22,45 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 
-KEY_MISSING = ("this endpoint needs its API key: send `Authorization: Bearer <key>` (the key "
-               "is in the service's environment; `sparkdeck endpoint` names the variable)")
+KEY_MISSING = (
+    "this endpoint needs its API key: send `Authorization: Bearer <key>` (the key "
+    "is in the service's environment; `sparkdeck endpoint` names the variable)"
+)
 # Starlette's router raises these bare (no detail): say what a client can do about them
-_ROUTING = {404: ("unknown_url", ("no such path: the endpoint serves POST "
-                                  "/v1/chat/completions, /v1/completions, /v1/embeddings and "
-                                  "GET /v1/models")),
-            405: ("method_not_allowed", "this path does not take {method}")}
+_ROUTING = {
+    404: (
+        "unknown_url",
+        (
+            "no such path: the endpoint serves POST "
+            "/v1/chat/completions, /v1/completions, /v1/embeddings and "
+            "GET /v1/models"
+        ),
+    ),
+    405: ("method_not_allowed", "this path does not take {method}"),
+}
 
 
-def openai_error(status: int, message: str, kind: str, code: str,
-                 headers: dict[str, str] | None = None) -> JSONResponse:
+def openai_error(
+    status: int, message: str, kind: str, code: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """An error body shaped like OpenAI's, which its clients show as the message."""
-    return JSONResponse({"error": {"message": message, "type": kind, "code": code}},
-                        status_code=status, headers=headers)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": code}},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def arrival(scope: Scope) -> dict[str, Any]:
     """The request-log fields known when a request arrives (its body not read yet)."""
     client = scope.get("client") or ("?", 0)
-    return {"time": time.time(), "client": f"{client[0]}:{client[1]}",
-            "path": scope["path"], "model": None, "stream": False}
+    return {
+        "time": time.time(),
+        "client": f"{client[0]}:{client[1]}",
+        "path": scope["path"],
+        "model": None,
+        "stream": False,
+    }
 
 
 def write_record(log: RequestLog, record: RequestRecord) -> None:
@@ -83,8 +101,7 @@ class KeyRequired:
             token = bearer_token(scope)
             # compare_digest: the time taken says nothing about how much of a guess was right
             if token is None or not hmac.compare_digest(token, self._key):
-                refusal = openai_error(401, KEY_MISSING, "invalid_request_error",
-                                       "invalid_api_key")
+                refusal = openai_error(401, KEY_MISSING, "invalid_request_error", "invalid_api_key")
                 await refusal(scope, receive, send)
                 log_refusal(self._log, arrival(scope), refusal)
                 return
@@ -98,8 +115,13 @@ def routing_refusals(log: RequestLog) -> dict[Any, Any]:
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         code, message = _ROUTING.get(exc.status_code, ("invalid_request", exc.detail))
-        refusal = openai_error(exc.status_code, message.replace("{method}", request.method),
-                               "invalid_request_error", code, dict(exc.headers or {}))
+        refusal = openai_error(
+            exc.status_code,
+            message.replace("{method}", request.method),
+            "invalid_request_error",
+            code,
+            dict(exc.headers or {}),
+        )
         log_refusal(log, arrival(request.scope), refusal)
         return refusal
 

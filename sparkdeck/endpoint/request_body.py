@@ -63,15 +63,23 @@ class HeldBody:
 
 
 def too_large() -> JSONResponse:
-    return openai_error(413, f"the request body is over {MAX_REQUEST // 2**20} MiB",
-                        "invalid_request_error", "request_too_large")
+    return openai_error(
+        413,
+        f"the request body is over {MAX_REQUEST // 2**20} MiB",
+        "invalid_request_error",
+        "request_too_large",
+    )
 
 
 def no_room() -> JSONResponse:
-    return openai_error(503, "the endpoint holds as many request bodies as it may "
-                        f"({HELD_AT_ONCE // 2**20} MiB together): retry in a moment",
-                        "service_unavailable", "too_many_bodies",
-                        {"Retry-After": str(RETRY_AFTER_S)})
+    return openai_error(
+        503,
+        "the endpoint holds as many request bodies as it may "
+        f"({HELD_AT_ONCE // 2**20} MiB together): retry in a moment",
+        "service_unavailable",
+        "too_many_bodies",
+        {"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 def announced_length(scope: Scope) -> int | None:
@@ -103,8 +111,12 @@ async def read_body(scope: Scope, receive: Receive, budget: BodyBudget) -> HeldB
         message = await receive()
         if message["type"] == "http.disconnect":
             # the client left, or uvicorn dropped a malformed body (it answered that 400)
-            held.refusal = openai_error(499, "the connection ended before the whole body "
-                                        "came", "client_closed", "client_disconnected")
+            held.refusal = openai_error(
+                499,
+                "the connection ended before the whole body came",
+                "client_closed",
+                "client_disconnected",
+            )
             return held
         chunk = message.get("body", b"")
         need = len(body) + len(chunk) - held.taken  # > 0 only for a body without a length
@@ -147,8 +159,9 @@ def asked_of(body: bytes | bytearray) -> Asked | JSONResponse:
     except UnicodeDecodeError as exc:
         return _bad_body(f"the request body is not UTF-8 (byte {exc.start})")
     except json.JSONDecodeError as exc:
-        return _bad_body(f"the request body is not JSON: {exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}")
+        return _bad_body(
+            f"the request body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        )
     if not isinstance(payload, dict):
         return _bad_body("the request body must be a JSON object", "invalid_body")
     model = payload.get("model")

@@ -100,7 +100,8 @@ class RequestLog:
                     continue
                 if not isinstance(row, dict):
                     continue
-                if since is not None and not (isinstance(row.get("time"), (int, float))
-                                              and row["time"] >= since):
+                if since is not None and not (
+                    isinstance(row.get("time"), (int, float)) and row["time"] >= since
+                ):
                     continue
                 yield row

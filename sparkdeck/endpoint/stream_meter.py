@@ -72,14 +72,17 @@ class Meter:
         # read's own tokens (one per event, as llama.cpp and vLLM send them) took none, so a
         # burst read at once gives no speed rather than an absurd one
         after = (output or 0) - max(self.first_events, 1)
-        if (self.stream and after > 0 and self.first and self.last
-                and self.last > self.first):
+        if self.stream and after > 0 and self.first and self.last and self.last > self.first:
             tps = after / (self.last - self.first)
-        return {"prompt_tokens": prompt, "output_tokens": output, "tokens_from": source,
-                "ttft_s": round(ttft, 6) if ttft is not None else None,
-                "decode_tps": round(tps, 2) if tps is not None else None,
-                "duration_s": round(ended - self.arrived, 6),
-                "error": "the client disconnected" if self.disconnected else self.failed}
+        return {
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "tokens_from": source,
+            "ttft_s": round(ttft, 6) if ttft is not None else None,
+            "decode_tps": round(tps, 2) if tps is not None else None,
+            "duration_s": round(ended - self.arrived, 6),
+            "error": "the client disconnected" if self.disconnected else self.failed,
+        }
 
     def _tokens(self) -> tuple[int | None, int | None, str | None]:
         if not self.stream:
@@ -108,8 +111,11 @@ class Meter:
             if timings is None and isinstance(found, dict):
                 # prompt_n counts only what was computed: the cached part is cache_n
                 prompt, cached = _int(found.get("prompt_n")), _int(found.get("cache_n"))
-                timings = (prompt + (cached or 0) if prompt is not None else None,
-                           _int(found.get("predicted_n")), "timings")
+                timings = (
+                    prompt + (cached or 0) if prompt is not None else None,
+                    _int(found.get("predicted_n")),
+                    "timings",
+                )
         if timings is not None and timings[1] is not None:
             return timings
         # every event but the closing [DONE] and the one carrying finish_reason alone

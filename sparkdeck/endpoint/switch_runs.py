@@ -47,9 +47,13 @@ class SwitchRunner:
         plan = await run_in_threadpool(owner.plan, preset_id, flush)
         if plan["fit"] is not None and not plan["fit"]["allowed"]:
             return None, openai_error(
-                409, f"{preset_id} does not fit in memory, so the endpoint did not switch to "
+                409,
+                f"{preset_id} does not fit in memory, so the endpoint did not switch to "
                 "it (the running engine keeps running):\n" + "\n".join(plan["fit_lines"]),
-                "invalid_request_error", "model_does_not_fit", NO_RETRY)
+                "invalid_request_error",
+                "model_does_not_fit",
+                NO_RETRY,
+            )
         planned()
 
         async def start() -> int | None:
@@ -60,15 +64,25 @@ class SwitchRunner:
         except Busy as exc:
             flight = owner.in_flight
             if flight is None:  # a stop, not a launch: nothing to wait for
-                return None, openai_error(409, f"cannot switch to {preset_id}: {exc}",
-                                          "invalid_request_error", "switch_refused", NO_RETRY)
+                return None, openai_error(
+                    409,
+                    f"cannot switch to {preset_id}: {exc}",
+                    "invalid_request_error",
+                    "switch_refused",
+                    NO_RETRY,
+                )
             # a front end's launch began meanwhile: it goes first, as if it had queued
             # first; the queue then decides again against the engine it made
             upstream, _ = await self.follow(*flight)
             return upstream, None
         except UnknownPreset as exc:
-            return None, openai_error(409, f"cannot switch to {preset_id}: {exc}",
-                                      "invalid_request_error", "switch_refused", NO_RETRY)
+            return None, openai_error(
+                409,
+                f"cannot switch to {preset_id}: {exc}",
+                "invalid_request_error",
+                "switch_refused",
+                NO_RETRY,
+            )
         return await self._engine_after(preset_id, result)
 
     async def follow(self, launch_id: int, preset_id: str) -> Outcome:
@@ -85,8 +99,9 @@ class SwitchRunner:
         """The engine as the endpoint reaches it now (after a switch that did not happen)."""
         return (await self._finder.find(fresh=True))[0]
 
-    async def _result_of(self, launched: Callable[[], Awaitable[int | None]]
-                         ) -> dict[str, Any] | None:
+    async def _result_of(
+        self, launched: Callable[[], Awaitable[int | None]]
+    ) -> dict[str, Any] | None:
         """The launch-result of the launch `launched` names (None: it had ended already).
         The subscription is in place first, so a result published after it is not missed."""
         owner = self._owner
@@ -115,8 +130,11 @@ class SwitchRunner:
                 elif time.monotonic() - gone_since > GONE_CHECK_S * 2:
                     # a launch whose plan failed ends with no result (its caller got the
                     # error): its waiters are told so, not kept waiting
-                    return {"launch": launch_id, "ok": False,
-                            "error": "the launch ended before it started (its plan failed)"}
+                    return {
+                        "launch": launch_id,
+                        "ok": False,
+                        "error": "the launch ended before it started (its plan failed)",
+                    }
         finally:
             pending.cancel()  # (done already, unless the launch was refused or had ended)
             await asyncio.gather(pending, return_exceptions=True)  # the generator is let go
@@ -128,16 +146,24 @@ class SwitchRunner:
         if result is not None and not result.get("ok"):
             tail = "\n".join((result.get("log_tail") or [])[-5:])
             return None, openai_error(
-                503, f"switching to {preset_id} failed: {result.get('error')}"
+                503,
+                f"switching to {preset_id} failed: {result.get('error')}"
                 + (f"\nthe engine's last log lines:\n{tail}" if tail else ""),
-                "server_error", "switch_failed", NO_RETRY)
+                "server_error",
+                "switch_failed",
+                NO_RETRY,
+            )
         deadline = time.monotonic() + FIND_AFTER_S
         while True:  # the finder trusts what it saw for a second: asked afresh
             upstream, why = await self._finder.find(fresh=True)
             if upstream is not None and upstream.preset_id == preset_id:
                 return upstream, None
             if time.monotonic() > deadline:
-                return None, openai_error(503, f"{preset_id} started but the endpoint does "
-                                          f"not reach it: {why}", "server_error",
-                                          "switch_failed", NO_RETRY)
+                return None, openai_error(
+                    503,
+                    f"{preset_id} started but the endpoint does not reach it: {why}",
+                    "server_error",
+                    "switch_failed",
+                    NO_RETRY,
+                )
             await asyncio.sleep(0.02)

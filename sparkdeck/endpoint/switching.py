@@ -87,11 +87,13 @@ class _Switch:
 class SwitchGate:
     """The endpoint's scheduler: serves, queues, switches, bounds the queue."""
 
-    def __init__(self, owner: EngineOwner | None, settings: EndpointSettings,
-                 finder: UpstreamFinder) -> None:
+    def __init__(
+        self, owner: EngineOwner | None, settings: EndpointSettings, finder: UpstreamFinder
+    ) -> None:
         self._owner, self._settings, self._finder = owner, settings, finder
-        self._runner = (SwitchRunner(owner, finder, settings.switch_flush)
-                        if owner is not None else None)
+        self._runner = (
+            SwitchRunner(owner, finder, settings.switch_flush) if owner is not None else None
+        )
         self._switch: _Switch | None = None
         self._queue: list[_Waiter] = []
         self._serving: set[int] = set()  # the records of requests admitted and not done
@@ -100,14 +102,19 @@ class SwitchGate:
         self._timer: asyncio.TimerHandle | None = None
         self.last_switch_s: float | None = None
 
-    async def admit(self, record: dict[str, Any], upstream: Upstream | None,
-                    receive: Receive, send: Send) -> Admission:
+    async def admit(
+        self, record: dict[str, Any], upstream: Upstream | None, receive: Receive, send: Send
+    ) -> Admission:
         """Where the request goes: `upstream` as found when nothing is scheduled ahead of
         it, else after its turn in the queue (the wait is written into its request-log
         `record`). Every admitted request is in flight until `finished(record)`."""
         model, key = record["model"], id(record)
-        if (self._switch is None and not self._queue and self._serves(upstream, model)
-                and (self._owner is None or self._owner.in_flight is None)):  # the hot path
+        if (
+            self._switch is None
+            and not self._queue
+            and self._serves(upstream, model)
+            and (self._owner is None or self._owner.in_flight is None)
+        ):  # the hot path
             self._engine = upstream
             self._serving.add(key)
             return Admission(upstream, None, False, 0.0)
@@ -117,7 +124,8 @@ class SwitchGate:
             self._engine = upstream
             serves = self._serves(upstream, model)
             if (serves and (not self._queue or time.monotonic() < self._hold_until)) or (
-                    not serves and preset is None):  # served, or refused by app.py
+                not serves and preset is None
+            ):  # served, or refused by app.py
                 self._serving.add(key)
                 return Admission(upstream, None, False, 0.0)
         waiting = sum(w.counted for w in self._queue)
@@ -142,8 +150,9 @@ class SwitchGate:
 
     @staticmethod
     def _serves(engine: Upstream | None, model: str | None) -> bool:
-        return engine is not None and (model is None or model in engine.model_ids
-                                       or model in engine.aliases)
+        return engine is not None and (
+            model is None or model in engine.model_ids or model in engine.aliases
+        )
 
     async def _home(self, model: str | None, upstream: Upstream | None) -> str | None:
         """The preset a switch for this model goes to (None: no switch is made for it)."""
@@ -155,8 +164,11 @@ class SwitchGate:
         if starting is not None and model in (starting.preset_id, starting.name):
             return None
         catalog = await self._finder.presets()
-        named = [p for p in sorted(catalog.presets.values(), key=lambda p: p.id)
-                 if model in (p.id, p.model)]
+        named = [
+            p
+            for p in sorted(catalog.presets.values(), key=lambda p: p.id)
+            if model in (p.id, p.model)
+        ]
         return named[0].id if named else None
 
     def _follow_front_end(self) -> None:
@@ -179,8 +191,9 @@ class SwitchGate:
             if self._serves(engine, waiter.model):
                 if loaded or not blocked:
                     self._admit(waiter, (engine, None))
-            elif waiter.preset is None or (loaded and engine is not None
-                                           and waiter.preset == engine.preset_id):
+            elif waiter.preset is None or (
+                loaded and engine is not None and waiter.preset == engine.preset_id
+            ):
                 # no switch serves it (app.py refuses it now), or the switch made for it
                 # ran: the engine answers (or refuses) it, never a second switch to the same
                 self._admit(waiter, (engine, None))
@@ -191,9 +204,11 @@ class SwitchGate:
         left = self._hold_until - time.monotonic()
         if left > 0:
             if self._timer is None:
+
                 def again() -> None:
                     self._timer = None
                     self._dispatch()
+
                 self._timer = asyncio.get_running_loop().call_later(left, again)
             return
         if self._serving or self._runner is None:
@@ -205,8 +220,7 @@ class SwitchGate:
         assert head.preset is not None
         head.counted = False
         switch = _Switch(head.preset, head.model or head.preset, time.monotonic())
-        self._start(switch, self._runner.switch_to(head.preset,
-                                                   lambda: self._planned(switch)))
+        self._start(switch, self._runner.switch_to(head.preset, lambda: self._planned(switch)))
 
     def _start(self, switch: _Switch, run: Any) -> None:
         self._switch = switch
@@ -223,9 +237,16 @@ class SwitchGate:
         try:
             upstream, refusal = await run
         except Exception as exc:  # noqa: BLE001 - every waiting request gets the reason
-            upstream, refusal = None, openai_error(
-                503, f"switching to {switch.preset_id} failed: {exc}", "server_error",
-                "switch_failed", NO_RETRY)
+            upstream, refusal = (
+                None,
+                openai_error(
+                    503,
+                    f"switching to {switch.preset_id} failed: {exc}",
+                    "server_error",
+                    "switch_failed",
+                    NO_RETRY,
+                ),
+            )
         if upstream is None:
             try:
                 upstream = await runner.engine_now()
@@ -238,9 +259,12 @@ class SwitchGate:
         self.last_switch_s = time.monotonic() - switch.started
         if self._owner is not None:  # the switch as the endpoint saw it: for front ends,
             # the flight record and the figure its waiters' waits are judged against
-            self._owner.hub.publish("endpoint-switch", preset=switch.preset_id,
-                                    took_s=round(self.last_switch_s, 3),
-                                    ok=refusal is None and upstream is not None)
+            self._owner.hub.publish(
+                "endpoint-switch",
+                preset=switch.preset_id,
+                took_s=round(self.last_switch_s, 3),
+                ok=refusal is None and upstream is not None,
+            )
         if refusal is not None:  # those that wait for this preset get why it did not run
             for waiter in list(self._queue):
                 if waiter.preset == switch.preset_id:
@@ -261,12 +285,17 @@ class SwitchGate:
         else:
             left, what = max(0.0, self._hold_until - time.monotonic()) + last, "engines"
         return openai_error(
-            503, f"the endpoint is switching {what} and {waiting} requests already wait "
-            "([endpoint] queue): retry shortly", "service_unavailable", "switch_queue_full",
-            {"Retry-After": str(max(1, round(left)))})
+            503,
+            f"the endpoint is switching {what} and {waiting} requests already wait "
+            "([endpoint] queue): retry shortly",
+            "service_unavailable",
+            "switch_queue_full",
+            {"Retry-After": str(max(1, round(left)))},
+        )
 
-    async def _wait(self, waiter: _Waiter, record: dict[str, Any], receive: Receive,
-                    send: Send) -> Admission:
+    async def _wait(
+        self, waiter: _Waiter, record: dict[str, Any], receive: Receive, send: Send
+    ) -> Admission:
         began, opened, stream = time.monotonic(), False, record["stream"]
         # a client that gives up while it waits leaves the queue at once (its place is not
         # held until its turn); a switch that runs goes on for the others
@@ -274,24 +303,39 @@ class SwitchGate:
         opening = asyncio.ensure_future(waiter.opening.wait())
         every = self._settings.keepalive_s
         try:
-            await asyncio.wait((waiter.result, gone, *((opening,) if stream else ())),
-                               timeout=every if stream else None,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                (waiter.result, gone, *((opening,) if stream else ())),
+                timeout=every if stream else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             while stream and not waiter.result.done() and not gone.done():
-                model = self._switch.model if self._switch is not None else (
-                    waiter.model or waiter.preset or "the model")
+                model = (
+                    self._switch.model
+                    if self._switch is not None
+                    else (waiter.model or waiter.preset or "the model")
+                )
                 if not opened:
                     opened = True
-                    await send({"type": "http.response.start", "status": 200, "headers": [
-                        (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 200,
+                            "headers": [
+                                (b"content-type", b"text/event-stream"),
+                                (b"cache-control", b"no-cache"),
+                            ],
+                        }
+                    )
                     if self._settings.loading_notice and record["path"].endswith(
-                            "/chat/completions"):
+                        "/chat/completions"
+                    ):
                         await send(_body(_notice(model)))
                 await send(_body(f": loading {model}\n\n".encode()))
                 # the first of the two ends the pause: the switch being over, or the client
                 # gone (waiting for both held every stream for the whole keep-alive period)
-                await asyncio.wait((waiter.result, gone), timeout=every,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    (waiter.result, gone), timeout=every, return_when=asyncio.FIRST_COMPLETED
+                )
         finally:
             gone.cancel()
             opening.cancel()
@@ -302,10 +346,18 @@ class SwitchGate:
                 self._dispatch()
         record["waited_s"] = waited = round(time.monotonic() - began, 3)
         if waiter.result.cancelled():  # gone: 499 (nginx's "client closed request"), logged
-            return Admission(None, openai_error(
-                499, "the client disconnected while waiting for the switch to "
-                f"{waiter.preset or waiter.model or 'the next engine'!r}", "client_closed",
-                "client_disconnected"), opened, waited)
+            return Admission(
+                None,
+                openai_error(
+                    499,
+                    "the client disconnected while waiting for the switch to "
+                    f"{waiter.preset or waiter.model or 'the next engine'!r}",
+                    "client_closed",
+                    "client_disconnected",
+                ),
+                opened,
+                waited,
+            )
         upstream, refusal = waiter.result.result()
         return Admission(upstream, refusal, opened, waited)
 
@@ -316,19 +368,28 @@ class SwitchGate:
         try:
             json.loads(body)
         except ValueError:  # an engine's error that is not JSON: wrapped, never sent raw
-            body = json.dumps({"error": {"message": body.decode("utf-8", "replace")[:2000],
-                                         "type": "server_error", "code": "engine_error"}}).encode()
+            body = json.dumps(
+                {
+                    "error": {
+                        "message": body.decode("utf-8", "replace")[:2000],
+                        "type": "server_error",
+                        "code": "engine_error",
+                    }
+                }
+            ).encode()
         await send(_body(b"data: " + body + b"\n\n"))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def begin_answer(self, send: Send, answer: UpstreamAnswer,
-                           headers: list[tuple[bytes, bytes]], opened: bool) -> bool:
+    async def begin_answer(
+        self, send: Send, answer: UpstreamAnswer, headers: list[tuple[bytes, bytes]], opened: bool
+    ) -> bool:
         """Start relaying the engine's answer: its status and headers, or nothing when a
         switch wait already opened the stream; an engine's error in such a stream becomes
         an error event. False: the answer is complete."""
         if not opened:
-            await send({"type": "http.response.start", "status": answer.status_code,
-                        "headers": headers})
+            await send(
+                {"type": "http.response.start", "status": answer.status_code, "headers": headers}
+            )
         elif answer.status_code != 200:
             await self.error_in_stream(send, await answer.aread())
             return False
@@ -341,10 +402,13 @@ class SwitchGate:
         running = upstream.model_ids[0] if upstream.model_ids else upstream.name
         switch = f"`sparkdeck launch {named[0]}`" if named else "`sparkdeck launch PRESET`"
         return openai_error(
-            404, f"model {model!r} is not running: this endpoint serves {running!r}"
+            404,
+            f"model {model!r} is not running: this endpoint serves {running!r}"
             f"{f' (preset {upstream.preset_id})' if upstream.preset_id else ''}. Ask for "
             f"that model, or switch with {switch} (the switch takes the engine down first)",
-            "invalid_request_error", "model_not_found")
+            "invalid_request_error",
+            "model_not_found",
+        )
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -357,10 +421,15 @@ def _body(data: bytes) -> dict[str, Any]:
 
 
 def _notice(model: str) -> bytes:
-    chunk = {"id": "sparkdeck-switch", "object": "chat.completion.chunk",
-             "created": int(time.time()), "model": model,
-             "choices": [{"index": 0, "delta": {"reasoning_content": f"loading {model}…"},
-                          "finish_reason": None}]}
+    chunk = {
+        "id": "sparkdeck-switch",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "delta": {"reasoning_content": f"loading {model}…"}, "finish_reason": None}
+        ],
+    }
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
@@ -368,14 +437,25 @@ def listed_models(upstream: Upstream | None, catalog: Any) -> dict[str, Any]:
     """/v1/models: the running engine's own models, then every preset's model (a request
     for one of those is a switch away, or refused naming the switch)."""
     running = upstream.model_ids if upstream is not None else ()
-    data = [{**m, "running": True, "preset": upstream.preset_id}
-            for m in upstream.models] if upstream is not None else []
+    data = (
+        [{**m, "running": True, "preset": upstream.preset_id} for m in upstream.models]
+        if upstream is not None
+        else []
+    )
     seen = set(running)
     for preset in sorted(catalog.presets.values(), key=lambda p: p.id):
         model = preset.model or preset.id
         if model in seen or (upstream is not None and model in upstream.aliases):
             continue
         seen.add(model)
-        data.append({"id": model, "object": "model", "created": 0,
-                     "owned_by": "sparkdeck", "running": False, "preset": preset.id})
+        data.append(
+            {
+                "id": model,
+                "object": "model",
+                "created": 0,
+                "owned_by": "sparkdeck",
+                "running": False,
+                "preset": preset.id,
+            }
+        )
     return {"object": "list", "data": data}

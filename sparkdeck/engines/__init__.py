@@ -11,8 +11,8 @@ from sparkdeck.engines.trtllm import TensorRTLLM
 from sparkdeck.engines.vllm import VLLM
 
 KINDS: dict[str, EngineKind] = {
-    kind.name: kind for kind in (VLLM(), SGLang(), LlamaCpp(), Ollama(), TensorRTLLM(),
-                                 OpenAICompatible())
+    kind.name: kind
+    for kind in (VLLM(), SGLang(), LlamaCpp(), Ollama(), TensorRTLLM(), OpenAICompatible())
 }
 
 

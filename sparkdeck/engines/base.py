@@ -42,8 +42,9 @@ def unsized_claim(claim: MemoryClaim, why: str | None) -> MemoryClaim:
     if why is None:
         return claim
     note = f"not sized from the model ({why}): the stated setting is kept"
-    return MemoryClaim(claim.bytes, claim.basis, claim.estimated,
-                       f"{claim.note}; {note}" if claim.note else note)
+    return MemoryClaim(
+        claim.bytes, claim.basis, claim.estimated, f"{claim.note}; {note}" if claim.note else note
+    )
 
 
 def host_pool() -> tuple[int | None, int | None]:
@@ -60,13 +61,22 @@ def host_pool() -> tuple[int | None, int | None]:
 
 def stated_size_option(what: str) -> Option:
     """A preset key for the memory the user knows an engine takes (GiB)."""
-    return Option("float", None, f"memory the engine will claim in GiB ({what})", minimum=0.0,
-                  maximum=MAX_STATED_GIB)
+    return Option(
+        "float",
+        None,
+        f"memory the engine will claim in GiB ({what})",
+        minimum=0.0,
+        maximum=MAX_STATED_GIB,
+    )
 
 
 def share_option(help_text: str) -> Option:
     return Option(
-        "float", DEFAULT_SHARE, help_text, minimum=0.0, exclusive_minimum=True,
+        "float",
+        DEFAULT_SHARE,
+        help_text,
+        minimum=0.0,
+        exclusive_minimum=True,
         maximum=SHARE_CEILING,
     )
 
@@ -165,9 +175,13 @@ class EngineKind:
         can serve `preset`, or None. Engines that load their model at start-up have none."""
         return None
 
-    def pull_model(self, base_url: str, model: str,
-                   on_progress: Callable[[PullProgress], object],
-                   cancel: threading.Event | None = None) -> None:
+    def pull_model(
+        self,
+        base_url: str,
+        model: str,
+        on_progress: Callable[[PullProgress], object],
+        cancel: threading.Event | None = None,
+    ) -> None:
         """Fetch `model` into the running server (only called for what missing_model named)."""
         raise NotImplementedError(f"{self.title} cannot pull models")
 
@@ -178,11 +192,13 @@ class EngineKind:
         from sparkdeck.metrics.exposition import parse_body
         from sparkdeck.metrics.reader import MetricsTarget
 
-        return MetricsTarget(base_url.rstrip("/") + metrics_path, self.name, parse_body,
-                             self.metrics_hint)
+        return MetricsTarget(
+            base_url.rstrip("/") + metrics_path, self.name, parse_body, self.metrics_hint
+        )
 
-    def metrics_plan(self, base_url: str, metrics_path: str | None,
-                     preset: Preset | None = None) -> MetricsPlan:
+    def metrics_plan(
+        self, base_url: str, metrics_path: str | None, preset: Preset | None = None
+    ) -> MetricsPlan:
         """What the sampler reads for an engine of this kind at base_url; a preset adds its
         own metric names and bytes per token (stated, else its model's active weights)."""
         from sparkdeck.metrics.sampler import MetricsPlan
@@ -193,8 +209,13 @@ class EngineKind:
         bytes_per_token = preset_bytes_per_token(preset) if preset else None
         if target is None or mapping is None:
             what = "no metrics endpoint" if target is None else "no metric names"
-            return MetricsPlan(self.name, None, mapping, bytes_per_token,
-                               f"{self.title} has {what} sparkdeck knows: {self.metrics_hint}")
+            return MetricsPlan(
+                self.name,
+                None,
+                mapping,
+                bytes_per_token,
+                f"{self.title} has {what} sparkdeck knows: {self.metrics_hint}",
+            )
         return MetricsPlan(self.name, target, mapping, bytes_per_token)
 
     def memory_setting(self, preset: Preset) -> str:
@@ -218,9 +239,9 @@ class EngineKind:
 
         return plan_or_reason(preset)
 
-    def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
-        tuple[str, str]
-    ]:
+    def cross_check(
+        self, preset_values: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> list[tuple[str, str]]:
         """Problems that involve more than one key, as (dotted key, message) pairs."""
         return []
 
@@ -232,7 +253,8 @@ class EngineKind:
         (DeepSeek-V3.1); a template ignores the variables it does not use.
         """
         fields: dict[str, Any] = {
-            "chat_template_kwargs": {"enable_thinking": enabled, "thinking": enabled}}
+            "chat_template_kwargs": {"enable_thinking": enabled, "thinking": enabled}
+        }
         if not enabled and self.thinking_off_effort:
             fields["reasoning_effort"] = self.thinking_off_effort
         return fields
@@ -262,8 +284,9 @@ class EngineKind:
                 return str(answer["version"])
         return None
 
-    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
-                          messages: list[dict[str, str]]) -> int | None:
+    def count_chat_tokens(
+        self, http: httpx.Client, base_url: str, model: str, messages: list[dict[str, str]]
+    ) -> int | None:
         """Prompt tokens of a chat request as the server's own tokenizer counts them,
         chat template included; None where the engine has no tokenizer endpoint."""
         return None

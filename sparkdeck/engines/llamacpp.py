@@ -31,8 +31,12 @@ class LlamaCpp(EngineKind):
     default_startup_timeout = 600.0
     detect_order = 30
     version_paths = ("/props",)
-    owned_flags = {"-c": "llamacpp.context", "--ctx-size": "llamacpp.context",
-                   "--port": "port", "--host": "lan"}
+    owned_flags = {
+        "-c": "llamacpp.context",
+        "--ctx-size": "llamacpp.context",
+        "--port": "port",
+        "--host": "lan",
+    }
     # Beyond weights and KV: llama.cpp's compute buffers, sized by the batch (n_ubatch 512)
     # times the vocabulary and the widest layer: a few hundred MiB for 8B models, 1-2 GiB
     # for large vocabularies; the figure is the upper end, rounded.
@@ -54,8 +58,10 @@ class LlamaCpp(EngineKind):
         counters_move_at_request_end=True,
         note="llama-server reports no KV-cache use or TTFT histogram",
     )
-    metrics_hint = ("llama-server serves /metrics only with --metrics: add it to the server's "
-                    "arguments (sparkdeck's llama.cpp presets add it)")
+    metrics_hint = (
+        "llama-server serves /metrics only with --metrics: add it to the server's "
+        "arguments (sparkdeck's llama.cpp presets add it)"
+    )
     # Log lines of llama-server. Older builds log load_tensors / llama_kv_cache lines; build
     # b11434 at its default verbosity (seen in the test image) only says "loading model",
     # then "initializing, n_slots" once the context and its KV cache exist, then "listening
@@ -67,8 +73,9 @@ class LlamaCpp(EngineKind):
         ("ready", r"listening on http"),
     )
     options = {
-        "context": Option("int", 8192, "context size (-c), shared by the slots",
-                          minimum=128, maximum=4_194_304),
+        "context": Option(
+            "int", 8192, "context size (-c), shared by the slots", minimum=128, maximum=4_194_304
+        ),
         "gpu_layers": Option("int", 999, "layers offloaded to the GPU (-ngl)", minimum=0),
         # mmap on unified memory double-counts pages (page cache + GPU copy); NVIDIA's
         # playbook and most Spark guides turn it off.
@@ -77,10 +84,13 @@ class LlamaCpp(EngineKind):
         # (seen in build b11434) replaced it with --load-mode none and refuses --no-mmap.
         # Empty (the default): both spellings go in as environment variables, which each
         # build reads for its own option and ignores otherwise, so any build loads.
-        "no_mmap_flag": Option("list[str]", [],
-                               "the arguments that turn mmap off in this build; empty: "
-                               f"the environment ({', '.join(NO_MMAP_ENV)}), which every "
-                               "build understands"),
+        "no_mmap_flag": Option(
+            "list[str]",
+            [],
+            "the arguments that turn mmap off in this build; empty: "
+            f"the environment ({', '.join(NO_MMAP_ENV)}), which every "
+            "build understands",
+        ),
         "memory_gib": stated_size_option("used when the GGUF is not on this machine"),
         "parallel": Option("int", None, "number of slots (--parallel)", minimum=1, maximum=256),
     }
@@ -111,8 +121,12 @@ class LlamaCpp(EngineKind):
         if slots is not None:
             flags += ["--parallel", str(slots)]
         if preset.kv_cache_dtype and preset.kv_cache_dtype != "auto":
-            flags += ["--cache-type-k", preset.kv_cache_dtype,
-                      "--cache-type-v", preset.kv_cache_dtype]
+            flags += [
+                "--cache-type-k",
+                preset.kv_cache_dtype,
+                "--cache-type-v",
+                preset.kv_cache_dtype,
+            ]
         return flags
 
     def command(self, preset: Preset) -> list[str]:
@@ -120,8 +134,18 @@ class LlamaCpp(EngineKind):
         # A path to a .gguf inside the container loads directly; anything else is a
         # Hugging Face repo that llama-server downloads into its cache.
         model_flag = "-m" if preset.model.endswith(".gguf") else "-hf"
-        argv = [model_flag, preset.model, "--host", "0.0.0.0", "--port", str(self.default_port),
-                *self.context_flags(preset)[:2], "-ngl", str(opts["gpu_layers"]), "--metrics"]
+        argv = [
+            model_flag,
+            preset.model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.default_port),
+            *self.context_flags(preset)[:2],
+            "-ngl",
+            str(opts["gpu_layers"]),
+            "--metrics",
+        ]
         if opts["no_mmap"]:
             argv += opts["no_mmap_flag"]
         return argv + self.context_flags(preset)[2:] + list(preset.args)
@@ -132,8 +156,13 @@ class LlamaCpp(EngineKind):
 
     def memory_setting(self, preset: Preset) -> str:
         opts = preset.options
-        mmap = "" if not opts["no_mmap"] else (
-            " " + " ".join(opts["no_mmap_flag"]) if opts["no_mmap_flag"] else " no mmap (env)")
+        mmap = (
+            ""
+            if not opts["no_mmap"]
+            else (
+                " " + " ".join(opts["no_mmap_flag"]) if opts["no_mmap_flag"] else " no mmap (env)"
+            )
+        )
         flags = self.context_flags(preset)
         rest = " " + " ".join(flags[2:]) if flags[2:] else ""
         return f"{flags[0]} {flags[1]} -ngl {preset.options['gpu_layers']}{mmap}{rest}"
@@ -158,14 +187,20 @@ class LlamaCpp(EngineKind):
             if stated.known:
                 return stated
             size = host_file.stat().st_size
-            return MemoryClaim(size, f"file size {size / GIB:.2f} GiB", estimated=True,
-                               note=f"KV cache unknown ({exc})")
+            return MemoryClaim(
+                size,
+                f"file size {size / GIB:.2f} GiB",
+                estimated=True,
+                note=f"KV cache unknown ({exc})",
+            )
         kv = shape.kv_bytes(context)
         return MemoryClaim(
             shape.file_bytes + kv,
             f"GGUF {shape.file_bytes / GIB:.2f} GiB + f16 KV {kv / GIB:.2f} GiB for -c {context}"
-            f" ({shape.layers} layers x {shape.kv_heads} KV heads)", estimated=True,
-            note="compute buffers not counted")
+            f" ({shape.layers} layers x {shape.kv_heads} KV heads)",
+            estimated=True,
+            note="compute buffers not counted",
+        )
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "llamacpp:" in probe.body("/metrics") or (
@@ -182,16 +217,22 @@ class LlamaCpp(EngineKind):
             return str(props["build_info"])  # e.g. "b11434-<commit>"
         return super().engine_version(answers)
 
-    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
-                          messages: list[dict[str, str]]) -> int | None:
+    def count_chat_tokens(
+        self, http: httpx.Client, base_url: str, model: str, messages: list[dict[str, str]]
+    ) -> int | None:
         # /tokenize takes raw text: render the chat template first, then count the way the
         # chat endpoint tokenizes its prompt (special tokens added and parsed).
         rendered = http.post(base_url + "/apply-template", json={"messages": messages})
         if rendered.status_code != 200:
             return None
-        tokens = http.post(base_url + "/tokenize", json={
-            "content": rendered.json().get("prompt", ""), "add_special": True,
-            "parse_special": True})
+        tokens = http.post(
+            base_url + "/tokenize",
+            json={
+                "content": rendered.json().get("prompt", ""),
+                "add_special": True,
+                "parse_special": True,
+            },
+        )
         if tokens.status_code != 200:
             return None
         return len(tokens.json().get("tokens", []))

@@ -40,16 +40,16 @@ class Ollama(EngineKind):
         memory_bytes=("ollama:size_bytes",),
         gpu_memory_bytes=("ollama:size_vram_bytes",),
         note="Ollama has no metrics endpoint (ollama#3144): memory and model come from "
-             "/api/ps; tok/s shows per reply in the chat",
+        "/api/ps; tok/s shows per reply in the chat",
     )
     metrics_hint = "Ollama answers /api/ps on every version since 0.1.33: check the URL"
     options = {
-        "context_length": Option("int", 8192, "OLLAMA_CONTEXT_LENGTH", minimum=256,
-                                 maximum=4_194_304),
+        "context_length": Option(
+            "int", 8192, "OLLAMA_CONTEXT_LENGTH", minimum=256, maximum=4_194_304
+        ),
         "keep_alive": Option("str", "30m", "OLLAMA_KEEP_ALIVE: how long a model stays loaded"),
         "num_parallel": Option("int", 1, "OLLAMA_NUM_PARALLEL", minimum=1, maximum=64),
-        "max_loaded_models": Option("int", 1, "OLLAMA_MAX_LOADED_MODELS", minimum=1,
-                                    maximum=8),
+        "max_loaded_models": Option("int", 1, "OLLAMA_MAX_LOADED_MODELS", minimum=1, maximum=8),
         "memory_gib": stated_size_option("model weights + context, as `ollama ps` shows"),
         "volume": Option("str", "ollama", "named Docker volume for /root/.ollama"),
     }
@@ -88,9 +88,13 @@ class Ollama(EngineKind):
 
         return None if model_present(base_url, preset.model) else preset.model
 
-    def pull_model(self, base_url: str, model: str,
-                   on_progress: Callable[[PullProgress], object],
-                   cancel: threading.Event | None = None) -> None:
+    def pull_model(
+        self,
+        base_url: str,
+        model: str,
+        on_progress: Callable[[PullProgress], object],
+        cancel: threading.Event | None = None,
+    ) -> None:
         from sparkdeck.engines.ollama_models import pull_model
 
         pull_model(base_url, model, on_progress, cancel)
@@ -101,8 +105,9 @@ class Ollama(EngineKind):
     def metrics_target(self, base_url: str, metrics_path: str | None) -> MetricsTarget | None:
         from sparkdeck.metrics.reader import MetricsTarget  # httpx: with the first scrape
 
-        return MetricsTarget(base_url.rstrip("/") + "/api/ps", self.name, decode_ps,
-                             self.metrics_hint)
+        return MetricsTarget(
+            base_url.rstrip("/") + "/api/ps", self.name, decode_ps, self.metrics_hint
+        )
 
 
 def decode_ps(body: bytes) -> Families:
@@ -120,9 +125,13 @@ def decode_ps(body: bytes) -> Families:
         labels = (("model", str(item.get("name") or item.get("model") or "?")),)
         for key, out in (("size", size), ("size_vram", vram)):
             value = item.get(key, 0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value >= 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value >= 0)
+            ):
                 raise MalformedMetrics(f"/api/ps {key} is {value!r}, not a byte count")
             out.append((labels, float(value)))
-    return MappingProxyType({"ollama:size_bytes": Series(tuple(size)),
-                             "ollama:size_vram_bytes": Series(tuple(vram))})
+    return MappingProxyType(
+        {"ollama:size_bytes": Series(tuple(size)), "ollama:size_vram_bytes": Series(tuple(vram))}
+    )

@@ -48,38 +48,51 @@ def model_present(base_url: str, model: str) -> bool:
         return True
     if response.status_code == 404:
         return False
-    raise ModelPullError(f"Ollama answered /api/show for {model} with HTTP "
-                         f"{response.status_code}: {_error_text(response)}")
+    raise ModelPullError(
+        f"Ollama answered /api/show for {model} with HTTP "
+        f"{response.status_code}: {_error_text(response)}"
+    )
 
 
 def progress_of(model: str, line: dict[str, object]) -> PullProgress:
     """One line of /api/pull as a progress event (raises on an error line)."""
     if "error" in line:
-        raise ModelPullError(f"Ollama could not pull {model}: "
-                             f"{excerpt(str(line['error']), 300)}")
+        raise ModelPullError(f"Ollama could not pull {model}: {excerpt(str(line['error']), 300)}")
     digest = line.get("digest")
     total, completed = line.get("total"), line.get("completed")
-    return PullProgress(model, excerpt(str(digest), 100) if digest else None,
-                        excerpt(str(line.get("status", "")), 100),
-                        completed if isinstance(completed, int) else None,
-                        total if isinstance(total, int) else None)
+    return PullProgress(
+        model,
+        excerpt(str(digest), 100) if digest else None,
+        excerpt(str(line.get("status", "")), 100),
+        completed if isinstance(completed, int) else None,
+        total if isinstance(total, int) else None,
+    )
 
 
-def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], object],
-               cancel: threading.Event | None = None) -> None:
+def pull_model(
+    base_url: str,
+    model: str,
+    on_progress: Callable[[PullProgress], object],
+    cancel: threading.Event | None = None,
+) -> None:
     """Pull `model` into the server, reporting each step; raises ModelPullError when Ollama
     says no or the stream ends without "success", and stops (closing the stream) on cancel."""
     done = False
     try:
         # a pull's progress is a few MB of JSON lines even for the largest model: the
         # ceiling only stops a server that never ends a line or the stream
-        with capped_client(PULL_ANSWER_LIMIT, timeout=PULL_TIMEOUT) as http, http.stream(
+        with (
+            capped_client(PULL_ANSWER_LIMIT, timeout=PULL_TIMEOUT) as http,
+            http.stream(
                 "POST", f"{base_url}/api/pull", json={"model": model, "stream": True}
-        ) as response:
+            ) as response,
+        ):
             if response.status_code != 200:
                 response.read()
-                raise ModelPullError(f"Ollama refused to pull {model} (HTTP "
-                                     f"{response.status_code}): {_error_text(response)}")
+                raise ModelPullError(
+                    f"Ollama refused to pull {model} (HTTP "
+                    f"{response.status_code}): {_error_text(response)}"
+                )
             for text in response.iter_lines():
                 if cancel is not None and cancel.is_set():
                     raise ModelPullError(f"pull of {model} cancelled")
@@ -88,15 +101,18 @@ def pull_model(base_url: str, model: str, on_progress: Callable[[PullProgress], 
                 try:
                     line = json.loads(text)
                 except (ValueError, RecursionError):
-                    raise ModelPullError(f"Ollama's pull answer for {model} is not JSON "
-                                         f"lines: {excerpt(text, 200)!r}") from None
+                    raise ModelPullError(
+                        f"Ollama's pull answer for {model} is not JSON "
+                        f"lines: {excerpt(text, 200)!r}"
+                    ) from None
                 if not isinstance(line, dict):
                     continue
                 event = progress_of(model, line)
                 on_progress(event)
                 done = done or event.status == "success"
     except httpx.HTTPError as exc:
-        raise ModelPullError(f"pulling {model} from Ollama at {base_url} failed: "
-                             f"{excerpt(str(exc), 300)}") from exc
+        raise ModelPullError(
+            f"pulling {model} from Ollama at {base_url} failed: {excerpt(str(exc), 300)}"
+        ) from exc
     if not done:
-        raise ModelPullError(f"Ollama's pull of {model} ended without \"success\"")
+        raise ModelPullError(f'Ollama\'s pull of {model} ended without "success"')

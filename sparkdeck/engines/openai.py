@@ -30,21 +30,42 @@ class OpenAICompatible(EngineKind):
     # sparkdeck cannot know how a custom server gets its model (the preset's `model` is only
     # shown): a launch does not download it first, and the server is not told to be offline
     offline_env: ClassVar[Mapping[str, str]] = {}
-    metrics_hint = ("state the server's Prometheus path and what its names mean in the preset: "
-                    "[openai] metrics_path = \"/metrics\" and metrics_map = {generation_tokens "
-                    "= \"...\", running = \"...\"}")
+    metrics_hint = (
+        "state the server's Prometheus path and what its names mean in the preset: "
+        '[openai] metrics_path = "/metrics" and metrics_map = {generation_tokens '
+        '= "...", running = "..."}'
+    )
     options = {
-        "container_port": Option("int", None, "port the server listens on inside the container",
-                                 minimum=1, maximum=65535, required=True),
+        "container_port": Option(
+            "int",
+            None,
+            "port the server listens on inside the container",
+            minimum=1,
+            maximum=65535,
+            required=True,
+        ),
         "health_path": Option("str", "/health", "path that answers 200 once the server is ready"),
         "metrics_path": Option("str", "", "Prometheus metrics path; empty when there is none"),
-        "metrics_map": Option("table[str]", {}, "which of the server's metric names mean "
-                              "what, e.g. {generation_tokens = \"atlas:gen_tokens_total\"}"),
-        "command": Option("list[str]", [], "argv after the image's entrypoint ([] keeps the "
-                                           "image's own command; args are appended)"),
+        "metrics_map": Option(
+            "table[str]",
+            {},
+            "which of the server's metric names mean "
+            'what, e.g. {generation_tokens = "atlas:gen_tokens_total"}',
+        ),
+        "command": Option(
+            "list[str]",
+            [],
+            "argv after the image's entrypoint ([] keeps the "
+            "image's own command; args are appended)",
+        ),
         "entrypoint": Option("list[str]", None, "replace the image's entrypoint"),
-        "memory_gib": Option("float", None, "memory the engine will claim, as you know it",
-                             minimum=0.0, maximum=MAX_STATED_GIB),
+        "memory_gib": Option(
+            "float",
+            None,
+            "memory the engine will claim, as you know it",
+            minimum=0.0,
+            maximum=MAX_STATED_GIB,
+        ),
     }
 
     def container_port(self, preset: Preset) -> int:
@@ -70,16 +91,17 @@ class OpenAICompatible(EngineKind):
         gib = preset.options["memory_gib"]
         return f"{gib:g} GiB (stated in the preset)" if gib is not None else "not stated"
 
-    def cross_check(self, preset_values: Mapping[str, Any], options: Mapping[str, Any]) -> list[
-        tuple[str, str]
-    ]:
+    def cross_check(
+        self, preset_values: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> list[tuple[str, str]]:
         problems = []
         for key in ("health_path", "metrics_path"):
             value = options.get(key) or ""
             if value and not value.startswith("/"):
                 problems.append((f"openai.{key}", f"{value!r} must start with '/'"))
-        problems += [("openai.metrics_map", why)
-                     for why in table_problems(options.get("metrics_map") or {})]
+        problems += [
+            ("openai.metrics_map", why) for why in table_problems(options.get("metrics_map") or {})
+        ]
         return problems
 
     def identify(self, probe: EndpointProbe) -> bool:

@@ -28,13 +28,18 @@ class SGLang(EngineKind):
     default_ipc = "host"
     default_startup_timeout = 900.0
     detect_order = 20
-    owned_flags = {"--mem-fraction-static": "sglang.mem_fraction_static",
-                   "--port": "port", "--host": "lan"}
+    owned_flags = {
+        "--mem-fraction-static": "sglang.mem_fraction_static",
+        "--port": "port",
+        "--host": "lan",
+    }
     thinking_off_effort = "low"
     # --mem-fraction-static covers weights + KV pool only; activations and CUDA graphs come
     # on top: 5-8 GB on a Spark (the same figure as guard.sglang_reserve_gib's default).
-    plan_overhead = (6.0, "SGLang: activations and CUDA graphs outside the static pool, "
-                          "5-8 GB on a Spark")
+    plan_overhead = (
+        6.0,
+        "SGLang: activations and CUDA graphs outside the static pool, 5-8 GB on a Spark",
+    )
     # python/sglang/srt/metrics/collector.py. Its token counters move only when a request
     # ends, so the live tok/s is its own gen_throughput gauge.
     metrics_map = MetricsMap(
@@ -46,13 +51,17 @@ class SGLang(EngineKind):
         kv_usage=("sglang:token_usage",),
         prefix_hit_rate_gauge=("sglang:cache_hit_rate",),
         ttft_histogram=("sglang:time_to_first_token_seconds",),
-        itl_histogram=("sglang:inter_token_latency_seconds",
-                       "sglang:time_per_output_token_seconds"),
+        itl_histogram=(
+            "sglang:inter_token_latency_seconds",
+            "sglang:time_per_output_token_seconds",
+        ),
         spec_accept_rate_gauge=("sglang:spec_accept_rate",),
         counters_move_at_request_end=True,
     )
-    metrics_hint = ("SGLang serves metrics only with --enable-metrics: add it to the launch "
-                    "command (sparkdeck's SGLang presets add it)")
+    metrics_hint = (
+        "SGLang serves metrics only with --enable-metrics: add it to the launch "
+        "command (sparkdeck's SGLang presets add it)"
+    )
     # Log lines of sglang/srt/model_executor/model_runner.py and the HTTP server.
     startup_phases = (
         ("weights loading", r"Load weight begin"),
@@ -75,8 +84,12 @@ class SGLang(EngineKind):
         total, available = host_pool() if plan is not None else (None, None)
         if plan is None or total is None:
             return ["--mem-fraction-static", f"{preset.options['mem_fraction_static']:g}"]
-        share = share_of(plan.weights + plan.kv, total, ceiling=SHARE_CEILING,
-                         available=None if available is None else available - plan.overhead)
+        share = share_of(
+            plan.weights + plan.kv,
+            total,
+            ceiling=SHARE_CEILING,
+            available=None if available is None else available - plan.overhead,
+        )
         flags = ["--mem-fraction-static", f"{share:g}"]
         if preset.context is not None:
             flags += ["--context-length", str(preset.context)]
@@ -85,9 +98,20 @@ class SGLang(EngineKind):
         return flags
 
     def command(self, preset: Preset) -> list[str]:
-        return ["python3", "-m", "sglang.launch_server", "--model-path", preset.model,
-                "--host", "0.0.0.0", "--port", str(self.default_port),
-                *self.memory_flags(preset), "--enable-metrics", *preset.args]
+        return [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            preset.model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.default_port),
+            *self.memory_flags(preset),
+            "--enable-metrics",
+            *preset.args,
+        ]
 
     def memory_setting(self, preset: Preset) -> str:
         return " ".join(self.memory_flags(preset))
@@ -102,10 +126,19 @@ class SGLang(EngineKind):
         # The static fraction covers weights + KV pool only; activations and CUDA graphs
         # come on top (5-8 GB on a Spark), so a reserve from settings.toml is added.
         reserve = int(guard.sglang_reserve_gib * GIB)
-        claim = share_claim(preset.options["mem_fraction_static"], total,
-                            "mem_fraction_static", reserve, "activation reserve")
-        return MemoryClaim(claim.bytes, claim.basis, estimated=True,
-                           note="the activation reserve is an estimate (guard.sglang_reserve_gib)")
+        claim = share_claim(
+            preset.options["mem_fraction_static"],
+            total,
+            "mem_fraction_static",
+            reserve,
+            "activation reserve",
+        )
+        return MemoryClaim(
+            claim.bytes,
+            claim.basis,
+            estimated=True,
+            note="the activation reserve is an estimate (guard.sglang_reserve_gib)",
+        )
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "sglang:" in probe.body("/metrics") or probe.status("/get_server_info") == 200

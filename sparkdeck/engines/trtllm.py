@@ -32,11 +32,14 @@ class TensorRTLLM(EngineKind):
     default_ipc = "host"
     default_startup_timeout = 1200.0
     detect_order = 40
-    owned_flags = {"--extra_llm_api_options": "trtllm.free_gpu_memory_fraction",
-                   "--config": "trtllm.free_gpu_memory_fraction",
-                   "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
-                   "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
-                   "--port": "port", "--host": "lan"}
+    owned_flags = {
+        "--extra_llm_api_options": "trtllm.free_gpu_memory_fraction",
+        "--config": "trtllm.free_gpu_memory_fraction",
+        "--kv_cache_free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+        "--free_gpu_memory_fraction": "trtllm.free_gpu_memory_fraction",
+        "--port": "port",
+        "--host": "lan",
+    }
     thinking_off_effort = "low"
     # Beyond weights and KV: the CUDA context, the runtime's activation buffers for the
     # default max_num_tokens 8,192 and CUDA graphs; TensorRT-LLM measures what is free after
@@ -59,24 +62,38 @@ class TensorRTLLM(EngineKind):
         spec_accepted=("trtllm_spec_decode_num_accepted_tokens_total",),
         spec_drafted=("trtllm_spec_decode_num_draft_tokens_total",),
     )
-    metrics_hint = ("trtllm-serve has no Prometheus metrics at this path: use a release that "
-                    "serves /prometheus/metrics, or set the engine's metrics path")
+    metrics_hint = (
+        "trtllm-serve has no Prometheus metrics at this path: use a release that "
+        "serves /prometheus/metrics, or set the engine's metrics path"
+    )
     options = {
         "free_gpu_memory_fraction": share_option(
             "share of the memory left after weights that the KV cache may take"
         ),
         # trtllm-serve 1.x reads --extra_llm_api_options; newer releases call it --config.
-        "weights_gib": stated_size_option("the model's weights; the KV share is of what is "
-                                          "left after them"),
-        "options_flag": Option("str", "--extra_llm_api_options",
-                               "the trtllm-serve flag that takes the options YAML",
-                               choices=("--extra_llm_api_options", "--config")),
+        "weights_gib": stated_size_option(
+            "the model's weights; the KV share is of what is left after them"
+        ),
+        "options_flag": Option(
+            "str",
+            "--extra_llm_api_options",
+            "the trtllm-serve flag that takes the options YAML",
+            choices=("--extra_llm_api_options", "--config"),
+        ),
     }
 
     def command(self, preset: Preset) -> list[str]:
-        return ["trtllm-serve", preset.model, "--host", "0.0.0.0",
-                "--port", str(self.default_port), preset.options["options_flag"], OPTIONS_PATH,
-                *preset.args]
+        return [
+            "trtllm-serve",
+            preset.model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.default_port),
+            preset.options["options_flag"],
+            OPTIONS_PATH,
+            *preset.args,
+        ]
 
     def kv_fraction(self, preset: Preset) -> float:
         """The stated share, or for a preset sized from its model the plan's KV cache over
@@ -94,8 +111,10 @@ class TensorRTLLM(EngineKind):
 
     def files(self, preset: Preset) -> list[GeneratedFile]:
         share = self.kv_fraction(preset)
-        text = (f"# written by sparkdeck for preset {preset.id}; edit the preset, not this file\n"
-                f"kv_cache_config:\n  free_gpu_memory_fraction: {share:g}\n")
+        text = (
+            f"# written by sparkdeck for preset {preset.id}; edit the preset, not this file\n"
+            f"kv_cache_config:\n  free_gpu_memory_fraction: {share:g}\n"
+        )
         return [GeneratedFile(OPTIONS_PATH, text)]
 
     def memory_setting(self, preset: Preset) -> str:
@@ -114,14 +133,20 @@ class TensorRTLLM(EngineKind):
         share = preset.options["free_gpu_memory_fraction"]
         weights_gib = preset.options["weights_gib"]
         if weights_gib is None:
-            return MemoryClaim(int(share * total), f"free_gpu_memory_fraction {share:g} x "
-                               f"MemTotal {total / GIB:.1f} GiB", estimated=True,
-                               note="a floor: set trtllm.weights_gib for the full figure")
+            return MemoryClaim(
+                int(share * total),
+                f"free_gpu_memory_fraction {share:g} x MemTotal {total / GIB:.1f} GiB",
+                estimated=True,
+                note="a floor: set trtllm.weights_gib for the full figure",
+            )
         weights = int(weights_gib * GIB)
-        return MemoryClaim(weights + int(share * max(total - weights, 0)),
-                           f"weights {weights_gib:g} GiB (stated) + {share:g} x the "
-                           f"{max(total - weights, 0) / GIB:.1f} GiB left", estimated=True,
-                           note="activations not counted")
+        return MemoryClaim(
+            weights + int(share * max(total - weights, 0)),
+            f"weights {weights_gib:g} GiB (stated) + {share:g} x the "
+            f"{max(total - weights, 0) / GIB:.1f} GiB left",
+            estimated=True,
+            note="activations not counted",
+        )
 
     def identify(self, probe: EndpointProbe) -> bool:
         # Unverified against a live server: trtllm-serve reports its models as owned by

@@ -31,9 +31,12 @@ class VLLM(EngineKind):
     # NVIDIA's playbook polls /health with a 900 s budget: first starts compile and download.
     default_startup_timeout = 900.0
     detect_order = 10
-    owned_flags = {"--gpu-memory-utilization": "vllm.gpu_memory_utilization",
-                   "--kv-cache-memory-bytes": "context / kv_budget_gib",
-                   "--port": "port", "--host": "lan"}
+    owned_flags = {
+        "--gpu-memory-utilization": "vllm.gpu_memory_utilization",
+        "--kv-cache-memory-bytes": "context / kv_budget_gib",
+        "--port": "port",
+        "--host": "lan",
+    }
     # Beyond weights and KV: the CUDA context and torch's own (~0.5 GiB), the activation peak
     # of the profiling pass at the default 8,192 batched tokens (1-2 GiB up to 70B models)
     # and the captured CUDA graphs (0.5-1 GiB), rounded up: vLLM's start-up log on a Spark
@@ -49,8 +52,7 @@ class VLLM(EngineKind):
         waiting=("vllm:num_requests_waiting",),
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         prefix_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-        prefix_queries=("vllm:prefix_cache_queries_total",
-                        "vllm:gpu_prefix_cache_queries_total"),
+        prefix_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
         ttft_histogram=("vllm:time_to_first_token_seconds",),
         itl_histogram=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         spec_accepted=("vllm:spec_decode_num_accepted_tokens_total",),
@@ -71,15 +73,19 @@ class VLLM(EngineKind):
             "share of the whole unified pool for weights, activations and KV cache"
         ),
         "serve_command": Option(
-            "list[str]", ["vllm", "serve"],
+            "list[str]",
+            ["vllm", "serve"],
             "argv before the model; [] for vllm/vllm-openai, whose entrypoint is vllm serve",
         ),
         "max_model_len": Option("int", None, "context length limit", minimum=16),
         # --kv-cache-memory-bytes came with vLLM 0.11; older images size the KV cache only
         # through --gpu-memory-utilization.
         "kv_cache_memory_bytes": Option(
-            "bool", True, "for presets sized from the model: the image's vLLM takes "
-                          "--kv-cache-memory-bytes (0.11 and later)"),
+            "bool",
+            True,
+            "for presets sized from the model: the image's vLLM takes "
+            "--kv-cache-memory-bytes (0.11 and later)",
+        ),
     }
 
     def memory_flags(self, preset: Preset) -> list[str]:
@@ -103,8 +109,15 @@ class VLLM(EngineKind):
 
     def command(self, preset: Preset) -> list[str]:
         opts = preset.options
-        argv = [*opts["serve_command"], preset.model, "--host", "0.0.0.0",
-                "--port", str(self.default_port), *self.memory_flags(preset)]
+        argv = [
+            *opts["serve_command"],
+            preset.model,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.default_port),
+            *self.memory_flags(preset),
+        ]
         max_len = opts["max_model_len"] or preset.context
         if max_len is not None:
             argv += ["--max-model-len", str(max_len)]
@@ -119,8 +132,10 @@ class VLLM(EngineKind):
             return plan.claim()
         # vLLM sizes weights + activations + KV cache to this share of the whole pool, and
         # refuses to start unless MemAvailable covers it (vllm #48140).
-        return unsized_claim(share_claim(preset.options["gpu_memory_utilization"], total,
-                                         "gpu_memory_utilization"), why)
+        return unsized_claim(
+            share_claim(preset.options["gpu_memory_utilization"], total, "gpu_memory_utilization"),
+            why,
+        )
 
     def identify(self, probe: EndpointProbe) -> bool:
         return "vllm:" in probe.body("/metrics") or '"owned_by":"vllm"' in probe.body(
@@ -132,11 +147,14 @@ class VLLM(EngineKind):
         # stopping (stop strings included) before the count.
         return {"ignore_eos": True, "min_tokens": tokens}
 
-    def count_chat_tokens(self, http: httpx.Client, base_url: str, model: str,
-                          messages: list[dict[str, str]]) -> int | None:
+    def count_chat_tokens(
+        self, http: httpx.Client, base_url: str, model: str, messages: list[dict[str, str]]
+    ) -> int | None:
         # vLLM's /tokenize applies the chat template when given messages and answers "count".
-        response = http.post(base_url + "/tokenize", json={
-            "model": model, "messages": messages, "add_generation_prompt": True})
+        response = http.post(
+            base_url + "/tokenize",
+            json={"model": model, "messages": messages, "add_generation_prompt": True},
+        )
         if response.status_code != 200:
             return None
         count = response.json().get("count")

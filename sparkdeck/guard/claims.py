@@ -35,12 +35,18 @@ class MemoryClaim:
         return f"{text}; {self.note}" if self.note else text
 
     def to_dict(self) -> dict[str, object]:
-        return {"bytes": self.bytes, "basis": self.basis, "estimated": self.estimated,
-                "note": self.note, "text": self.describe()}
+        return {
+            "bytes": self.bytes,
+            "basis": self.basis,
+            "estimated": self.estimated,
+            "note": self.note,
+            "text": self.describe(),
+        }
 
 
-def share_claim(share: float, total: int, knob: str, extra: int = 0,
-                extra_text: str = "") -> MemoryClaim:
+def share_claim(
+    share: float, total: int, knob: str, extra: int = 0, extra_text: str = ""
+) -> MemoryClaim:
     """A claim that is a share of the whole pool, optionally with a fixed amount on top."""
     basis = f"{knob} {share:g} x MemTotal {total / GIB:.1f} GiB"
     if extra:
@@ -53,8 +59,12 @@ def stated_claim(gib: float | None, key: str) -> MemoryClaim:
     size, such as Ollama and custom images)."""
     if gib is None:
         return MemoryClaim(None, f"set {key} in the preset to let sparkdeck check the fit")
-    return MemoryClaim(int(gib * GIB), f"{key} = {gib:g} as stated in the preset",
-                       estimated=True, note="sparkdeck cannot check a stated size")
+    return MemoryClaim(
+        int(gib * GIB),
+        f"{key} = {gib:g} as stated in the preset",
+        estimated=True,
+        note="sparkdeck cannot check a stated size",
+    )
 
 
 @dataclass(frozen=True)
@@ -102,8 +112,9 @@ def read_gguf_shape(path: Path) -> GgufShape:
     layers, heads = field(f"{arch}.block_count"), field(f"{arch}.attention.head_count")
     embedding = field(f"{arch}.embedding_length")
     if layers is None or heads is None or embedding is None:
-        raise GgufUnreadable(f"{path}: the header lacks {arch}.block_count, head_count or "
-                             "embedding_length")
+        raise GgufUnreadable(
+            f"{path}: the header lacks {arch}.block_count, head_count or embedding_length"
+        )
     kv_heads = field(f"{arch}.attention.head_count_kv") or heads
     key_length = field(f"{arch}.attention.key_length") or embedding // heads
     value_length = field(f"{arch}.attention.value_length") or key_length

@@ -50,10 +50,13 @@ class FitCheck:
     def lines(self) -> list[str]:
         """The numbers, one per line, for the CLI refusal and the TUI modal."""
         m = self.memory
-        out = [f"claim:          {self.claim.describe()}",
-               f"headroom kept:  {_gib(self.headroom)} (the watchdog's stop threshold)",
-               f"MemAvailable:   {_gib(m.available)}", f"MemFree:        {_gib(m.free)}",
-               f"page cache:     {_gib(m.page_cache)}"]
+        out = [
+            f"claim:          {self.claim.describe()}",
+            f"headroom kept:  {_gib(self.headroom)} (the watchdog's stop threshold)",
+            f"MemAvailable:   {_gib(m.available)}",
+            f"MemFree:        {_gib(m.free)}",
+            f"page cache:     {_gib(m.page_cache)}",
+        ]
         if self.returning or self.returning_from:
             out.append(f"coming back:    {_gib(self.returning)} from the engine stopped first")
             out.extend(f"                {source}" for source in self.returning_from)
@@ -62,38 +65,64 @@ class FitCheck:
 
     def to_dict(self) -> dict[str, object]:
         m = self.memory
-        return {"verdict": self.verdict, "allowed": self.allowed, "reason": self.reason,
-                "claim": self.claim.to_dict(), "headroom": self.headroom,
-                "returning": self.returning, "returning_from": list(self.returning_from),
-                "flush_possible": self.flush_possible,
-                "available": m.available, "free": m.free, "page_cache": m.page_cache,
-                "total": m.total}
+        return {
+            "verdict": self.verdict,
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "claim": self.claim.to_dict(),
+            "headroom": self.headroom,
+            "returning": self.returning,
+            "returning_from": list(self.returning_from),
+            "flush_possible": self.flush_possible,
+            "available": m.available,
+            "free": m.free,
+            "page_cache": m.page_cache,
+            "total": m.total,
+        }
 
 
-def check_fit(claim: MemoryClaim, memory: MemorySnapshot, *, headroom: int, returning: int = 0,
-              flush_possible: bool = True, returning_from: tuple[str, ...] = ()) -> FitCheck:
+def check_fit(
+    claim: MemoryClaim,
+    memory: MemorySnapshot,
+    *,
+    headroom: int,
+    returning: int = 0,
+    flush_possible: bool = True,
+    returning_from: tuple[str, ...] = (),
+) -> FitCheck:
     """Decide whether `claim` fits, counting memory the stopped engine will give back."""
     args = (claim, memory, headroom, returning, flush_possible)
     verdict = _verdict(claim, memory, headroom, returning, flush_possible)
     return FitCheck(verdict[0], *args, reason=verdict[1], returning_from=returning_from)
 
 
-def _verdict(claim: MemoryClaim, memory: MemorySnapshot, headroom: int, returning: int,
-             flush_possible: bool) -> tuple[str, str]:
+def _verdict(
+    claim: MemoryClaim, memory: MemorySnapshot, headroom: int, returning: int, flush_possible: bool
+) -> tuple[str, str]:
     if claim.bytes is None:
         return UNKNOWN, claim.basis
     need = claim.bytes + headroom
     available = memory.available + returning
     free = memory.free + returning
     if need > available:
-        return (DOES_NOT_FIT, (
-            f"needs {_gib(need)} with headroom, only {_gib(available)} is available"))
+        return (
+            DOES_NOT_FIT,
+            (f"needs {_gib(need)} with headroom, only {_gib(available)} is available"),
+        )
     if need <= free:
         return (FITS, f"needs {_gib(need)}, {_gib(free)} is free")
     if flush_possible:
-        return (FITS_AFTER_FLUSH, (
-            f"needs {_gib(need)}: more than the {_gib(free)} free, within the "
-            f"{_gib(available)} available once the page cache is dropped"))
-    return (DOES_NOT_FIT, (
-        f"needs {_gib(need)}, only {_gib(free)} is free; it would fit after flushing the page "
-        "cache, which is not done here (--no-flush, or no permission)"))
+        return (
+            FITS_AFTER_FLUSH,
+            (
+                f"needs {_gib(need)}: more than the {_gib(free)} free, within the "
+                f"{_gib(available)} available once the page cache is dropped"
+            ),
+        )
+    return (
+        DOES_NOT_FIT,
+        (
+            f"needs {_gib(need)}, only {_gib(free)} is free; it would fit after flushing the page "
+            "cache, which is not done here (--no-flush, or no permission)"
+        ),
+    )

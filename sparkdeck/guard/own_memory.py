@@ -61,24 +61,38 @@ class Measured:
 
     def describe(self) -> str:
         if self.memory is None:
-            return (f"{self.label}: its own memory could not be read ({self.problem}); "
-                    "nothing counted as coming back")
+            return (
+                f"{self.label}: its own memory could not be read ({self.problem}); "
+                "nothing counted as coming back"
+            )
         return self.memory.describe(self.label)
 
     def returning(self, stopped_at: float | None = None) -> Returning:
         m = self.memory
-        return Returning(self.engine.container_id, self.engine.name, self.label, self.held,
-                         m.cpu_held if m else 0, m.source if m else "not readable",
-                         self.pids, time.time() if stopped_at is None else stopped_at,
-                         self.sample.available, self.sample.anon_shmem)
+        return Returning(
+            self.engine.container_id,
+            self.engine.name,
+            self.label,
+            self.held,
+            m.cpu_held if m else 0,
+            m.source if m else "not readable",
+            self.pids,
+            time.time() if stopped_at is None else stopped_at,
+            self.sample.available,
+            self.sample.anon_shmem,
+        )
 
 
 def host_sample(available: int) -> HostSample:
     return HostSample(available, read_host_anon_shmem())
 
 
-def measure(engine: EngineState, host_pids: Callable[[str], Collection[int]],
-            read: ReadEngineMemory, available: int) -> Measured:
+def measure(
+    engine: EngineState,
+    host_pids: Callable[[str], Collection[int]],
+    read: ReadEngineMemory,
+    available: int,
+) -> Measured:
     """What `engine` holds now, with the host figures the switch wait compares against."""
     sample = host_sample(available)
     try:
@@ -100,8 +114,10 @@ def still_coming(returning: Returning, now: HostSample) -> int:
 
 
 def describe_returning(returning: Returning, coming: int) -> str:
-    return (f"{returning.label}: {coming / GIB:.1f} GiB of the {returning.held / GIB:.1f} GiB "
-            f"it held ({returning.source}) still to come back")
+    return (
+        f"{returning.label}: {coming / GIB:.1f} GiB of the {returning.held / GIB:.1f} GiB "
+        f"it held ({returning.source}) still to come back"
+    )
 
 
 def launch_in_progress() -> bool:

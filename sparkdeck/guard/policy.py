@@ -35,16 +35,22 @@ class Decision:
         r = self.reading
         rate = "n/a" if self.full_rate_pct is None else f"{self.full_rate_pct:.1f} %"
         some = "n/a" if r.psi is None else f"{r.psi.some.avg10:.1f}"
-        head = (f"{self.level.upper():4} MemAvailable {r.available_pct:.1f} % "
-                f"({r.memory.available / 2**30:.1f} GiB), PSI some avg10 {some}, "
-                f"full stall rate {rate}")
+        head = (
+            f"{self.level.upper():4} MemAvailable {r.available_pct:.1f} % "
+            f"({r.memory.available / 2**30:.1f} GiB), PSI some avg10 {some}, "
+            f"full stall rate {rate}"
+        )
         return head + (": " + "; ".join(self.reasons) if self.reasons else "")
 
     def to_dict(self) -> dict[str, object]:
-        return {"level": self.level, "reasons": list(self.reasons),
-                "full_rate_pct": self.full_rate_pct,
-                "stop_conditions_met": self.stop_conditions_met,
-                "reading": self.reading.to_dict(), "text": self.describe()}
+        return {
+            "level": self.level,
+            "reasons": list(self.reasons),
+            "full_rate_pct": self.full_rate_pct,
+            "stop_conditions_met": self.stop_conditions_met,
+            "reading": self.reading.to_dict(),
+            "text": self.describe(),
+        }
 
 
 class WatchdogPolicy:
@@ -55,8 +61,10 @@ class WatchdogPolicy:
 
     def full_rates(self, window: Sequence[Reading]) -> list[float | None]:
         """The full stall rate over each interval in the window (one fewer than readings)."""
-        return [None if r is None else r.full_pct
-                for r in (rates(a, b) for a, b in itertools.pairwise(window))]
+        return [
+            None if r is None else r.full_pct
+            for r in (rates(a, b) for a, b in itertools.pairwise(window))
+        ]
 
     def decide(self, window: Sequence[Reading], interval_s: float = 0.0) -> Decision:
         """The level for the newest reading. `interval_s`: the configured sampling period;
@@ -76,18 +84,17 @@ class WatchdogPolicy:
             stop.append(f"MemAvailable {newest.available_pct:.1f} % < {g.stop_available_pct:g} %")
         if len(recent) == n and all(r is not None and r > g.stop_full_rate_pct for r in recent):
             shown = ", ".join(f"{r:.1f}" for r in recent if r is not None)
-            stop.append(f"full stall rate > {g.stop_full_rate_pct:g} % for {n} samples "
-                        f"({shown})")
+            stop.append(f"full stall rate > {g.stop_full_rate_pct:g} % for {n} samples ({shown})")
         if newest.available_pct < g.warn_available_pct:
-            warn.append(f"MemAvailable {newest.available_pct:.1f} % < "
-                        f"{g.warn_available_pct:g} %")
+            warn.append(f"MemAvailable {newest.available_pct:.1f} % < {g.warn_available_pct:g} %")
         if newest.psi is not None and newest.psi.some.avg10 > g.warn_some_avg10:
             warn.append(f"PSI some avg10 {newest.psi.some.avg10:.1f} > {g.warn_some_avg10:g}")
         if stop and g.mode == "stop":
             return Decision(STOP, tuple(stop), newest, rate, True)
         if stop:
-            return Decision(WARN, (*stop, "warn-only mode: the engine is NOT stopped"),
-                            newest, rate, True)
+            return Decision(
+                WARN, (*stop, "warn-only mode: the engine is NOT stopped"), newest, rate, True
+            )
         return Decision(WARN if warn else OK, tuple(warn), newest, rate, False)
 
 

@@ -34,9 +34,14 @@ class Reading:
         data: dict[str, Any] = {"t": round(self.t, 3)}
         data.update({k: getattr(self.memory, k) for k in _MEMORY_KEYS})
         if self.psi is not None:
-            data.update({"some_avg10": self.psi.some.avg10, "full_avg10": self.psi.full.avg10,
-                         "some_total_us": self.psi.some.total_us,
-                         "full_total_us": self.psi.full.total_us})
+            data.update(
+                {
+                    "some_avg10": self.psi.some.avg10,
+                    "full_avg10": self.psi.full.avg10,
+                    "some_total_us": self.psi.some.total_us,
+                    "full_total_us": self.psi.full.total_us,
+                }
+            )
         return data
 
     @classmethod
@@ -44,9 +49,12 @@ class Reading:
         memory = MemorySnapshot(**{k: int(data.get(k, 0)) for k in _MEMORY_KEYS})
         psi = None
         if "full_total_us" in data:
+
             def line(kind: str) -> PsiLine:
-                return PsiLine(float(data[f"{kind}_avg10"]), 0.0, 0.0,
-                               int(data[f"{kind}_total_us"]))
+                return PsiLine(
+                    float(data[f"{kind}_avg10"]), 0.0, 0.0, int(data[f"{kind}_total_us"])
+                )
+
             psi = PsiSnapshot(line("some"), line("full"), float(data["t"]))
         return cls(float(data["t"]), memory, psi)
 
@@ -65,9 +73,12 @@ class HostReadings:
     pressure rule is off); a broken /proc/meminfo raises MemInfoError to the caller.
     """
 
-    def __init__(self, read_memory: Callable[[], MemorySnapshot] = read_meminfo,
-                 read_psi: Callable[..., PsiSnapshot] = read_pressure,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        read_memory: Callable[[], MemorySnapshot] = read_meminfo,
+        read_psi: Callable[..., PsiSnapshot] = read_pressure,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.read_memory = read_memory
         self.read_psi = read_psi
         self.clock = clock

@@ -50,13 +50,21 @@ def _safe(container_id: str) -> str:
     return container_id
 
 
-def save_launch_record(container_id: str, container_name: str,
-                       record: dict[str, Any]) -> Path:
+def save_launch_record(container_id: str, container_name: str, record: dict[str, Any]) -> Path:
     """Write (or replace) the record of the launch that created container `container_id`."""
     path = launches_dir() / f"{_safe(container_id)}.json"
-    paths.atomic_write_text(path, json.dumps({**record, "container_id": container_id,
-                                              "container_name": container_name,
-                                              "saved_at": _stamp()}, indent=1))
+    paths.atomic_write_text(
+        path,
+        json.dumps(
+            {
+                **record,
+                "container_id": container_id,
+                "container_name": container_name,
+                "saved_at": _stamp(),
+            },
+            indent=1,
+        ),
+    )
     return path
 
 
@@ -96,8 +104,7 @@ class Returning:
 
 def save_returning(returning: Returning) -> Path:
     path = returning_dir() / f"{_safe(returning.container_id)}.json"
-    paths.atomic_write_text(path, json.dumps({**asdict(returning),
-                                              "pids": sorted(returning.pids)}))
+    paths.atomic_write_text(path, json.dumps({**asdict(returning), "pids": sorted(returning.pids)}))
     return path
 
 
@@ -108,11 +115,20 @@ def load_returning() -> list[Returning]:
     for path in sorted(returning_dir().glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            found.append(Returning(
-                str(data["container_id"]), str(data["container_name"]), str(data["label"]),
-                int(data["held"]), int(data["cpu_held"]), str(data["source"]),
-                tuple(int(pid) for pid in data["pids"]), float(data["stopped_at"]),
-                int(data["available_at_stop"]), int(data["anon_shmem_at_stop"])))
+            found.append(
+                Returning(
+                    str(data["container_id"]),
+                    str(data["container_name"]),
+                    str(data["label"]),
+                    int(data["held"]),
+                    int(data["cpu_held"]),
+                    str(data["source"]),
+                    tuple(int(pid) for pid in data["pids"]),
+                    float(data["stopped_at"]),
+                    int(data["available_at_stop"]),
+                    int(data["anon_shmem_at_stop"]),
+                )
+            )
         except (OSError, ValueError, TypeError, KeyError):
             path.unlink(missing_ok=True)
     return sorted(found, key=lambda r: r.stopped_at)
@@ -150,10 +166,16 @@ def settle_launch_records(engines: Sequence[Any], launch_in_progress: bool) -> S
     if not launch_in_progress:
         for engine in engines:
             if engine.alive and load_launch_record(engine.container_id) is None:
-                save_launch_record(engine.container_id, engine.name, {
-                    "preset_id": engine.preset_id, "adopted": True,
-                    "adopted_reason": "found running with no launch in progress and no "
-                                      "record of its own (its launch was killed?)"})
+                save_launch_record(
+                    engine.container_id,
+                    engine.name,
+                    {
+                        "preset_id": engine.preset_id,
+                        "adopted": True,
+                        "adopted_reason": "found running with no launch in progress and no "
+                        "record of its own (its launch was killed?)",
+                    },
+                )
                 adopted.append(engine.container_id)
     return Settled(tuple(dropped), tuple(adopted))
 
@@ -179,9 +201,14 @@ class RecordHeld(OSError):
         self.path = path
 
 
-def write_action(action: str, engine: str, decision: Decision,
-                 window: Sequence[Reading], note: str | None = None,
-                 container_id: str | None = None) -> Path:
+def write_action(
+    action: str,
+    engine: str,
+    decision: Decision,
+    window: Sequence[Reading],
+    note: str | None = None,
+    container_id: str | None = None,
+) -> Path:
     """Record one watchdog action ("stopping", "stop failed", "killed directly", "stopped",
     "warned", "would stop") with its window; `note` says what the stop attempt found. The
     container's short id ends the file name, so a later watchdog of the same container can
@@ -193,8 +220,12 @@ def write_action(action: str, engine: str, decision: Decision,
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now / 1e9))
     short = f"-{container_id[:12]}" if container_id else ""
     path = actions_dir() / f"{stamp}-{now % 10**9:09d}-{action.replace(' ', '-')}{short}.json"
-    data: dict[str, Any] = {"action": action, "engine": engine, "at": _stamp(),
-                            "decision": decision.to_dict()}
+    data: dict[str, Any] = {
+        "action": action,
+        "engine": engine,
+        "at": _stamp(),
+        "decision": decision.to_dict(),
+    }
     if note is not None:
         data["note"] = note
     if container_id:
@@ -205,9 +236,12 @@ def write_action(action: str, engine: str, decision: Decision,
         left = _write_held_locked()
     if left:
         why = _held[0][2]
-        raise RecordHeld(f"the guard's record of {action!r} was not written ({why}); "
-                         f"kept in memory with {left - 1} other{'s' * (left != 2)} until the "
-                         "data dir has room", path)
+        raise RecordHeld(
+            f"the guard's record of {action!r} was not written ({why}); "
+            f"kept in memory with {left - 1} other{'s' * (left != 2)} until the "
+            "data dir has room",
+            path,
+        )
     return path
 
 
@@ -221,8 +255,9 @@ def _write_held_locked() -> int:
         except OSError as exc:
             _held[0] = (path, data, exc.strerror or str(exc))
             while len(_held) > MAX_HELD:  # warnings go first: a stop's records stay
-                drop = next((i for i, (_, d, _) in enumerate(_held)
-                             if d["action"] not in STOP_ACTIONS), 0)
+                drop = next(
+                    (i for i, (_, d, _) in enumerate(_held) if d["action"] not in STOP_ACTIONS), 0
+                )
                 del _held[drop]
             return len(_held)
         _held.pop(0)
@@ -238,8 +273,14 @@ def write_held() -> int:
 def held_actions() -> list[dict[str, Any]]:
     """The records not written yet, oldest first, without their windows (for status)."""
     with _held_lock:
-        return [{**{k: v for k, v in data.items() if k != "window"}, "file": str(path),
-                 "not_written": why or "not written yet"} for path, data, why in _held]
+        return [
+            {
+                **{k: v for k, v in data.items() if k != "window"},
+                "file": str(path),
+                "not_written": why or "not written yet",
+            }
+            for path, data, why in _held
+        ]
 
 
 def pending_stop(container_id: str) -> dict[str, Any] | None:
@@ -272,8 +313,11 @@ def pending_stop(container_id: str) -> dict[str, Any] | None:
             return {**json.loads(where.read_text()), "file": str(where)}
         except (OSError, ValueError):
             break
-    return {"action": "stopping", "container_id": container_id,
-            "decision": {"reasons": ["an earlier stop of this container"]}}
+    return {
+        "action": "stopping",
+        "container_id": container_id,
+        "decision": {"reasons": ["an earlier stop of this container"]},
+    }
 
 
 def recent_actions(limit: int = 20) -> list[dict[str, Any]]:

@@ -20,16 +20,22 @@ from sparkdeck.guard.watchdog import Watchdog
 class StartupGuard:
     """Runs `watchdog` in a thread at `hz` until the block ends; feeds `recorder`."""
 
-    def __init__(self, watchdog: Watchdog, recorder: TimelineRecorder, hz: float,
-                 on_error: Callable[[Exception], object] | None = None):
+    def __init__(
+        self,
+        watchdog: Watchdog,
+        recorder: TimelineRecorder,
+        hz: float,
+        on_error: Callable[[Exception], object] | None = None,
+    ):
         self.watchdog = watchdog
         self.recorder = recorder
         self.hz = hz
         self.on_error = on_error or (lambda exc: None)
         self.error: Exception | None = None
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sparkdeck-startup-guard",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="sparkdeck-startup-guard", daemon=True
+        )
         read = watchdog.read
 
         def read_and_record() -> Reading:
@@ -50,8 +56,9 @@ class StartupGuard:
         self._thread.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # A stop it began (the processes killed directly, Docker not done yet) is carried
         # through by its thread, which ends once Docker confirms the container gone: waited
         # for here a while, then left to finish on its own.

@@ -87,8 +87,7 @@ def kill_pids(pids: list[int]) -> int:
 def _reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     lower = text.lower()
-    if ("timed out" in lower or "not answering" in lower
-            or "timeout" in type(exc).__name__.lower()):
+    if "timed out" in lower or "not answering" in lower or "timeout" in type(exc).__name__.lower():
         return "Docker is not answering"
     return text.splitlines()[0][:200]
 
@@ -96,10 +95,15 @@ def _reason(exc: BaseException) -> str:
 class ContainerStopper:
     """Stops one sparkdeck container however long Docker takes; call it until `done`."""
 
-    def __init__(self, runtime: DockerRuntime, container_id: str, *,
-                 answer_s: float = ANSWER_S,
-                 find_pids: Callable[[str], list[int]] = container_pids,
-                 kill: Callable[[list[int]], int] = kill_pids):
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        container_id: str,
+        *,
+        answer_s: float = ANSWER_S,
+        find_pids: Callable[[str], list[int]] = container_pids,
+        kill: Callable[[list[int]], int] = kill_pids,
+    ):
         self.runtime = runtime
         self.container_id = container_id
         self.answer_s = answer_s
@@ -112,8 +116,9 @@ class ContainerStopper:
         self._done_at: float | None = None
 
     @classmethod
-    def for_engine(cls, runtime: DockerRuntime, container_id: str,
-                   timeout: float = DOCKER_TIMEOUT_S) -> ContainerStopper:
+    def for_engine(
+        cls, runtime: DockerRuntime, container_id: str, timeout: float = DOCKER_TIMEOUT_S
+    ) -> ContainerStopper:
         """A stopper whose Docker calls give up after `timeout` seconds."""
         return cls(runtime.with_timeout(timeout), container_id)
 
@@ -130,15 +135,15 @@ class ContainerStopper:
         if self._call is None:  # a call still waiting on a hung daemon is not doubled
             self._finished.clear()
             self._error = None
-            self._call = threading.Thread(target=self._docker_stop, daemon=True,
-                                          name="sparkdeck-guard-stop")
+            self._call = threading.Thread(
+                target=self._docker_stop, daemon=True, name="sparkdeck-guard-stop"
+            )
             self._call.start()
         if self._finished.wait(self.answer_s):
             self._call = None
             error = self._error
             if error is None:
-                return StopAttempt(True, self._stopped_text(), 0,
-                                   self._done_at or time.monotonic())
+                return StopAttempt(True, self._stopped_text(), 0, self._done_at or time.monotonic())
             if isinstance(error, NotManaged):  # not ours: nothing may be killed
                 return StopAttempt(False, f"stop refused: {error}", 0, time.monotonic())
             head, tail = f"stop failed: {_reason(error)}", "retrying"
@@ -148,14 +153,17 @@ class ContainerStopper:
         killed = self.kill(self.find_pids(self.container_id))
         self.killed_total += killed
         if killed:
-            action = f"killed {killed} process{'es' if killed != 1 else ''} of the container " \
-                     "directly"
+            action = (
+                f"killed {killed} process{'es' if killed != 1 else ''} of the container directly"
+            )
         else:
             action = "no process of the container is left"
         return StopAttempt(False, f"{head}; {action}; {tail}", killed, time.monotonic())
 
     def _stopped_text(self) -> str:
         if self.killed_total:
-            return (f"stopped: Docker removed the container ({self.killed_total} of its "
-                    "processes had been killed directly)")
+            return (
+                f"stopped: Docker removed the container ({self.killed_total} of its "
+                "processes had been killed directly)"
+            )
         return "stopped: Docker killed and removed the container"

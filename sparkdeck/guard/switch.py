@@ -43,29 +43,49 @@ class SwitchProgress:
     def from_dict(cls, data: dict) -> SwitchProgress:
         """From dataclasses.asdict after a JSON round trip (the service's launch-switch)."""
         gpu = data.get("gpu_pids_left")
-        return cls(str(data["state"]), float(data["elapsed"]), float(data["timeout"]),
-                   int(data["target"]), int(data["available"]),
-                   None if gpu is None else tuple(int(p) for p in gpu),
-                   tuple(int(p) for p in data.get("pids_left") or ()))
+        return cls(
+            str(data["state"]),
+            float(data["elapsed"]),
+            float(data["timeout"]),
+            int(data["target"]),
+            int(data["available"]),
+            None if gpu is None else tuple(int(p) for p in gpu),
+            tuple(int(p) for p in data.get("pids_left") or ()),
+        )
 
     def describe(self) -> str:
-        gpu = ("NVML cannot tell GPU processes" if self.gpu_pids_left is None else
-               f"{len(self.gpu_pids_left)} GPU process(es) of the old engine left")
-        procs = f"{len(self.pids_left)} process(es) of the old engine left, " \
-            if self.pids_left else ""
-        head = (f"MemAvailable {self.available / GIB:.1f} / {self.target / GIB:.1f} GiB, "
-                f"{procs}{gpu}, {self.elapsed:.0f}/{self.timeout:.0f} s")
+        gpu = (
+            "NVML cannot tell GPU processes"
+            if self.gpu_pids_left is None
+            else f"{len(self.gpu_pids_left)} GPU process(es) of the old engine left"
+        )
+        procs = (
+            f"{len(self.pids_left)} process(es) of the old engine left, " if self.pids_left else ""
+        )
+        head = (
+            f"MemAvailable {self.available / GIB:.1f} / {self.target / GIB:.1f} GiB, "
+            f"{procs}{gpu}, {self.elapsed:.0f}/{self.timeout:.0f} s"
+        )
         if self.state == TIMED_OUT:
-            return (f"memory did not come back within {self.timeout:.0f} s ({head}); going on "
-                    "is a risk: the next engine may find less memory than it expects")
+            return (
+                f"memory did not come back within {self.timeout:.0f} s ({head}); going on "
+                "is a risk: the next engine may find less memory than it expects"
+            )
         if self.state == SKIPPED:
             return f"switch wait skipped by the user ({head})"
         return f"{self.state}: {head}"
 
 
-def switch_progress(*, baseline: int, margin: int, available: int, elapsed: float,
-                    timeout: float, gpu_pids_left: Collection[int] | None,
-                    pids_left: Collection[int] = ()) -> SwitchProgress:
+def switch_progress(
+    *,
+    baseline: int,
+    margin: int,
+    available: int,
+    elapsed: float,
+    timeout: float,
+    gpu_pids_left: Collection[int] | None,
+    pids_left: Collection[int] = (),
+) -> SwitchProgress:
     """Pure decision: is memory back, still coming, or has the wait run out?
 
     Memory is never back while a process of the old engine exists: it still holds its memory
@@ -102,30 +122,46 @@ def returned_view(at_stop: HostSample, now: HostSample, engine_cpu_held: int) ->
 class SwitchWaiter:
     """The wait loop, with its readers, clock and sleep injected (tests run it on replays)."""
 
-    def __init__(self, read_available: Callable[[], int],
-                 read_gpu_pids: Callable[[], Collection[int] | None],
-                 *, clock: Callable[[], float] = time.monotonic, poll_s: float = 0.5,
-                 read_live_pids: Callable[[Collection[int]], Collection[int]] | None = None):
+    def __init__(
+        self,
+        read_available: Callable[[], int],
+        read_gpu_pids: Callable[[], Collection[int] | None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        poll_s: float = 0.5,
+        read_live_pids: Callable[[Collection[int]], Collection[int]] | None = None,
+    ):
         self.read_available = read_available
         self.read_gpu_pids = read_gpu_pids
         self.read_live_pids = read_live_pids or (lambda pids: ())
         self.clock = clock
         self.poll_s = poll_s
 
-    def wait(self, *, baseline: int, margin: int, timeout: float, old_pids: Collection[int],
-             skip: threading.Event | None = None,
-             on_progress: Callable[[SwitchProgress], object] | None = None) -> SwitchProgress:
+    def wait(
+        self,
+        *,
+        baseline: int,
+        margin: int,
+        timeout: float,
+        old_pids: Collection[int],
+        skip: threading.Event | None = None,
+        on_progress: Callable[[SwitchProgress], object] | None = None,
+    ) -> SwitchProgress:
         skip = skip or threading.Event()
         started = self.clock()
         old = set(old_pids)
         while True:
             listed = self.read_gpu_pids()
             left = None if listed is None else old & set(listed)
-            progress = switch_progress(baseline=baseline, margin=margin,
-                                       available=self.read_available(),
-                                       elapsed=self.clock() - started, timeout=timeout,
-                                       gpu_pids_left=left,
-                                       pids_left=old & set(self.read_live_pids(old)))
+            progress = switch_progress(
+                baseline=baseline,
+                margin=margin,
+                available=self.read_available(),
+                elapsed=self.clock() - started,
+                timeout=timeout,
+                gpu_pids_left=left,
+                pids_left=old & set(self.read_live_pids(old)),
+            )
             if skip.is_set() and not progress.done:
                 progress = replace(progress, state=SKIPPED)
             if on_progress is not None:

@@ -49,20 +49,24 @@ class StartupTimeline:
         return max((p.used for p in self.points), default=0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total,
-                "points": [[round(p.t, 3), p.available, p.used] for p in self.points],
-                "marks": [{"t": round(m.t, 3), "phase": m.phase, "line": m.line}
-                          for m in self.marks]}
+        return {
+            "total": self.total,
+            "points": [[round(p.t, 3), p.available, p.used] for p in self.points],
+            "marks": [{"t": round(m.t, 3), "phase": m.phase, "line": m.line} for m in self.marks],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StartupTimeline:
-        return cls(tuple(TimelinePoint(float(t), int(a), int(u)) for t, a, u in data["points"]),
-                   tuple(PhaseMark(float(m["t"]), m["phase"], m["line"]) for m in data["marks"]),
-                   int(data["total"]))
+        return cls(
+            tuple(TimelinePoint(float(t), int(a), int(u)) for t, a, u in data["points"]),
+            tuple(PhaseMark(float(m["t"]), m["phase"], m["line"]) for m in data["marks"]),
+            int(data["total"]),
+        )
 
 
-def mark_phases(lines: Iterable[tuple[float, str]],
-                patterns: Sequence[tuple[str, str]]) -> list[PhaseMark]:
+def mark_phases(
+    lines: Iterable[tuple[float, str]], patterns: Sequence[tuple[str, str]]
+) -> list[PhaseMark]:
     """The first line matching each phase, as (seconds since launch, line) pairs in order."""
     compiled = [(phase, re.compile(rx, re.IGNORECASE)) for phase, rx in patterns]
     marks: dict[str, PhaseMark] = {}
@@ -83,8 +87,9 @@ class TimelineRecorder:
         self._lock = threading.Lock()
 
     def add(self, reading: Reading) -> None:
-        point = TimelinePoint(reading.t - self.started, reading.memory.available,
-                              reading.memory.used)
+        point = TimelinePoint(
+            reading.t - self.started, reading.memory.available, reading.memory.used
+        )
         with self._lock:
             self._points.append(point)
             self._total = reading.memory.total
@@ -120,9 +125,12 @@ def latest_recorded(launches: Path) -> RecordedStartup | None:
             data = json.loads(path.read_text())
             if not isinstance(data, dict) or not isinstance(data.get("timeline"), dict):
                 continue
-            return RecordedStartup(str(data.get("preset_id") or "?"),
-                                   str(data.get("container_name") or path.stem[:12]),
-                                   saved_at, StartupTimeline.from_dict(data["timeline"]))
+            return RecordedStartup(
+                str(data.get("preset_id") or "?"),
+                str(data.get("container_name") or path.stem[:12]),
+                saved_at,
+                StartupTimeline.from_dict(data["timeline"]),
+            )
         except (OSError, ValueError, TypeError, KeyError):
             continue
     return None

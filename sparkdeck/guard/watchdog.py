@@ -53,14 +53,22 @@ class Watchdog:
     not make a stop decision void.
     """
 
-    def __init__(self, policy: WatchdogPolicy, read: Callable[[], Reading],
-                 stop: Callable[[], StopAttempt | None], *, engine: str,
-                 on_decision: Callable[[Decision], object] | None = None,
-                 on_attempt: Callable[[StopAttempt], object] | None = None,
-                 on_error: Callable[[Exception], object] | None = None,
-                 record: Callable[..., Path | None] = records.write_action,
-                 clock: Callable[[], float] = time.monotonic, window_s: float = WINDOW_S,
-                 container_id: str = "", resume: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        policy: WatchdogPolicy,
+        read: Callable[[], Reading],
+        stop: Callable[[], StopAttempt | None],
+        *,
+        engine: str,
+        on_decision: Callable[[Decision], object] | None = None,
+        on_attempt: Callable[[StopAttempt], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        record: Callable[..., Path | None] = records.write_action,
+        clock: Callable[[], float] = time.monotonic,
+        window_s: float = WINDOW_S,
+        container_id: str = "",
+        resume: dict[str, Any] | None = None,
+    ):
         self.policy = policy
         self.container_id = container_id  # in every record: a later watchdog finds its stop
         self.resume = resume
@@ -100,13 +108,17 @@ class Watchdog:
             self.stopping = decision
             # first: the record survives a hung stop
             self.stop_record = self._write("stopping", decision)
-        elif self.resume is not None and self.stopping is None and \
-                self.policy.guard.mode == "stop":  # warn-only since: the user's word now
+        elif (
+            self.resume is not None and self.stopping is None and self.policy.guard.mode == "stop"
+        ):  # warn-only since: the user's word now
             self.stopping, self.stop_record = self._resumed(decision, self.resume)
         elif decision.stop_conditions_met and not (before and before.stop_conditions_met):
             self._write("would stop", decision)  # warn-only mode
-        elif decision.level == WARN and (before is None or before.level == OK) and (
-                self._warned_at is None or reading.t - self._warned_at > self.window_s):
+        elif (
+            decision.level == WARN
+            and (before is None or before.level == OK)
+            and (self._warned_at is None or reading.t - self._warned_at > self.window_s)
+        ):
             self._warned_at = reading.t  # one warning record per window, not one per flicker
             self._write("warned", decision)
         # The stop before anything is shown: every moment counts once the host is this short.
@@ -124,9 +136,14 @@ class Watchdog:
         reasons = said.get("reasons") if isinstance(said, dict) else None
         why = "; ".join(str(r) for r in reasons or ()) or "an earlier decision"
         record = Path(str(earlier.get("file", "")))
-        return (replace(decision, level=STOP, reasons=(
-            f"carrying through a stop decided earlier and not confirmed ({why})",)),
-                record if record.is_file() else None)
+        return (
+            replace(
+                decision,
+                level=STOP,
+                reasons=(f"carrying through a stop decided earlier and not confirmed ({why})",),
+            ),
+            record if record.is_file() else None,
+        )
 
     def _attempt_stop(self) -> StopAttempt:
         stopping = self.stopping
@@ -134,8 +151,9 @@ class Watchdog:
         try:
             attempt = self.stop() or StopAttempt(True, "stopped", 0, self.clock())
         except Exception as exc:  # noqa: BLE001 - any failure is one failed attempt: retried next step
-            attempt = StopAttempt(False, f"stop failed: {str(exc) or type(exc).__name__}; "
-                                  "retrying", 0, self.clock())
+            attempt = StopAttempt(
+                False, f"stop failed: {str(exc) or type(exc).__name__}; retrying", 0, self.clock()
+            )
         seen = {a.text for a in self.attempts}
         self.attempts.append(attempt)
         if attempt.done:
@@ -144,8 +162,9 @@ class Watchdog:
         elif attempt.killed or attempt.text not in seen:
             # one record per new turn of events, not one per retry (a daemon that stays
             # stopped for minutes would otherwise leave a file every few seconds)
-            self._write("killed directly" if attempt.killed else "stop failed", stopping,
-                        attempt.text)
+            self._write(
+                "killed directly" if attempt.killed else "stop failed", stopping, attempt.text
+            )
         return attempt
 
     def _write(self, action: str, decision: Decision, note: str | None = None) -> Path | None:
@@ -197,12 +216,17 @@ class Watchdog:
         return decision
 
 
-def engine_watchdog(guard: GuardSettings, runtime: DockerRuntime | None,
-                    engine: EngineState | None, *, label: str = "",
-                    read: Callable[[], Reading] | None = None,
-                    on_decision: Callable[[Decision], object] | None = None,
-                    on_attempt: Callable[[StopAttempt], object] | None = None,
-                    on_error: Callable[[Exception], object] | None = None) -> Watchdog:
+def engine_watchdog(
+    guard: GuardSettings,
+    runtime: DockerRuntime | None,
+    engine: EngineState | None,
+    *,
+    label: str = "",
+    read: Callable[[], Reading] | None = None,
+    on_decision: Callable[[Decision], object] | None = None,
+    on_attempt: Callable[[StopAttempt], object] | None = None,
+    on_error: Callable[[Exception], object] | None = None,
+) -> Watchdog:
     """The one way sparkdeck builds a watchdog (the launch, the TUI, `sparkdeck guard`, the
     benchmark): the policy from settings.toml [guard], the host's readings (or `read`), a
     stop of this container that an earlier watchdog left unconfirmed, and
@@ -220,7 +244,14 @@ def engine_watchdog(guard: GuardSettings, runtime: DockerRuntime | None,
         stop = ContainerStopper.for_engine(runtime, engine.container_id)
         # a stop an earlier watchdog of this container decided and never saw confirmed
         container_id, resume = engine.container_id, records.pending_stop(engine.container_id)
-    return Watchdog(WatchdogPolicy(guard), read or HostReadings(), stop,
-                    engine=engine.name if engine is not None else label,
-                    on_decision=on_decision, on_attempt=on_attempt, on_error=on_error,
-                    container_id=container_id, resume=resume)
+    return Watchdog(
+        WatchdogPolicy(guard),
+        read or HostReadings(),
+        stop,
+        engine=engine.name if engine is not None else label,
+        on_decision=on_decision,
+        on_attempt=on_attempt,
+        on_error=on_error,
+        container_id=container_id,
+        resume=resume,
+    )

@@ -68,10 +68,15 @@ class EngineMemory:
         return f"{label} holds {self.held / GIB:.1f} GiB ({self.source})"
 
     def to_dict(self) -> dict[str, object]:
-        return {"held": self.held, "source": self.source, "pids": list(self.pids),
-                "cgroup": None if self.cgroup is None else self.cgroup.held,
-                "cgroup_path": None if self.cgroup is None else self.cgroup.path,
-                "rss": self.rss, "gpu": self.gpu}
+        return {
+            "held": self.held,
+            "source": self.source,
+            "pids": list(self.pids),
+            "cgroup": None if self.cgroup is None else self.cgroup.held,
+            "cgroup_path": None if self.cgroup is None else self.cgroup.path,
+            "rss": self.rss,
+            "gpu": self.gpu,
+        }
 
 
 def _stat_fields(text: str) -> dict[str, int]:
@@ -99,7 +104,7 @@ def _mounts(proc: Path) -> list[tuple[str, str, str, str]]:
 def _under(mount_root: str, mount_point: str, group: str) -> Path:
     # A mount whose root is not "/" (inside a container) shows groups relative to that root.
     if mount_root != "/" and group.startswith(mount_root):
-        group = group[len(mount_root):]
+        group = group[len(mount_root) :]
     return Path(mount_point) / group.lstrip("/")
 
 
@@ -115,15 +120,23 @@ def cgroup_memory(pid: int, proc: Path = PROC) -> CgroupMemory | None:
         if group.strip() in ("/", ""):  # the root group counts the whole host, not a container
             continue
         for root, point, fstype, options in mounts:
-            if controllers and fstype == "cgroup" and "memory" in controllers.split(",") \
-                    and "memory" in options.split(","):
+            if (
+                controllers
+                and fstype == "cgroup"
+                and "memory" in controllers.split(",")
+                and "memory" in options.split(",")
+            ):
                 stat = _under(root, point, group) / "memory.stat"
                 try:
                     f = _stat_fields(stat.read_text())
                 except OSError:
                     continue
-                return CgroupMemory(str(stat.parent), 1, f.get("total_rss", f.get("rss", 0)),
-                                    f.get("total_shmem", f.get("shmem", 0)))
+                return CgroupMemory(
+                    str(stat.parent),
+                    1,
+                    f.get("total_rss", f.get("rss", 0)),
+                    f.get("total_shmem", f.get("shmem", 0)),
+                )
             if not controllers and fstype == "cgroup2":
                 # In a hybrid layout the v2 group has no memory controller: no memory.stat.
                 stat = _under(root, point, group) / "memory.stat"
@@ -163,8 +176,9 @@ def _gpu_bytes(pids: Collection[int], gpu: GpuReading | None) -> int | None:
     return sum(used or 0 for pid, used in listed if pid in pids)
 
 
-def read_engine_memory(pids: Collection[int], gpu: GpuReading | None = None,
-                       proc: Path = PROC) -> EngineMemory:
+def read_engine_memory(
+    pids: Collection[int], gpu: GpuReading | None = None, proc: Path = PROC
+) -> EngineMemory:
     """What the engine whose host processes are `pids` holds now.
 
     No live process: it holds nothing (held 0, source "no processes"). Processes that exist

@@ -35,11 +35,11 @@ def gpu_presence() -> GpuPresence:
         return GpuPresence(False, reason=f"no NVIDIA driver (NVML: {exc})")
     try:
         count = pynvml.nvmlDeviceGetCount()
-        name = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))) \
-            if count else None
+        name = (
+            _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))) if count else None
+        )
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        return GpuPresence(count > 0, name, driver, count,
-                           None if count else "NVML found no GPU")
+        return GpuPresence(count > 0, name, driver, count, None if count else "NVML found no GPU")
     except pynvml.NVMLError as exc:
         return GpuPresence(False, reason=f"NVML error: {exc}")
     finally:

@@ -38,8 +38,13 @@ class MemorySnapshot:
 
 
 _FIELDS = {
-    "MemTotal": "total", "MemAvailable": "available", "MemFree": "free", "Cached": "cached",
-    "Buffers": "buffers", "SwapTotal": "swap_total", "SwapFree": "swap_free",
+    "MemTotal": "total",
+    "MemAvailable": "available",
+    "MemFree": "free",
+    "Cached": "cached",
+    "Buffers": "buffers",
+    "SwapTotal": "swap_total",
+    "SwapFree": "swap_free",
 }
 
 

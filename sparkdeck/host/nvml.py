@@ -142,8 +142,12 @@ class NvmlReader:
     recording); `host_total_bytes` is MemTotal, read from /proc/meminfo when not given.
     """
 
-    def __init__(self, nvml_module: Any = None, host_total_bytes: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        nvml_module: Any = None,
+        host_total_bytes: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._module = nvml_module
         self._host_total = host_total_bytes
         self._clock = clock
@@ -203,8 +207,9 @@ class NvmlReader:
             return False
         return abs(gpu.memory_total - self._host_total) <= _UNIFIED_TOLERANCE * self._host_total
 
-    def _read_device(self, nvml: Any, index: int, handle: Any,
-                     driver: str | None) -> tuple[GpuSnapshot, bool]:
+    def _read_device(
+        self, nvml: Any, index: int, handle: Any, driver: str | None
+    ) -> tuple[GpuSnapshot, bool]:
         dev = _Device(nvml, handle)
         name = dev.ask("name", "nvmlDeviceGetName")
         uuid = dev.ask("uuid", "nvmlDeviceGetUUID")
@@ -213,9 +218,11 @@ class NvmlReader:
         power_mw = dev.ask("power_w", "nvmlDeviceGetPowerUsage")
         limit_mw = dev.ask("power_limit_w", "nvmlDeviceGetEnforcedPowerLimit")
         pstate = dev.ask("pstate", "nvmlDeviceGetPerformanceState")
-        reasons_fn = ("nvmlDeviceGetCurrentClocksEventReasons"
-                      if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
-                      else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        reasons_fn = (
+            "nvmlDeviceGetCurrentClocksEventReasons"
+            if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
+            else "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
         reasons = dev.ask("clock_event_reasons", reasons_fn)
         memory = self._memory(dev)
         snapshot = GpuSnapshot(
@@ -231,8 +238,9 @@ class NvmlReader:
             mem_clock_max_mhz=dev.ask("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", mem),
             power_w=None if power_mw is None else power_mw / 1000.0,
             power_limit_w=None if limit_mw is None else limit_mw / 1000.0,
-            temperature_c=dev.ask("temperature_c", "nvmlDeviceGetTemperature",
-                                  nvml.NVML_TEMPERATURE_GPU),
+            temperature_c=dev.ask(
+                "temperature_c", "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU
+            ),
             pstate=None if pstate in (None, _PSTATE_UNKNOWN) else int(pstate),
             clock_event_reasons=None if reasons is None else decode_clock_event_reasons(reasons),
             memory_total=None if memory is None else int(memory.total),

@@ -22,7 +22,7 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 HOW_TO_ALLOW = (
     "sparkdeck could not drop the page cache: it is not running as root and `sudo -n` is not "
     "allowed without a password. To allow just this one command, run once:\n"
-    "  echo \"$USER ALL=(root) NOPASSWD: /usr/bin/tee /proc/sys/vm/drop_caches\" | "
+    '  echo "$USER ALL=(root) NOPASSWD: /usr/bin/tee /proc/sys/vm/drop_caches" | '
     "sudo tee /etc/sudoers.d/sparkdeck-drop-caches\n"
     "or launch with --no-flush to go on without flushing (risky on a Spark: allocations can "
     "fail or the host can stall while the cache is large)."
@@ -41,13 +41,16 @@ class FlushReport:
     seconds: float
 
     def describe(self) -> str:
-        return (f"page cache flushed ({self.method}, {self.seconds:.1f} s): "
-                f"cached {gib(self.before.cached)} -> {gib(self.after.cached)}, "
-                f"available {gib(self.before.available)} -> {gib(self.after.available)}")
+        return (
+            f"page cache flushed ({self.method}, {self.seconds:.1f} s): "
+            f"cached {gib(self.before.cached)} -> {gib(self.after.cached)}, "
+            f"available {gib(self.before.available)} -> {gib(self.after.available)}"
+        )
 
 
-def can_flush(drop_caches: Path = DROP_CACHES, euid: int | None = None,
-              sudo: Sequence[str] = ("sudo", "-n")) -> bool:
+def can_flush(
+    drop_caches: Path = DROP_CACHES, euid: int | None = None, sudo: Sequence[str] = ("sudo", "-n")
+) -> bool:
     """Would flush_page_cache be allowed? Checked before a launch stops anything.
 
     `sudo -n -l CMD` answers whether CMD may run without a password, without running it.
@@ -56,8 +59,9 @@ def can_flush(drop_caches: Path = DROP_CACHES, euid: int | None = None,
     if euid == 0:
         return os.access(drop_caches, os.W_OK)
     try:
-        result = subprocess.run([*sudo, "-l", "tee", str(drop_caches)], capture_output=True,
-                                timeout=10, check=False)
+        result = subprocess.run(
+            [*sudo, "-l", "tee", str(drop_caches)], capture_output=True, timeout=10, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):  # no sudo, or not executable for us
         return False
     return result.returncode == 0
@@ -86,8 +90,12 @@ def flush_page_cache(
     else:
         try:
             result = subprocess.run(
-                [*sudo, "tee", str(drop_caches)], input="3\n", capture_output=True,
-                text=True, timeout=30, check=False,
+                [*sudo, "tee", str(drop_caches)],
+                input="3\n",
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired):  # no sudo, or not executable for us
             raise FlushNotPermitted(HOW_TO_ALLOW) from None

@@ -66,8 +66,12 @@ def parse_pressure(text: str, monotonic: float) -> PsiSnapshot:
             if sep:
                 fields[key] = value
         try:
-            lines[kind] = PsiLine(float(fields["avg10"]), float(fields["avg60"]),
-                                  float(fields["avg300"]), int(fields["total"]))
+            lines[kind] = PsiLine(
+                float(fields["avg10"]),
+                float(fields["avg60"]),
+                float(fields["avg300"]),
+                int(fields["total"]),
+            )
         except (KeyError, ValueError):
             raise PsiError(f"cannot read the pressure line {raw.strip()!r}") from None
     missing = [kind for kind in ("some", "full") if kind not in lines]
@@ -82,8 +86,10 @@ def read_pressure(path: Path = PRESSURE_MEMORY, *, monotonic: float | None = Non
     try:
         text = path.read_text()
     except OSError as exc:
-        raise PsiError(f"cannot read {path}: {exc.strerror or exc} (the kernel needs "
-                       "CONFIG_PSI and must not be booted with psi=0)") from exc
+        raise PsiError(
+            f"cannot read {path}: {exc.strerror or exc} (the kernel needs "
+            "CONFIG_PSI and must not be booted with psi=0)"
+        ) from exc
     return parse_pressure(text, now)
 
 

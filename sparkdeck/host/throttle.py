@@ -42,8 +42,7 @@ _REASON_KIND = {
 }
 _HW_SLOWDOWN = "HW slowdown"
 # Reasons that explain a low clock by a setting or by having nothing to do.
-_BENIGN = frozenset({"idle", "applications clocks setting", "display clock setting",
-                     "sync boost"})
+_BENIGN = frozenset({"idle", "applications clocks setting", "display clock setting", "sync boost"})
 
 # "Busy" and "well below max": a decode step keeps utilisation near 100 %; a boost clock
 # under load is rarely below ~85 % of max unless something holds it (the H200 under its
@@ -82,7 +81,7 @@ class ThrottleVerdict:
         return "warning" if self.kinds else ""
 
     def short(self) -> str:
-        """"power cap · SM at 74 % of max": the kinds and the clock, for a panel row."""
+        """ "power cap · SM at 74 % of max": the kinds and the clock, for a panel row."""
         text = ", ".join(self.kinds) or "none"
         share = self.clock_share
         if share is None or not self.kinds:
@@ -90,7 +89,7 @@ class ThrottleVerdict:
         return f"{text} · SM at {share * 100:.0f} % of max"
 
     def describe(self) -> str:
-        """"power cap (SW power cap), SM 1440 of 1980 MHz (73 %)" or "not throttled"."""
+        """ "power cap (SW power cap), SM 1440 of 1980 MHz (73 %)" or "not throttled"."""
         if not self.kinds:
             return "not throttled" if self.reasons_known else "no reasons from NVML"
         parts = []
@@ -170,5 +169,4 @@ def persistent_kinds(previous: Iterable[str], current: Iterable[str]) -> tuple[s
 def order_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
     """Kinds (e.g. gathered over a run) in KIND_ORDER, each once."""
     seen = set(kinds)
-    return tuple(k for k in KIND_ORDER if k in seen) + tuple(
-        sorted(seen - set(KIND_ORDER)))
+    return tuple(k for k in KIND_ORDER if k in seen) + tuple(sorted(seen - set(KIND_ORDER)))

@@ -43,26 +43,65 @@ class LaunchListener:
     def other(self, event: LaunchEvent) -> None:
         """Every event whose hook is not overridden."""
 
-    def pull_started(self, event: PullStarted) -> None: self.other(event)
-    def model_pull_started(self, event: ModelPullStarted) -> None: self.other(event)
-    def pull_progress(self, event: PullProgress) -> None: self.other(event)
-    def fit_checked(self, event: FitChecked) -> None: self.other(event)
-    def model_in_cache(self, event: ModelInCache) -> None: self.other(event)
-    def model_download_started(self, event: ModelDownloadStarted) -> None: self.other(event)
-    def model_downloading(self, event: ModelDownloading) -> None: self.other(event)
-    def model_downloaded(self, event: ModelDownloaded) -> None: self.other(event)
-    def previous_stopping(self, event: PreviousStopping) -> None: self.other(event)
-    def previous_stopped(self, event: PreviousStopped) -> None: self.other(event)
-    def switch_waited(self, event: SwitchWaited) -> None: self.other(event)
-    def cache_flushed(self, event: CacheFlushed) -> None: self.other(event)
-    def flush_skipped(self, event: FlushSkipped) -> None: self.other(event)
-    def container_started(self, event: ContainerStarted) -> None: self.other(event)
-    def guard_decided(self, event: GuardDecided) -> None: self.other(event)
-    def guard_failed(self, event: GuardFailed) -> None: self.other(event)
-    def timeline_saved(self, event: TimelineSaved) -> None: self.other(event)
-    def engine_ready(self, event: EngineReady) -> None: self.other(event)
-    def cleanup_stopping(self, event: CleanupStopping) -> None: self.other(event)
-    def cleanup_hurried(self, event: CleanupHurried) -> None: self.other(event)
+    def pull_started(self, event: PullStarted) -> None:
+        self.other(event)
+
+    def model_pull_started(self, event: ModelPullStarted) -> None:
+        self.other(event)
+
+    def pull_progress(self, event: PullProgress) -> None:
+        self.other(event)
+
+    def fit_checked(self, event: FitChecked) -> None:
+        self.other(event)
+
+    def model_in_cache(self, event: ModelInCache) -> None:
+        self.other(event)
+
+    def model_download_started(self, event: ModelDownloadStarted) -> None:
+        self.other(event)
+
+    def model_downloading(self, event: ModelDownloading) -> None:
+        self.other(event)
+
+    def model_downloaded(self, event: ModelDownloaded) -> None:
+        self.other(event)
+
+    def previous_stopping(self, event: PreviousStopping) -> None:
+        self.other(event)
+
+    def previous_stopped(self, event: PreviousStopped) -> None:
+        self.other(event)
+
+    def switch_waited(self, event: SwitchWaited) -> None:
+        self.other(event)
+
+    def cache_flushed(self, event: CacheFlushed) -> None:
+        self.other(event)
+
+    def flush_skipped(self, event: FlushSkipped) -> None:
+        self.other(event)
+
+    def container_started(self, event: ContainerStarted) -> None:
+        self.other(event)
+
+    def guard_decided(self, event: GuardDecided) -> None:
+        self.other(event)
+
+    def guard_failed(self, event: GuardFailed) -> None:
+        self.other(event)
+
+    def timeline_saved(self, event: TimelineSaved) -> None:
+        self.other(event)
+
+    def engine_ready(self, event: EngineReady) -> None:
+        self.other(event)
+
+    def cleanup_stopping(self, event: CleanupStopping) -> None:
+        self.other(event)
+
+    def cleanup_hurried(self, event: CleanupHurried) -> None:
+        self.other(event)
 
 
 class _Step:
@@ -109,8 +148,11 @@ class FitChecked(_Step):
     forced: bool
 
     def describe(self) -> str:
-        head = "memory fit: " + self.fit.verdict + (" (launching anyway: --force)"
-                                                    if self.forced else "")
+        head = (
+            "memory fit: "
+            + self.fit.verdict
+            + (" (launching anyway: --force)" if self.forced else "")
+        )
         return "\n  ".join([head, *self.fit.lines()[:-1]])
 
     def deliver(self, listener: LaunchListener) -> None:
@@ -148,9 +190,11 @@ class ModelDownloadStarted(_Step):
     phase: ClassVar[str | None] = "pulling"
 
     def describe(self) -> str:
-        return (f"model {self.repo} is not in the cache: downloading {gib(self.needed)} "
-                f"({self.files} file(s), {gib(self.total)} in all, commit "
-                f"{self.commit[:12]}) before the engine starts")
+        return (
+            f"model {self.repo} is not in the cache: downloading {gib(self.needed)} "
+            f"({self.files} file(s), {gib(self.total)} in all, commit "
+            f"{self.commit[:12]}) before the engine starts"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.model_download_started(self)
@@ -172,8 +216,10 @@ class ModelDownloading(_Step):
     def describe(self) -> str:
         p = self.progress
         eta = f"{p.eta_s:.0f} s" if p.eta_s is not None else "?"
-        return (f"downloading {self.repo}: {self.fraction:4.0%} ({gib(p.done)} of "
-                f"{gib(p.total)}), {p.rate / 2**20:.1f} MiB/s, ETA {eta}; file {p.file}")
+        return (
+            f"downloading {self.repo}: {self.fraction:4.0%} ({gib(p.done)} of "
+            f"{gib(p.total)}), {p.rate / 2**20:.1f} MiB/s, ETA {eta}; file {p.file}"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.model_downloading(self)
@@ -186,8 +232,10 @@ class ModelDownloaded(_Step):
     seconds: float
 
     def describe(self) -> str:
-        return (f"downloaded {self.repo}: {gib(self.fetched)} in {self.seconds:.1f} s; the "
-                "engine starts with the Hub offline")
+        return (
+            f"downloaded {self.repo}: {gib(self.fetched)} in {self.seconds:.1f} s; the "
+            "engine starts with the Hub offline"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.model_downloaded(self)
@@ -266,8 +314,10 @@ class ContainerStarted(_Step):
     phase: ClassVar[str | None] = "starting"
 
     def describe(self) -> str:
-        return f"started {self.engine.name}; waiting for {self.engine.base_url}" \
-               f"{self.engine.health_path}"
+        return (
+            f"started {self.engine.name}; waiting for {self.engine.base_url}"
+            f"{self.engine.health_path}"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.container_started(self)
@@ -307,8 +357,10 @@ class TimelineSaved(_Step):
     def describe(self) -> str:
         t = self.timeline
         phases = ", ".join(f"{m.phase} {m.t:.1f} s" for m in t.marks) or "none seen"
-        return (f"start-up timeline: {len(t.points)} samples, peak used "
-                f"{gib(t.peak_used)}, phases: {phases} ({self.path})")
+        return (
+            f"start-up timeline: {len(t.points)} samples, peak used "
+            f"{gib(t.peak_used)}, phases: {phases} ({self.path})"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.timeline_saved(self)
@@ -321,8 +373,10 @@ class EngineReady(_Step):
 
     def describe(self) -> str:
         lan = f"\nWARNING: {self.engine.lan_warning()}" if self.engine.on_lan else ""
-        return (f"ready in {self.seconds:.1f} s: {self.engine.preset_id} at "
-                f"{self.engine.base_url} (OpenAI API at {self.engine.base_url}/v1)" + lan)
+        return (
+            f"ready in {self.seconds:.1f} s: {self.engine.preset_id} at "
+            f"{self.engine.base_url} (OpenAI API at {self.engine.base_url}/v1)" + lan
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.engine_ready(self)
@@ -337,8 +391,10 @@ class CleanupStopping(_Step):
     grace: float
 
     def describe(self) -> str:
-        return (f"stopping {self.engine.name} (up to {self.grace:g} s for it to exit; press "
-                "Ctrl-C again to kill it now)")
+        return (
+            f"stopping {self.engine.name} (up to {self.grace:g} s for it to exit; press "
+            "Ctrl-C again to kill it now)"
+        )
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.cleanup_stopping(self)
@@ -357,11 +413,28 @@ class CleanupHurried(_Step):
         listener.cleanup_hurried(self)
 
 
-LaunchEvent = (PullStarted | ModelPullStarted | PullProgress | FitChecked | ModelInCache
-               | ModelDownloadStarted | ModelDownloading | ModelDownloaded | PreviousStopping
-               | PreviousStopped | SwitchWaited | CacheFlushed | FlushSkipped | ContainerStarted
-               | GuardDecided | GuardFailed | TimelineSaved | EngineReady | CleanupStopping
-               | CleanupHurried)
+LaunchEvent = (
+    PullStarted
+    | ModelPullStarted
+    | PullProgress
+    | FitChecked
+    | ModelInCache
+    | ModelDownloadStarted
+    | ModelDownloading
+    | ModelDownloaded
+    | PreviousStopping
+    | PreviousStopped
+    | SwitchWaited
+    | CacheFlushed
+    | FlushSkipped
+    | ContainerStarted
+    | GuardDecided
+    | GuardFailed
+    | TimelineSaved
+    | EngineReady
+    | CleanupStopping
+    | CleanupHurried
+)
 
 EventSink = Callable[[LaunchEvent], object]  # what it returns is not used
 """Where a launch sends its events (called from the launch's thread)."""

@@ -26,12 +26,22 @@ def _failure_path() -> Path:
     return paths.data_dir() / "last-launch-failure.json"
 
 
-def record_failure(preset_id: str, message: str, exit_code: int | None,
-                   log_tail: list[str]) -> None:
-    paths.atomic_write_text(_failure_path(), json.dumps({
-        "preset_id": preset_id, "message": message, "exit_code": exit_code,
-        "log_tail": log_tail, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }, indent=2))
+def record_failure(
+    preset_id: str, message: str, exit_code: int | None, log_tail: list[str]
+) -> None:
+    paths.atomic_write_text(
+        _failure_path(),
+        json.dumps(
+            {
+                "preset_id": preset_id,
+                "message": message,
+                "exit_code": exit_code,
+                "log_tail": log_tail,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+            indent=2,
+        ),
+    )
 
 
 def last_failure() -> dict[str, Any] | None:
@@ -55,8 +65,9 @@ def failure_text(failure: dict[str, Any] | None) -> str | None:
     if not failure:
         return None
     when = f" ({failure['at']})" if failure.get("at") else ""
-    return excerpt(f"{failure.get('preset_id', '?')}: {failure.get('message', '')}{when}",
-                   limit=2000)
+    return excerpt(
+        f"{failure.get('preset_id', '?')}: {failure.get('message', '')}{when}", limit=2000
+    )
 
 
 def failure_log(failure: dict[str, Any] | None, last: int | None = None) -> list[str]:
@@ -65,8 +76,7 @@ def failure_log(failure: dict[str, Any] | None, last: int | None = None) -> list
     if not failure:
         return []
     tail = failure.get("log_tail")
-    lines = [clean(str(line)).replace("\n", " ") for line in tail] if isinstance(tail, list) \
-        else []
+    lines = [clean(str(line)).replace("\n", " ") for line in tail] if isinstance(tail, list) else []
     return lines[-last:] if last else lines
 
 

@@ -45,8 +45,14 @@ def lock_busy(lock: FileLock, what: str) -> LockBusy:
         holder = lock.holder()
     if holder is not None and not process_alive(holder.pid):
         holder = None
-    who = (f"{holder.what} by process {holder.pid} is in progress (for "
-           f"{max(time.time() - holder.since, 0):.0f} s)" if holder
-           else "a launch or stop by another sparkdeck process is in progress")
-    return LockBusy(f"{who}; {what} was not started and nothing was touched. Wait for it to "
-                    "finish, or interrupt it (Ctrl-C in its terminal)", holder)
+    who = (
+        f"{holder.what} by process {holder.pid} is in progress (for "
+        f"{max(time.time() - holder.since, 0):.0f} s)"
+        if holder
+        else "a launch or stop by another sparkdeck process is in progress"
+    )
+    return LockBusy(
+        f"{who}; {what} was not started and nothing was touched. Wait for it to "
+        "finish, or interrupt it (Ctrl-C in its terminal)",
+        holder,
+    )

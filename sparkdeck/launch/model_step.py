@@ -79,8 +79,12 @@ def hub_model(preset: Preset, spec: ContainerSpec) -> HubModel | None:
 
 
 def _plan(preset: Preset, model: HubModel, free_space: Callable[[Path], int]) -> PullPlan:
-    return plan_pull(model.repo, cache_dir=model.cache, free_space=free_space,
-                     choose=lambda names: preset.engine.hub_files(preset, names, model.tag))
+    return plan_pull(
+        model.repo,
+        cache_dir=model.cache,
+        free_space=free_space,
+        choose=lambda names: preset.engine.hub_files(preset, names, model.tag),
+    )
 
 
 def _cached_commit(model: HubModel) -> str | None:
@@ -102,14 +106,17 @@ class ModelSurvey:
         if self.problem:
             return f"model {self.repo}: {self.problem}"
         if self.needed:
-            return (f"will download {gib(self.needed)} of model {self.repo} first "
-                    f"({gib(self.total)} in all), then start the engine with the Hub offline")
-        return (f"model {self.repo} is in the cache ({gib(self.total)}); the engine starts "
-                "with the Hub offline")
+            return (
+                f"will download {gib(self.needed)} of model {self.repo} first "
+                f"({gib(self.total)} in all), then start the engine with the Hub offline"
+            )
+        return (
+            f"model {self.repo} is in the cache ({gib(self.total)}); the engine starts "
+            "with the Hub offline"
+        )
 
 
-def survey(preset: Preset, free_space: Callable[[Path], int] = free_bytes
-           ) -> ModelSurvey | None:
+def survey(preset: Preset, free_space: Callable[[Path], int] = free_bytes) -> ModelSurvey | None:
     """Ask the Hub what the launch would fetch (None when the preset has no Hub model)."""
     try:
         model = hub_model(preset, preset.container_spec())
@@ -123,8 +130,11 @@ def survey(preset: Preset, free_space: Callable[[Path], int] = free_bytes
         return ModelSurvey(model.repo, problem=f"the launch will be refused: {exc}")
     except PullError as exc:
         here = _cached_commit(model)
-        what = (f"the cached snapshot {here[:12]} will be used" if here
-                else "it is not in the cache either: the launch will fail")
+        what = (
+            f"the cached snapshot {here[:12]} will be used"
+            if here
+            else "it is not in the cache either: the launch will fail"
+        )
         return ModelSurvey(model.repo, problem=f"the Hub could not be asked ({exc}); {what}")
     return ModelSurvey(model.repo, plan.needed, plan.total)
 
@@ -140,15 +150,19 @@ class _Relay:
     def __call__(self, p: PullProgress) -> None:
         now = time.monotonic()
         step = int(20 * p.done / p.total) if p.total else 0
-        if p.file != self.file or step != self.step or now - self.at >= 10.0 \
-                or p.done >= p.total:
+        if p.file != self.file or step != self.step or now - self.at >= 10.0 or p.done >= p.total:
             self.file, self.step, self.at = p.file, step, now
             self.on_event(ModelDownloading(self.repo, p))
 
 
-def ensure_model(preset: Preset, spec: ContainerSpec, on_event: EventSink,
-                 cancel: threading.Event | None = None, *,
-                 free_space: Callable[[Path], int] = free_bytes) -> ContainerSpec:
+def ensure_model(
+    preset: Preset,
+    spec: ContainerSpec,
+    on_event: EventSink,
+    cancel: threading.Event | None = None,
+    *,
+    free_space: Callable[[Path], int] = free_bytes,
+) -> ContainerSpec:
     """Put the preset's Hub model in the cache (downloading what is missing) and return the
     spec with the engine's offline variables; ModelStepFailed when it cannot be had, and
     KeyboardInterrupt again for a Ctrl-C (the launch reports what is left)."""
@@ -158,33 +172,45 @@ def ensure_model(preset: Preset, spec: ContainerSpec, on_event: EventSink,
     try:
         plan = _plan(preset, model, free_space)
     except _REFUSED as exc:
-        raise ModelStepFailed(f"{preset.id} not launched: {exc}. Nothing was stopped or "
-                              "started.") from exc
+        raise ModelStepFailed(
+            f"{preset.id} not launched: {exc}. Nothing was stopped or started."
+        ) from exc
     except PullError as exc:  # the Hub is away: a snapshot in the cache is used as it is
         commit = _cached_commit(model)
         if commit is None:
             raise ModelStepFailed(
                 f"{preset.id} not launched: model {model.repo} is not in the cache and the "
-                f"Hub could not be asked ({exc}). Nothing was stopped or started.") from exc
-        on_event(ModelInCache(model.repo, None, f"the Hub could not be asked, so the cached "
-                              f"snapshot {commit[:12]} is used as it is"))
+                f"Hub could not be asked ({exc}). Nothing was stopped or started."
+            ) from exc
+        on_event(
+            ModelInCache(
+                model.repo,
+                None,
+                f"the Hub could not be asked, so the cached "
+                f"snapshot {commit[:12]} is used as it is",
+            )
+        )
         return _offline(preset, spec, model)
     if plan.needed == 0:
         on_event(ModelInCache(model.repo, plan.total))
         return _offline(preset, spec, model)
-    on_event(ModelDownloadStarted(model.repo, plan.commit, len(plan.files), plan.needed,
-                                  plan.total))
+    on_event(
+        ModelDownloadStarted(model.repo, plan.commit, len(plan.files), plan.needed, plan.total)
+    )
     started = time.monotonic()
     try:
         pull(plan, _Relay(model.repo, on_event), cancel)
     except PullCancelled as exc:
         if cancel is None or not cancel.is_set():
             raise KeyboardInterrupt from None  # Ctrl-C: the launch says what is left
-        raise ModelStepFailed(f"{preset.id} not launched: {exc}. Nothing was stopped or "
-                              "started.") from None
+        raise ModelStepFailed(
+            f"{preset.id} not launched: {exc}. Nothing was stopped or started."
+        ) from None
     except PullError as exc:
-        raise ModelStepFailed(f"{preset.id} not launched: the model download failed: {exc}. "
-                              "Nothing was stopped or started.") from exc
+        raise ModelStepFailed(
+            f"{preset.id} not launched: the model download failed: {exc}. "
+            "Nothing was stopped or started."
+        ) from exc
     on_event(ModelDownloaded(model.repo, plan.needed, time.monotonic() - started))
     return _offline(preset, spec, model)
 

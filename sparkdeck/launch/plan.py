@@ -65,20 +65,25 @@ class LaunchPlan:
         """Does the fit verdict still hold: recent enough, and the same engines running?"""
         now = time.monotonic() if now is None else now
         running = {(e.container_id, e.alive) for e in engines}
-        return (now - self.made_at <= PLAN_FRESH_S
-                and running == {(e.container_id, e.alive) for e in self.stopping})
+        return now - self.made_at <= PLAN_FRESH_S and running == {
+            (e.container_id, e.alive) for e in self.stopping
+        }
 
     def lines(self) -> list[str]:
         """The confirmation's sentences, in the order things will happen."""
         out = []
         for engine in self.stopping:
             verb = "stop" if engine.alive else "remove"
-            out.append(f"{verb} {engine.preset_id or engine.name} ({engine.image}, "
-                       f"{engine.docker_state})")
+            out.append(
+                f"{verb} {engine.preset_id or engine.name} ({engine.image}, {engine.docker_state})"
+            )
         if not self.stopping:
             out.append("no engine is running: nothing will be stopped")
-        out.append("flush the page cache" if self.flush
-                   else f"keep the page cache ({self.flush_note or 'flush turned off'})")
+        out.append(
+            "flush the page cache"
+            if self.flush
+            else f"keep the page cache ({self.flush_note or 'flush turned off'})"
+        )
         if self.model is not None:
             out.append(self.model.line())  # "will download N GiB of model first"
         out.append(f"launch {self.preset.id}: {self.preset.image}")
@@ -101,10 +106,14 @@ class StopPlan:
 
     def lines(self) -> list[str]:
         if not self.stopping:
-            return ["no sparkdeck engine is running (engines sparkdeck did not start are "
-                    "never stopped by it)"]
-        return [f"stop and remove {e.preset_id or e.name} ({e.image}, {e.docker_state})"
-                for e in self.stopping]
+            return [
+                "no sparkdeck engine is running (engines sparkdeck did not start are "
+                "never stopped by it)"
+            ]
+        return [
+            f"stop and remove {e.preset_id or e.name} ({e.image}, {e.docker_state})"
+            for e in self.stopping
+        ]
 
 
 class LaunchFlow:
@@ -116,9 +125,13 @@ class LaunchFlow:
     `guard` holds the thresholds of settings.toml that the fit check and watchdog apply.
     """
 
-    def __init__(self, runtime: Callable[[], DockerRuntime],
-                 flush: bool | None = None, stop_grace: float = 30.0,
-                 guard: GuardSettings | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Callable[[], DockerRuntime],
+        flush: bool | None = None,
+        stop_grace: float = 30.0,
+        guard: GuardSettings | None = None,
+    ) -> None:
         self._connect = runtime
         self._flush = flush
         self._stop_grace = stop_grace
@@ -134,8 +147,16 @@ class LaunchFlow:
             fit_error = str(exc)
         from sparkdeck.launch.model_step import survey
 
-        return LaunchPlan(preset, engines, preset.memory_setting(), flush, note, fit, fit_error,
-                          model=survey(preset))  # asks the Hub: plans are made in workers
+        return LaunchPlan(
+            preset,
+            engines,
+            preset.memory_setting(),
+            flush,
+            note,
+            fit,
+            fit_error,
+            model=survey(preset),
+        )  # asks the Hub: plans are made in workers
 
     def plan_stop(self) -> StopPlan:
         return StopPlan(tuple(self._connect().engines()))
@@ -143,24 +164,41 @@ class LaunchFlow:
     def _launcher(self, on_event: EventSink) -> Launcher:
         from sparkdeck.launch.sequence import Launcher
 
-        return Launcher(self._connect(), on_event=on_event, stop_grace=self._stop_grace,
-                        guard=self._guard)
+        return Launcher(
+            self._connect(), on_event=on_event, stop_grace=self._stop_grace, guard=self._guard
+        )
 
-    def run(self, plan: LaunchPlan, on_event: EventSink,
-            cancel: threading.Event | None = None, *, force: bool = False,
-            skip_switch_wait: threading.Event | None = None,
-            timeout: float | None = None) -> EngineState:
+    def run(
+        self,
+        plan: LaunchPlan,
+        on_event: EventSink,
+        cancel: threading.Event | None = None,
+        *,
+        force: bool = False,
+        skip_switch_wait: threading.Event | None = None,
+        timeout: float | None = None,
+    ) -> EngineState:
         """Launch as planned. `force` launches a preset the guard says does not fit (the user
         chose "Launch anyway"); setting `skip_switch_wait` ends the wait for the stopped
         engine's memory at once. Takes the launch lock: LockBusy names a launch or stop
         another process (the CLI, another TUI) has in progress. The plan's fit verdict is
         used unless the plan has gone stale."""
         launcher = self._launcher(on_event)
-        fit = plan.fit if plan.fit is not None and plan.fresh(
-            tuple(launcher.runtime.engines())) else None
-        return launcher.launch(plan.preset, flush=plan.flush, cancel=cancel, force=force,
-                               skip_switch_wait=skip_switch_wait, timeout=timeout, fit=fit,
-                               flush_note=plan.flush_note)
+        fit = (
+            plan.fit
+            if plan.fit is not None and plan.fresh(tuple(launcher.runtime.engines()))
+            else None
+        )
+        return launcher.launch(
+            plan.preset,
+            flush=plan.flush,
+            cancel=cancel,
+            force=force,
+            skip_switch_wait=skip_switch_wait,
+            timeout=timeout,
+            fit=fit,
+            flush_note=plan.flush_note,
+        )
 
     def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
         """Stop sparkdeck's engines under the launch lock (LockBusy while another process

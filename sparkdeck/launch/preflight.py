@@ -34,7 +34,8 @@ GPU_RUNTIME_MISSING = (
     "runtime (no `nvidia` in `docker info` Runtimes, no nvidia-container-toolkit). Install the "
     "toolkit and run `sudo nvidia-ctk runtime configure --runtime=docker`, then restart "
     "Docker; or set `gpus = false` in the preset for a host without the NVIDIA runtime. The "
-    "running engine, if any, was not touched.")
+    "running engine, if any, was not touched."
+)
 
 
 class PreflightFailed(LaunchError):
@@ -46,8 +47,9 @@ def container_spec(preset: Preset) -> ContainerSpec:
     try:
         return preset.container_spec()
     except (PresetError, ValueError, KeyError, TypeError) as exc:
-        raise PreflightFailed(f"preset {preset.id} is not valid: {exc}; nothing was "
-                              "touched") from exc
+        raise PreflightFailed(
+            f"preset {preset.id} is not valid: {exc}; nothing was touched"
+        ) from exc
 
 
 def port_problem(host_ip: str, port: int) -> str | None:
@@ -63,11 +65,15 @@ def port_problem(host_ip: str, port: int) -> str | None:
             probe.bind((host_ip or "0.0.0.0", port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                return (f"port {port} on {host_ip} is already in use by another program; "
-                        "stop it or give the preset another port")
+                return (
+                    f"port {port} on {host_ip} is already in use by another program; "
+                    "stop it or give the preset another port"
+                )
             if exc.errno == errno.EADDRNOTAVAIL:
-                return (f"address {host_ip} is not on this host: the preset's port {port} "
-                        "cannot be published there")
+                return (
+                    f"address {host_ip} is not on this host: the preset's port {port} "
+                    "cannot be published there"
+                )
             if exc.errno == errno.EACCES:
                 return None  # a privileged port: dockerd binds it as root, we cannot tell
             return f"port {port} on {host_ip} cannot be bound: {exc.strerror}"
@@ -81,8 +87,9 @@ def check_port(spec: ContainerSpec, freed_ports: Collection[int]) -> None:
         return
     problem = port_problem(spec.port.host_ip, spec.port.host_port)
     if problem:
-        raise PreflightFailed(f"{spec.preset_id} not launched: {problem}. The running engine, "
-                              "if any, keeps running.")
+        raise PreflightFailed(
+            f"{spec.preset_id} not launched: {problem}. The running engine, if any, keeps running."
+        )
 
 
 def gpu_runtime_present(runtimes: Collection[str], local_daemon: bool) -> bool:
@@ -105,6 +112,8 @@ def check_limits(client: docker.DockerClient, spec: ContainerSpec) -> None:
 
     problem = limits_problem(client, spec)
     if problem:
-        raise PreflightFailed(f"{spec.preset_id} not launched: {problem}. Seen by a probe "
-                              "before anything was stopped or flushed: the running engine, if "
-                              "any, keeps running.")
+        raise PreflightFailed(
+            f"{spec.preset_id} not launched: {problem}. Seen by a probe "
+            "before anything was stopped or flushed: the running engine, if "
+            "any, keeps running."
+        )

@@ -33,11 +33,16 @@ def still_returning(switch_timeout_s: float) -> list[records.Returning]:
     return pending
 
 
-def wait_for_memory(returning: records.Returning, timeout: float,
-                    skip: threading.Event | None, *,
-                    read_memory: Callable[[], MemorySnapshot],
-                    gpu_pids: Callable[[], Collection[int] | None], margin_gib: float,
-                    on_event: EventSink) -> SwitchProgress:
+def wait_for_memory(
+    returning: records.Returning,
+    timeout: float,
+    skip: threading.Event | None,
+    *,
+    read_memory: Callable[[], MemorySnapshot],
+    gpu_pids: Callable[[], Collection[int] | None],
+    margin_gib: float,
+    on_event: EventSink,
+) -> SwitchProgress:
     """Wait until MemAvailable has risen by what the engine held (net of what others
     took or freed since the stop), its processes are gone from /proc and NVML."""
     at_stop = HostSample(returning.available_at_stop, returning.anon_shmem_at_stop)
@@ -48,5 +53,9 @@ def wait_for_memory(returning: records.Returning, timeout: float,
 
     return SwitchWaiter(available, gpu_pids, read_live_pids=live_pids).wait(
         baseline=returning.available_at_stop + returning.held,
-        margin=int(margin_gib * GIB), timeout=timeout, old_pids=returning.pids, skip=skip,
-        on_progress=lambda p: on_event(SwitchWaited(returning.label, p)))
+        margin=int(margin_gib * GIB),
+        timeout=timeout,
+        old_pids=returning.pids,
+        skip=skip,
+        on_progress=lambda p: on_event(SwitchWaited(returning.label, p)),
+    )

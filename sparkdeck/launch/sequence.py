@@ -68,9 +68,10 @@ class DoesNotFit(Exception):
     """The preset's claim does not fit in memory; `fit` carries the numbers."""
 
     def __init__(self, preset_id: str, fit: FitCheck):
-        super().__init__(f"{preset_id} {fit.verdict}; not launched (the running engine, if "
-                         "any, keeps running). Pass --force to launch anyway.\n  "
-                         + "\n  ".join(fit.lines()))
+        super().__init__(
+            f"{preset_id} {fit.verdict}; not launched (the running engine, if "
+            "any, keeps running). Pass --force to launch anyway.\n  " + "\n  ".join(fit.lines())
+        )
         self.fit = fit
 
 
@@ -79,8 +80,10 @@ class GuardStoppedEngine(Exception):
 
     def __init__(self, preset_id: str, decision: Decision, record: Path | None):
         where = f"; readings saved in {record}" if record else ""
-        super().__init__(f"the memory guard stopped {preset_id} while it started: "
-                         f"{'; '.join(decision.reasons)}{where}")
+        super().__init__(
+            f"the memory guard stopped {preset_id} while it started: "
+            f"{'; '.join(decision.reasons)}{where}"
+        )
         self.decision = decision
         self.record = record
 
@@ -102,14 +105,18 @@ class Launcher:
     real Docker daemon with a reading source that crosses a threshold on cue.
     """
 
-    def __init__(self, runtime: DockerRuntime,
-                 on_event: EventSink | None = None,
-                 flush: Callable[[], FlushReport] = flush_page_cache,
-                 stop_grace: float = 30.0, guard: GuardSettings | None = None,
-                 read_memory: Callable[[], MemorySnapshot] = read_meminfo,
-                 readings: Callable[[], Reading] | None = None,
-                 gpu_pids: Callable[[], Collection[int] | None] = nvml_pids,
-                 engine_memory: own_memory.ReadEngineMemory = own_memory.default_engine_memory):
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        on_event: EventSink | None = None,
+        flush: Callable[[], FlushReport] = flush_page_cache,
+        stop_grace: float = 30.0,
+        guard: GuardSettings | None = None,
+        read_memory: Callable[[], MemorySnapshot] = read_meminfo,
+        readings: Callable[[], Reading] | None = None,
+        gpu_pids: Callable[[], Collection[int] | None] = nvml_pids,
+        engine_memory: own_memory.ReadEngineMemory = own_memory.default_engine_memory,
+    ):
         self.runtime = runtime
         self.engine_memory = engine_memory  # what an engine holds itself (pids -> bytes)
         self.on_event = on_event or (lambda event: None)
@@ -143,17 +150,21 @@ class Launcher:
             coming = own_memory.still_coming(pending, now)
             returning += coming
             sources.append(own_memory.describe_returning(pending, coming))
-        return check_fit(claim, memory, headroom=int(self.guard.stop_available_pct / 100
-                                                     * memory.total),
-                         returning=returning, flush_possible=flush_possible,
-                         returning_from=tuple(sources))
+        return check_fit(
+            claim,
+            memory,
+            headroom=int(self.guard.stop_available_pct / 100 * memory.total),
+            returning=returning,
+            flush_possible=flush_possible,
+            returning_from=tuple(sources),
+        )
 
     def _measure(self, engine: EngineState, available: int) -> own_memory.Measured:
-        return own_memory.measure(engine, self.runtime.host_pids, self.engine_memory,
-                                  available)
+        return own_memory.measure(engine, self.runtime.host_pids, self.engine_memory, available)
 
-    def stop_all(self, wait_memory: bool = False,
-                 skip_wait: threading.Event | None = None) -> list[EngineState]:
+    def stop_all(
+        self, wait_memory: bool = False, skip_wait: threading.Event | None = None
+    ) -> list[EngineState]:
         """Stop and remove every container of this scope (running or crashed); with
         `wait_memory`, then wait for each one's memory to come back (the safe switch).
 
@@ -188,11 +199,18 @@ class Launcher:
             self._wait_for(pending, max(left, 0.0), skip)
             records.clear_returning(pending.container_id)
 
-    def _wait_for(self, returning: records.Returning, timeout: float,
-                  skip: threading.Event | None) -> SwitchProgress:
-        return wait_for_memory(returning, timeout, skip, read_memory=self.read_memory,
-                               gpu_pids=self.gpu_pids, margin_gib=self.guard.switch_margin_gib,
-                               on_event=self.on_event)
+    def _wait_for(
+        self, returning: records.Returning, timeout: float, skip: threading.Event | None
+    ) -> SwitchProgress:
+        return wait_for_memory(
+            returning,
+            timeout,
+            skip,
+            read_memory=self.read_memory,
+            gpu_pids=self.gpu_pids,
+            margin_gib=self.guard.switch_margin_gib,
+            on_event=self.on_event,
+        )
 
     @contextmanager
     def exclusive(self, what: str) -> Iterator[None]:
@@ -218,10 +236,18 @@ class Launcher:
         with self.exclusive("a stop"):
             return self.stop_all()
 
-    def launch(self, preset: Preset, *, flush: bool = True, timeout: float | None = None,
-               cancel: threading.Event | None = None, force: bool = False,
-               skip_switch_wait: threading.Event | None = None,
-               fit: FitCheck | None = None, flush_note: str | None = None) -> EngineState:
+    def launch(
+        self,
+        preset: Preset,
+        *,
+        flush: bool = True,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        force: bool = False,
+        skip_switch_wait: threading.Event | None = None,
+        fit: FitCheck | None = None,
+        flush_note: str | None = None,
+    ) -> EngineState:
         """Launch `preset` under the launch lock (LockBusy when another launch runs).
 
         Everything checkable is checked before the running engine is touched. A failure
@@ -233,17 +259,30 @@ class Launcher:
         with self.exclusive(f"a launch of {preset.id}"):
             self._touched, self._started = False, None
             try:
-                return self._launch(preset, flush=flush, timeout=timeout, cancel=cancel,
-                                    force=force, skip_switch_wait=skip_switch_wait, fit=fit,
-                                    flush_note=flush_note)
+                return self._launch(
+                    preset,
+                    flush=flush,
+                    timeout=timeout,
+                    cancel=cancel,
+                    force=force,
+                    skip_switch_wait=skip_switch_wait,
+                    fit=fit,
+                    flush_note=flush_note,
+                )
             except KeyboardInterrupt:
                 truth = self._after_interrupt(preset.id)
                 if self._touched:
                     record_failure(preset.id, truth, None, [])
                 raise LaunchInterrupted(truth) from None
 
-    def _preflight(self, preset: Preset, flush: bool, force: bool, fit: FitCheck | None,
-                   cancel: threading.Event | None = None) -> tuple[ContainerSpec, FitCheck]:
+    def _preflight(
+        self,
+        preset: Preset,
+        flush: bool,
+        force: bool,
+        fit: FitCheck | None,
+        cancel: threading.Event | None = None,
+    ) -> tuple[ContainerSpec, FitCheck]:
         """Every check that needs nothing stopped: the spec, the GPU runtime, the memory fit
         (before the pull: a 20 GB pull for a preset that cannot fit is wasted time), the
         host port, and the image (pulled while the old engine still serves)."""
@@ -268,10 +307,18 @@ class Launcher:
         preflight.check_limits(self.runtime.lifecycle, spec)  # memlock: before the flush
         return spec, fit
 
-    def _launch(self, preset: Preset, *, flush: bool, timeout: float | None,
-                cancel: threading.Event | None, force: bool,
-                skip_switch_wait: threading.Event | None, fit: FitCheck | None,
-                flush_note: str | None) -> EngineState:
+    def _launch(
+        self,
+        preset: Preset,
+        *,
+        flush: bool,
+        timeout: float | None,
+        cancel: threading.Event | None,
+        force: bool,
+        skip_switch_wait: threading.Event | None,
+        fit: FitCheck | None,
+        flush_note: str | None,
+    ) -> EngineState:
         spec, fit = self._preflight(preset, flush, force, fit, cancel)
         _honour(cancel)
         self._touched = True
@@ -295,21 +342,35 @@ class Launcher:
             raise
         self._started = engine
         self.on_event(ContainerStarted(engine))
-        record = {"preset_id": preset.id, "container_id": engine.container_id,
-                  "available_before": before.available, "total": before.total,
-                  "fit": fit.to_dict()}
+        record = {
+            "preset_id": preset.id,
+            "container_id": engine.container_id,
+            "available_before": before.available,
+            "total": before.total,
+            "fit": fit.to_dict(),
+        }
         # keyed by the container's id: the name is reused by the next launch of this preset
         records.save_launch_record(engine.container_id, engine.name, record)
         recorder = TimelineRecorder(started)
         # The stop retries, and kills the container's processes directly when Docker does
         # not answer (sparkdeck.guard.stopper); the decision is recorded before it acts.
-        watchdog = engine_watchdog(self.guard, self.runtime, engine, read=self.readings,
-                                   on_decision=lambda d: self.on_event(GuardDecided(d)))
+        watchdog = engine_watchdog(
+            self.guard,
+            self.runtime,
+            engine,
+            read=self.readings,
+            on_decision=lambda d: self.on_event(GuardDecided(d)),
+        )
         try:
-            with StartupGuard(watchdog, recorder, self.guard.startup_hz,
-                              on_error=lambda e: self.on_event(GuardFailed(str(e)))):
-                ready = self.runtime.wait_ready(engine, timeout or spec.startup_timeout,
-                                                cancel=cancel)
+            with StartupGuard(
+                watchdog,
+                recorder,
+                self.guard.startup_hz,
+                on_error=lambda e: self.on_event(GuardFailed(str(e))),
+            ):
+                ready = self.runtime.wait_ready(
+                    engine, timeout or spec.startup_timeout, cancel=cancel
+                )
                 self._fetch_model(preset, ready, cancel)
         except EngineExited as exc:
             self._save_timeline(engine, record, recorder, started_wall)
@@ -353,26 +414,40 @@ class Launcher:
             return f"{parts[0]}; Docker cannot say what is left ({exc}): run `sparkdeck status`"
         started = self._started
         if started is None:
-            parts.append("before its container was started" if self._touched
-                         else "before anything was changed")
+            parts.append(
+                "before its container was started"
+                if self._touched
+                else "before anything was changed"
+            )
         else:
             mine = next((e for e in engines if e.container_id == started.container_id), None)
             if mine is None:
                 parts.append(f"its container {started.name} was stopped and removed")
             elif mine.alive:
-                parts.append(f"its container {started.name} is STILL RUNNING with no memory "
-                             "guard: stop it with `sparkdeck stop`")
+                parts.append(
+                    f"its container {started.name} is STILL RUNNING with no memory "
+                    "guard: stop it with `sparkdeck stop`"
+                )
             else:
-                parts.append(f"its container {started.name} stopped but was not removed "
-                             "(`sparkdeck stop` removes it)")
-        others = [e.preset_id or e.name for e in engines
-                  if e.alive and (started is None or e.container_id != started.container_id)]
-        parts.append(f"still running: {', '.join(others)}" if others
-                     else "no sparkdeck engine is running now")
+                parts.append(
+                    f"its container {started.name} stopped but was not removed "
+                    "(`sparkdeck stop` removes it)"
+                )
+        others = [
+            e.preset_id or e.name
+            for e in engines
+            if e.alive and (started is None or e.container_id != started.container_id)
+        ]
+        parts.append(
+            f"still running: {', '.join(others)}"
+            if others
+            else "no sparkdeck engine is running now"
+        )
         return "; ".join(parts)
 
-    def _fetch_model(self, preset: Preset, ready: EngineState,
-                     cancel: threading.Event | None) -> None:
+    def _fetch_model(
+        self, preset: Preset, ready: EngineState, cancel: threading.Event | None
+    ) -> None:
         """What the server still has to fetch before it can serve the preset (Ollama pulls
         its model), still under the start-up watchdog: a pull also fills memory."""
         model = preset.engine.missing_model(ready.base_url, preset)
@@ -380,17 +455,25 @@ class Launcher:
             self.on_event(ModelPullStarted(model))
             preset.engine.pull_model(ready.base_url, model, self.on_event, cancel)
 
-    def _save_timeline(self, engine: EngineState, record: dict[str, Any],
-                       recorder: TimelineRecorder, started_wall: float) -> None:
+    def _save_timeline(
+        self,
+        engine: EngineState,
+        record: dict[str, Any],
+        recorder: TimelineRecorder,
+        started_wall: float,
+    ) -> None:
         """Mark phases from the container's timed log lines and save with the record."""
         try:
-            lines = [(when - started_wall, text)
-                     for when, text in self.runtime.timed_logs(engine.container_id)]
+            lines = [
+                (when - started_wall, text)
+                for when, text in self.runtime.timed_logs(engine.container_id)
+            ]
         except DockerRuntimeError:  # gone (the guard stopped it): keep the memory points
             lines = []
         timeline = recorder.timeline(mark_phases(lines, preset_phases(engine)))
-        path = records.save_launch_record(engine.container_id, engine.name,
-                                          {**record, "timeline": timeline.to_dict()})
+        path = records.save_launch_record(
+            engine.container_id, engine.name, {**record, "timeline": timeline.to_dict()}
+        )
         self.on_event(TimelineSaved(timeline, path))
 
 

@@ -22,21 +22,23 @@ def grace_text(grace: float, elapsed: float) -> str:
     left = max(0, math.ceil(grace - elapsed))
     if left == 0:
         return f"SIGTERM sent {grace:g} s ago: SIGKILL now"
-    return (f"SIGTERM sent {max(0, int(elapsed))} s ago; SIGKILL in {left} s unless it "
-            "exits first")
+    return f"SIGTERM sent {max(0, int(elapsed))} s ago; SIGKILL in {left} s unless it exits first"
 
 
 def start_text(name: str, grace: float) -> str:
-    return (f"stopping {name}: SIGTERM sent; it has {grace:g} s to exit, then Docker kills "
-            "it (SIGKILL)")
+    return (
+        f"stopping {name}: SIGTERM sent; it has {grace:g} s to exit, then Docker kills it (SIGKILL)"
+    )
 
 
 def end_text(name: str, grace: float, seconds: float) -> str:
     """How the stop ended: the engine exited by itself, or the grace ran out (SIGKILL).
     Docker sends SIGKILL exactly at the end of the grace, so the time tells which."""
     if seconds >= grace - 0.25:
-        return (f"{name} did not exit within {grace:g} s of SIGTERM: Docker killed it "
-                f"(SIGKILL) after {seconds:.1f} s")
+        return (
+            f"{name} did not exit within {grace:g} s of SIGTERM: Docker killed it "
+            f"(SIGKILL) after {seconds:.1f} s"
+        )
     return f"{name} exited {seconds:.1f} s after SIGTERM"
 
 
@@ -44,8 +46,13 @@ class Countdown:
     """Calls `emit(grace_text(...))` every `every` seconds from a thread of its own until
     `stop()`: for a front end whose stop call blocks for the whole grace."""
 
-    def __init__(self, grace: float, emit: Callable[[str], None], every: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        grace: float,
+        emit: Callable[[str], None],
+        every: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.grace, self._emit, self._every, self._clock = grace, emit, every, clock
         self._done = threading.Event()
         self._started = clock()

@@ -78,8 +78,13 @@ def decode(kind: Any, data: Any) -> Any:
         return Path(data)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = _hints(kind)
-        return kind(**{f.name: decode(hints[f.name], data[f.name])
-                       for f in dataclasses.fields(kind) if f.init and f.name in data})
+        return kind(
+            **{
+                f.name: decode(hints[f.name], data[f.name])
+                for f in dataclasses.fields(kind)
+                if f.init and f.name in data
+            }
+        )
     if kind is float and isinstance(data, int):
         return float(data)
     return data
@@ -97,9 +102,16 @@ def _hints(cls: type) -> dict[str, Any]:
     from sparkdeck.models.pull import PullProgress as DownloadProgress
     from sparkdeck.runtime.state import EngineState
 
-    names = {"FitCheck": FitCheck, "Decision": Decision, "SwitchProgress": SwitchProgress,
-             "StartupTimeline": StartupTimeline, "FlushReport": FlushReport,
-             "DownloadProgress": DownloadProgress, "EngineState": EngineState, "Path": Path}
+    names = {
+        "FitCheck": FitCheck,
+        "Decision": Decision,
+        "SwitchProgress": SwitchProgress,
+        "StartupTimeline": StartupTimeline,
+        "FlushReport": FlushReport,
+        "DownloadProgress": DownloadProgress,
+        "EngineState": EngineState,
+        "Path": Path,
+    }
     import sys
 
     module = vars(sys.modules[cls.__module__])

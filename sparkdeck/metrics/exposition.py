@@ -49,7 +49,8 @@ _CUMULATIVE_SUFFIXES = ("_total", "_count", "_bucket")
 
 def _check_value(name: str, kind: str, labels: Labels, value: float) -> None:
     cumulative = not name.endswith("_sum") and (
-        kind in ("counter", "histogram", "summary") or name.endswith(_CUMULATIVE_SUFFIXES))
+        kind in ("counter", "histogram", "summary") or name.endswith(_CUMULATIVE_SUFFIXES)
+    )
     if cumulative and not math.isfinite(value):
         raise MalformedMetrics(f"{name} is {value}: a counter must be a finite number")
     if cumulative and value < 0:
@@ -99,8 +100,9 @@ def parse_body(body: bytes) -> Families:
     # IndexError/TypeError/KeyError inside it; all of them mean "not a metrics page".
     except Exception as exc:  # noqa: BLE001
         raise MalformedMetrics(f"not Prometheus text: {_reason(exc)}") from None
-    return MappingProxyType({name: Series(tuple(values.items()))
-                             for name, values in collected.items()})
+    return MappingProxyType(
+        {name: Series(tuple(values.items())) for name, values in collected.items()}
+    )
 
 
 def total(families: Families, names: tuple[str, ...]) -> float | None:

@@ -61,8 +61,10 @@ class MetricsHistory:
             return  # out of order or duplicate: a rate over zero seconds means nothing
         self._samples.append(sample)
         # Keep the newest sample older than the window: it is the window's baseline.
-        while len(self._samples) > 2 and (
-                sample.monotonic - self._samples[1].monotonic) >= self.window_s:
+        while (
+            len(self._samples) > 2
+            and (sample.monotonic - self._samples[1].monotonic) >= self.window_s
+        ):
             self._samples.popleft()
 
     def clear(self) -> None:
@@ -93,8 +95,9 @@ class MetricsHistory:
         span = self._span(seconds)
         return itertools.pairwise(span)
 
-    def increase(self, names: tuple[str, ...], seconds: float | None = None
-                 ) -> tuple[float, float, bool] | None:
+    def increase(
+        self, names: tuple[str, ...], seconds: float | None = None
+    ) -> tuple[float, float, bool] | None:
         """(increase, elapsed seconds, reset seen) of a counter over the span; None when
         the counter is missing from any sample of the span or there is only one sample."""
         if not names:
@@ -119,16 +122,18 @@ class MetricsHistory:
             return None
         return found[0] / found[1]
 
-    def ratio(self, part: tuple[str, ...], whole: tuple[str, ...],
-              seconds: float | None) -> float | None:
+    def ratio(
+        self, part: tuple[str, ...], whole: tuple[str, ...], seconds: float | None
+    ) -> float | None:
         """increase(part) / increase(whole) over the span; None when whole did not move."""
         a, b = self.increase(part, seconds), self.increase(whole, seconds)
         if a is None or b is None or b[0] <= 0:
             return None
         return min(max(a[0] / b[0], 0.0), 1.0)
 
-    def histogram_increments(self, bases: tuple[str, ...], seconds: float | None
-                             ) -> dict[float, float] | None:
+    def histogram_increments(
+        self, bases: tuple[str, ...], seconds: float | None
+    ) -> dict[float, float] | None:
         """Per-bound increases of a histogram's cumulative buckets over the span."""
         if not bases:
             return None

@@ -70,8 +70,7 @@ class MetricsMap:
 
 
 # The fields a user may set in a custom engine's `[openai] metrics_map` table.
-USER_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(MetricsMap) if f.type == "Names")
+USER_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MetricsMap) if f.type == "Names")
 
 
 def map_from_table(table: Mapping[str, str]) -> MetricsMap:
@@ -85,8 +84,9 @@ def table_problems(table: Mapping[str, str]) -> list[str]:
     problems = []
     for key, name in table.items():
         if key not in USER_FIELDS:
-            problems.append(f"{key!r} is not a metric sparkdeck reads "
-                            f"(known: {', '.join(USER_FIELDS)})")
+            problems.append(
+                f"{key!r} is not a metric sparkdeck reads (known: {', '.join(USER_FIELDS)})"
+            )
         elif not name.strip() or any(c.isspace() for c in name):
             problems.append(f"{key} = {name!r} is not a metric name")
     return problems

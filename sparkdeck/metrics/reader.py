@@ -76,8 +76,9 @@ class InvalidSample:
 ScrapeResult = RawSample | MetricsOff | Unreachable | InvalidSample
 
 
-def decode_response(target: MetricsTarget, status: int, body: bytes, wall: float,
-                    monotonic: float) -> ScrapeResult:
+def decode_response(
+    target: MetricsTarget, status: int, body: bytes, wall: float, monotonic: float
+) -> ScrapeResult:
     """Turn one HTTP answer into a scrape result. Pure: tests drive it with hostile bodies."""
     if status in OFF_STATUSES:
         return MetricsOff(target.off_hint, status, wall, monotonic)
@@ -90,8 +91,9 @@ def decode_response(target: MetricsTarget, status: int, body: bytes, wall: float
     # A decoder is engine code reading engine output: whatever it trips on, the sample is
     # invalid, never an exception in a sampler loop.
     except Exception as exc:  # noqa: BLE001
-        return InvalidSample(f"could not be decoded: {type(exc).__name__}: {exc}"[:240],
-                             wall, monotonic)
+        return InvalidSample(
+            f"could not be decoded: {type(exc).__name__}: {exc}"[:240], wall, monotonic
+        )
     return RawSample(families, wall, monotonic)
 
 
@@ -104,7 +106,8 @@ class MetricsReader:
             timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
             # Engines are on loopback or the LAN: proxies from the environment do not apply.
             trust_env=False,
-            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4))
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
+        )
 
     async def scrape(self, target: MetricsTarget) -> ScrapeResult:
         wall, mono = time.time(), time.monotonic()
@@ -120,8 +123,9 @@ class MetricsReader:
                 async for chunk in response.aiter_bytes():
                     body += chunk
                     if len(body) > MAX_BODY_BYTES:
-                        return InvalidSample(f"body is larger than {MAX_BODY_BYTES} bytes",
-                                             wall, mono)
+                        return InvalidSample(
+                            f"body is larger than {MAX_BODY_BYTES} bytes", wall, mono
+                        )
                 status = response.status_code
         except httpx.HTTPError as exc:
             return Unreachable(f"{type(exc).__name__}: {exc}".rstrip(": ")[:240], wall, mono)

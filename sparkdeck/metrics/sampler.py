@@ -47,8 +47,9 @@ class MetricsPlan:
 class MetricsSampler:
     """Samples one engine: each call to sample() scrapes once and returns the numbers."""
 
-    def __init__(self, plan: MetricsPlan, reader: MetricsReader,
-                 trail_length: int = TRAIL_LENGTH) -> None:
+    def __init__(
+        self, plan: MetricsPlan, reader: MetricsReader, trail_length: int = TRAIL_LENGTH
+    ) -> None:
         self.plan = plan
         self.reader = reader
         self.history = MetricsHistory()
@@ -59,8 +60,9 @@ class MetricsSampler:
         """The recent readings, oldest first: what the panel's sparklines draw."""
         return tuple(self._trail)
 
-    async def sample(self, timeout: float | None = None,
-                     late_after: float | None = None) -> EngineMetrics:
+    async def sample(
+        self, timeout: float | None = None, late_after: float | None = None
+    ) -> EngineMetrics:
         """Scrape once. A scrape that has no answer after `timeout` s is given up (the
         reading says so); one slower than `late_after` s is marked late."""
         plan = self.plan
@@ -71,14 +73,16 @@ class MetricsSampler:
             try:
                 result = await asyncio.wait_for(self.reader.scrape(plan.target), timeout)
             except TimeoutError:
-                result = Unreachable(f"no answer within {timeout:.2g} s (the engine is busy "
-                                     "or hung); the next reading tries again",
-                                     time.time(), time.monotonic())
+                result = Unreachable(
+                    f"no answer within {timeout:.2g} s (the engine is busy "
+                    "or hung); the next reading tries again",
+                    time.time(),
+                    time.monotonic(),
+                )
             took = time.monotonic() - began
             if isinstance(result, RawSample):
                 self.history.add(result)
-                metrics = normalise(self.history, plan.metrics_map, plan.kind,
-                                    plan.bytes_per_token)
+                metrics = normalise(self.history, plan.metrics_map, plan.kind, plan.bytes_per_token)
             else:
                 metrics = unavailable(plan.kind, result)
             gave_up = timeout is not None and took >= timeout
@@ -87,8 +91,12 @@ class MetricsSampler:
         self._trail.append(metrics)
         return metrics
 
-    async def run(self, on_metrics: Callable[[EngineMetrics], object],
-                  samples: int | None = None, period_s: float = SAMPLE_PERIOD_S) -> None:
+    async def run(
+        self,
+        on_metrics: Callable[[EngineMetrics], object],
+        samples: int | None = None,
+        period_s: float = SAMPLE_PERIOD_S,
+    ) -> None:
         """Sample on a fixed cadence of period_s, `samples` times or until cancelled.
 
         A scrape is given up when it has no answer by most of the period (vLLM's /metrics

@@ -110,40 +110,59 @@ def _models(families: Families, m: MetricsMap) -> tuple[str, ...]:
     for names in (m.memory_bytes, m.running, m.generation_tokens):
         for name in names:
             if name in families:
-                found = {value for labels, _ in families[name].values
-                         for key, value in labels if key in ("model", "model_name")}
+                found = {
+                    value
+                    for labels, _ in families[name].values
+                    for key, value in labels
+                    if key in ("model", "model_name")
+                }
                 return tuple(sorted(found))
     return ()
 
 
-def normalise(history: MetricsHistory, m: MetricsMap, kind: str,
-              bytes_per_token: float | None = None) -> EngineMetrics:
+def normalise(
+    history: MetricsHistory, m: MetricsMap, kind: str, bytes_per_token: float | None = None
+) -> EngineMetrics:
     """The engine's numbers from the samples in `history` (its latest sample must be ok)."""
     latest = history.latest
     if latest is None:
         raise ValueError("normalise needs at least one sample")
     families = latest.families
     if not m.all_names() & set(families):
-        return EngineMetrics(kind, NO_MAP, latest.wall, reason=(
-            "the endpoint answers but has none of the metrics sparkdeck reads for this engine"))
+        return EngineMetrics(
+            kind,
+            NO_MAP,
+            latest.wall,
+            reason=(
+                "the endpoint answers but has none of the metrics sparkdeck reads for this engine"
+            ),
+        )
     last = history.increase(m.generation_tokens, 0)
     gauge = total(families, m.generation_rate_gauge)
     generation = gauge if gauge is not None else history.rate(m.generation_tokens, 0)
     ttft = history.histogram_increments(m.ttft_histogram, AVERAGE_WINDOW_S)
     stream = _finite(_stream_tps(history, m))
     running = _finite(total(families, m.running))
-    spec = (history.ratio(m.spec_accepted, m.spec_drafted, AVERAGE_WINDOW_S)
-            if m.spec_accepted and m.spec_drafted else None)
+    spec = (
+        history.ratio(m.spec_accepted, m.spec_drafted, AVERAGE_WINDOW_S)
+        if m.spec_accepted and m.spec_drafted
+        else None
+    )
     if spec is None:
         spec = _fraction(total(families, m.spec_accept_rate_gauge))
     ceiling = ceiling_tps(bytes_per_token)
     generation = _finite(generation)
     # One stream's speed is what the ceiling bounds; with one request running the total
     # rate is that stream's speed.
-    measured = stream if stream is not None else (
-        generation if running is not None and running <= 1 else None)
+    measured = (
+        stream
+        if stream is not None
+        else (generation if running is not None and running <= 1 else None)
+    )
     return EngineMetrics(
-        kind=kind, status=OK, wall=latest.wall,
+        kind=kind,
+        status=OK,
+        wall=latest.wall,
         generation_tps=generation,
         generation_tps_avg=_finite(history.rate(m.generation_tokens, AVERAGE_WINDOW_S)),
         prompt_tps=_finite(history.rate(m.prompt_tokens, 0)),

@@ -35,11 +35,18 @@ def seconds(value: float | None) -> str:
 
 def fields(m: EngineMetrics) -> list[tuple[str, str]]:
     """(label, value) pairs of everything an ok reading carries, in display order."""
-    pairs = [("tok/s", rate(m.generation_tps)), ("1 min", rate(m.generation_tps_avg)),
-             ("per stream", rate(m.stream_tps)), ("prompt tok/s", rate(m.prompt_tps)),
-             ("running", count(m.running)), ("waiting", count(m.waiting)),
-             ("KV", percent(m.kv_usage)), ("prefix hits", percent(m.prefix_hit_rate)),
-             ("TTFT p50", seconds(m.ttft_p50_s)), ("TTFT p90", seconds(m.ttft_p90_s))]
+    pairs = [
+        ("tok/s", rate(m.generation_tps)),
+        ("1 min", rate(m.generation_tps_avg)),
+        ("per stream", rate(m.stream_tps)),
+        ("prompt tok/s", rate(m.prompt_tps)),
+        ("running", count(m.running)),
+        ("waiting", count(m.waiting)),
+        ("KV", percent(m.kv_usage)),
+        ("prefix hits", percent(m.prefix_hit_rate)),
+        ("TTFT p50", seconds(m.ttft_p50_s)),
+        ("TTFT p90", seconds(m.ttft_p90_s)),
+    ]
     if m.spec_acceptance is not None:
         pairs.append(("spec accept", percent(m.spec_acceptance)))
     if m.memory_bytes is not None:

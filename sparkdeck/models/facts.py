@@ -22,9 +22,20 @@ from typing import Any
 # Bytes per value of the KV cache dtypes engines offer (vLLM --kv-cache-dtype, llama.cpp
 # --cache-type-k/-v). q8_0 and q4_0 carry a 2-byte scale per 32 values.
 KV_DTYPE_BYTES: dict[str, float] = {
-    "auto": 2.0, "f16": 2.0, "fp16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
-    "f32": 4.0, "fp32": 4.0, "float32": 4.0,
-    "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
+    "auto": 2.0,
+    "f16": 2.0,
+    "fp16": 2.0,
+    "float16": 2.0,
+    "bf16": 2.0,
+    "bfloat16": 2.0,
+    "f32": 4.0,
+    "fp32": 4.0,
+    "float32": 4.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
 }
 
 
@@ -94,8 +105,7 @@ class ModelFacts:
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto") -> float:
         """KV bytes per token of context when no layer is windowed (the long-context rate)."""
-        full = self.layers - (min(self.sliding_layers, self.layers) if self.sliding_window
-                              else 0)
+        full = self.layers - (min(self.sliding_layers, self.layers) if self.sliding_window else 0)
         return self.kv_bytes_per_token_layer(kv_dtype) * full
 
     def tokens_for(self, kv_budget_bytes: int, kv_dtype: str = "auto") -> int:
@@ -105,5 +115,8 @@ class ModelFacts:
         return int(kv_budget_bytes // rate) if rate > 0 else 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "active_weight_bytes": self.active_weight_bytes,
-                "kv_bytes_per_token": self.kv_bytes_per_token()}
+        return {
+            **asdict(self),
+            "active_weight_bytes": self.active_weight_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token(),
+        }

@@ -56,20 +56,28 @@ def llama_cpp_files(names: Sequence[str], tag: str) -> list[str]:
     primary = None
     for wanted in tags:
         pattern = re.compile(re.escape(wanted) + r"[.-]", re.IGNORECASE)
-        primary = next((n for n in names if _is_model(n) and pattern.search(n)
-                        and (_split(n)[2] == 1 or _split(n)[1] == 1)), None)
+        primary = next(
+            (
+                n
+                for n in names
+                if _is_model(n) and pattern.search(n) and (_split(n)[2] == 1 or _split(n)[1] == 1)
+            ),
+            None,
+        )
         if primary:
             break
     if primary is None and not tag:
-        primary = next((n for n in names if _is_model(n)
-                        and (_split(n)[2] == 1 or _split(n)[1] == 1)), None)
+        primary = next(
+            (n for n in names if _is_model(n) and (_split(n)[2] == 1 or _split(n)[1] == 1)), None
+        )
     if primary is None:
         return []
     prefix, _, count = _split(primary)
     if count == 1:
         return [primary]
-    return [n for n in names if n.endswith(".gguf") and _split(n)[0] == prefix
-            and _split(n)[2] == count]
+    return [
+        n for n in names if n.endswith(".gguf") and _split(n)[0] == prefix and _split(n)[2] == count
+    ]
 
 
 def cached_snapshot(cache: Path, repo: str, ref: str = "main") -> Path | None:

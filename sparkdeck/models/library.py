@@ -35,11 +35,17 @@ class LocalModel:
     presets: tuple[str, ...] = ()  # ids of presets whose model this is
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "origin": self.origin, "path": self.path,
-                "revision": self.revision, "size_bytes": self.size_bytes,
-                "last_used": self.last_used, "presets": list(self.presets),
-                "facts": self.facts.to_dict() if self.facts else None,
-                "problem": self.problem}
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "path": self.path,
+            "revision": self.revision,
+            "size_bytes": self.size_bytes,
+            "last_used": self.last_used,
+            "presets": list(self.presets),
+            "facts": self.facts.to_dict() if self.facts else None,
+            "problem": self.problem,
+        }
 
 
 @dataclass(frozen=True)
@@ -68,9 +74,18 @@ def scan_hf_cache(cache_dir: Path | None = None) -> tuple[list[LocalModel], list
             facts, problem = read_hf_dir(Path(revision.snapshot_path)), None
         except ModelUnreadable as exc:
             facts, problem = None, str(exc)
-        found.append(LocalModel(repo.repo_id, "hf-cache", str(revision.snapshot_path),
-                                revision.commit_hash, repo.size_on_disk,
-                                repo.last_accessed, facts, problem))
+        found.append(
+            LocalModel(
+                repo.repo_id,
+                "hf-cache",
+                str(revision.snapshot_path),
+                revision.commit_hash,
+                repo.size_on_disk,
+                repo.last_accessed,
+                facts,
+                problem,
+            )
+        )
     problems = [f"Hugging Face cache: {w}" for w in info.warnings]
     return found, problems
 
@@ -86,8 +101,18 @@ def scan_gguf(files: Iterable[Path]) -> list[LocalModel]:
             facts, problem = read_gguf(path), None
         except ModelUnreadable as exc:
             facts, problem = None, str(exc)
-        found.append(LocalModel(path.name, "gguf", str(path), None, stat.st_size,
-                                stat.st_atime or stat.st_mtime, facts, problem))
+        found.append(
+            LocalModel(
+                path.name,
+                "gguf",
+                str(path),
+                None,
+                stat.st_size,
+                stat.st_atime or stat.st_mtime,
+                facts,
+                problem,
+            )
+        )
     return found
 
 
@@ -107,21 +132,20 @@ def _users(model: LocalModel, preset_models: dict[str, str]) -> tuple[str, ...]:
     users = []
     for preset_id, named in preset_models.items():
         in_hub = model.origin == "hf-cache" and named == model.name
-        a_gguf = model.origin == "gguf" and (named == model.path
-                                              or Path(named).name == model.name)
+        a_gguf = model.origin == "gguf" and (named == model.path or Path(named).name == model.name)
         if in_hub or a_gguf:
             users.append(preset_id)
     return tuple(sorted(users))
 
 
-def scan_library(*, preset_models: dict[str, str], gguf_dirs: Sequence[Path] = (),
-                 cache_dir: Path | None = None) -> Library:
+def scan_library(
+    *, preset_models: dict[str, str], gguf_dirs: Sequence[Path] = (), cache_dir: Path | None = None
+) -> Library:
     """The whole library; `preset_models` maps preset ids to their `model` field."""
     models, problems = scan_hf_cache(cache_dir)
     preset_files = [Path(m) for m in preset_models.values() if m.endswith(".gguf")]
     models += scan_gguf([*gguf_files(gguf_dirs), *(p for p in preset_files if p.is_file())])
-    models = [LocalModel(**{**m.__dict__, "presets": _users(m, preset_models)})
-              for m in models]
+    models = [LocalModel(**{**m.__dict__, "presets": _users(m, preset_models)}) for m in models]
     models.sort(key=lambda m: (m.origin, m.name.lower()))
     return Library(tuple(models), tuple(problems))
 
@@ -187,12 +211,28 @@ def row_cells(model: LocalModel) -> tuple[str, ...]:
     name = clean(model.name)  # a file name on disk may hold control characters
     used = time.strftime("%Y-%m-%d", time.localtime(model.last_used)) if model.last_used else "-"
     if facts is None:
-        return (name, model.origin, "?", "?", f"{model.size_bytes / GIB:.1f} GiB", used,
-                "?", ",".join(model.presets) or "-")
+        return (
+            name,
+            model.origin,
+            "?",
+            "?",
+            f"{model.size_bytes / GIB:.1f} GiB",
+            used,
+            "?",
+            ",".join(model.presets) or "-",
+        )
     quant = facts.quantization or (facts.dtypes[0] if facts.dtypes else "?")
     params = _params(facts.parameters)
     if facts.is_moe:
         params += f" ({facts.experts_per_token}/{facts.experts} experts)"
     kv = f"{facts.kv_bytes_per_token() / 1024:.0f} KiB"
-    return (name, facts.format, quant, params, f"{model.size_bytes / GIB:.1f} GiB", used,
-            kv, ",".join(model.presets) or "-")
+    return (
+        name,
+        facts.format,
+        quant,
+        params,
+        f"{model.size_bytes / GIB:.1f} GiB",
+        used,
+        kv,
+        ",".join(model.presets) or "-",
+    )

@@ -46,20 +46,22 @@ def gguf_on_host(model: str, volumes: Sequence[str]) -> Path | None:
             continue
         source, target = parts[0], parts[1].rstrip("/")
         if model.startswith(target + "/") and source.startswith(("/", ".", "~")):
-            candidates.append(Path(source).expanduser() / model[len(target) + 1:])
+            candidates.append(Path(source).expanduser() / model[len(target) + 1 :])
     return next((c for c in candidates if c.is_file()), None)
 
 
-def hf_snapshot(repo_id: str, revision: str | None = None,
-                cache_dir: Path | None = None) -> Path | None:
+def hf_snapshot(
+    repo_id: str, revision: str | None = None, cache_dir: Path | None = None
+) -> Path | None:
     """The cached snapshot directory of `repo_id` holding its config.json, or None."""
     from huggingface_hub import try_to_load_from_cache
 
     if repo_id.count("/") != 1 or repo_id.startswith(("/", ".")):
         return None
     try:
-        found = try_to_load_from_cache(repo_id, "config.json", revision=revision,
-                                       cache_dir=str(cache_dir or hub_cache_dir()))
+        found = try_to_load_from_cache(
+            repo_id, "config.json", revision=revision, cache_dir=str(cache_dir or hub_cache_dir())
+        )
     except ValueError:  # not a valid repo id for the hub
         return None
     return Path(found).parent if isinstance(found, str) else None
@@ -102,8 +104,10 @@ def preset_facts(preset: Preset) -> ModelFacts:
     """The facts of a preset's model; ModelUnreadable says why they cannot be had."""
     where = locate_model(preset.model, preset.volumes)
     if where is None:
-        raise ModelUnreadable(f"{preset.model or 'the model'} is not on this machine "
-                              "(not in the Hugging Face cache, nor a GGUF file here)")
+        raise ModelUnreadable(
+            f"{preset.model or 'the model'} is not on this machine "
+            "(not in the Hugging Face cache, nor a GGUF file here)"
+        )
     return read_facts(where)
 
 
@@ -117,10 +121,16 @@ def no_plan_reason(preset: Preset) -> str:
     `[llamacpp] context` sets the engine's context, not the plan, and said "neither
     `context` nor ..." to a user who had written one."""
     engine_context = preset.options.get("context") if preset.options else None
-    aside = (f"; `{preset.kind}.context` = {engine_context} sets only the engine's own "
-             "context, and the memory stays as stated" if engine_context is not None else "")
-    return ("the preset states neither the top-level `context` nor `kv_budget_gib` (the keys "
-            f"that size its memory from the model){aside}")
+    aside = (
+        f"; `{preset.kind}.context` = {engine_context} sets only the engine's own "
+        "context, and the memory stays as stated"
+        if engine_context is not None
+        else ""
+    )
+    return (
+        "the preset states neither the top-level `context` nor `kv_budget_gib` (the keys "
+        f"that size its memory from the model){aside}"
+    )
 
 
 def preset_plan(preset: Preset) -> MemoryPlan:
@@ -136,10 +146,16 @@ def preset_plan(preset: Preset) -> MemoryPlan:
         raise PlanUnavailable(str(exc)) from exc
     budget = int(preset.kv_budget_gib * GIB) if preset.kv_budget_gib is not None else None
     try:
-        return plan_memory(facts, kind=preset.kind, overhead=int(overhead[0] * GIB),
-                           overhead_why=overhead[1], context=preset.context,
-                           sequences=preset.concurrency, kv_budget=budget,
-                           kv_dtype=preset.kv_cache_dtype or "auto")
+        return plan_memory(
+            facts,
+            kind=preset.kind,
+            overhead=int(overhead[0] * GIB),
+            overhead_why=overhead[1],
+            context=preset.context,
+            sequences=preset.concurrency,
+            kv_budget=budget,
+            kv_dtype=preset.kv_cache_dtype or "auto",
+        )
     except ValueError as exc:  # an unknown KV dtype for this model
         raise PlanUnavailable(str(exc)) from exc
 

@@ -90,9 +90,11 @@ class PullProgress:
     def describe(self) -> str:
         """The line the CLI redraws and the TUI's models view shows."""
         eta = f"{self.eta_s:.0f}s" if self.eta_s is not None else "?"
-        return (f"{clean(self.file)}  {human_bytes(self.file_done)}/"
-                f"{human_bytes(self.file_total)}  |  total {human_bytes(self.done)}/"
-                f"{human_bytes(self.total)}  {human_bytes(self.rate)}/s  ETA {eta}")
+        return (
+            f"{clean(self.file)}  {human_bytes(self.file_done)}/"
+            f"{human_bytes(self.file_total)}  |  total {human_bytes(self.done)}/"
+            f"{human_bytes(self.total)}  {human_bytes(self.rate)}/s  ETA {eta}"
+        )
 
 
 def human_bytes(n: float) -> str:
@@ -131,10 +133,14 @@ def _translate(exc: Exception, repo: str) -> PullError:
     has_token = bool(os.environ.get("HF_TOKEN"))
     if isinstance(exc, GatedRepoError):
         if has_token:
-            return NeedsToken(f"{repo} is gated and HF_TOKEN was refused: accept the model's "
-                              "terms on its Hub page with the account the token belongs to")
-        return NeedsToken(f"{repo} is gated: accept its terms on the Hub, then export HF_TOKEN "
-                          "with a token of that account")
+            return NeedsToken(
+                f"{repo} is gated and HF_TOKEN was refused: accept the model's "
+                "terms on its Hub page with the account the token belongs to"
+            )
+        return NeedsToken(
+            f"{repo} is gated: accept its terms on the Hub, then export HF_TOKEN "
+            "with a token of that account"
+        )
     if isinstance(exc, RevisionNotFoundError):
         return RepoNotFound(f"{repo}: no such revision on the Hub")
     if isinstance(exc, EntryNotFoundError):
@@ -142,19 +148,25 @@ def _translate(exc: Exception, repo: str) -> PullError:
     if isinstance(exc, RepositoryNotFoundError):
         status = exc.response.status_code if exc.response is not None else None
         if status == 401 and not has_token:
-            return NeedsToken(f"{repo} was not found or is private: export HF_TOKEN if it is "
-                              "yours or shared with you")
-        return RepoNotFound(f"{repo}: no such model repo on the Hub"
-                            + (" (or HF_TOKEN cannot see it)" if has_token else ""))
+            return NeedsToken(
+                f"{repo} was not found or is private: export HF_TOKEN if it is "
+                "yours or shared with you"
+            )
+        return RepoNotFound(
+            f"{repo}: no such model repo on the Hub"
+            + (" (or HF_TOKEN cannot see it)" if has_token else "")
+        )
     if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         return PullError(f"{repo}: the Hub answered {status}")
     if _unreachable(exc):
         where = _endpoint() or "https://huggingface.co"
-        return PullError(f"{repo}: the Hugging Face Hub ({where}) cannot be reached "
-                         f"({type(exc).__name__}: {exc}). Check this machine's network, DNS "
-                         "or proxy (HTTPS_PROXY), or set HF_ENDPOINT to a mirror; a model "
-                         "already in the cache needs no pull")
+        return PullError(
+            f"{repo}: the Hugging Face Hub ({where}) cannot be reached "
+            f"({type(exc).__name__}: {exc}). Check this machine's network, DNS "
+            "or proxy (HTTPS_PROXY), or set HF_ENDPOINT to a mirror; a model "
+            "already in the cache needs no pull"
+        )
     return PullError(f"{repo}: {type(exc).__name__}: {exc}")
 
 
@@ -166,8 +178,16 @@ def _unreachable(exc: BaseException) -> bool:
 
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, (httpx.TransportError, requests.ConnectionError,
-                             requests.Timeout, ConnectionError, TimeoutError)):
+        if isinstance(
+            seen,
+            (
+                httpx.TransportError,
+                requests.ConnectionError,
+                requests.Timeout,
+                ConnectionError,
+                TimeoutError,
+            ),
+        ):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
@@ -177,10 +197,15 @@ def _selected(name: str, include: Sequence[str]) -> bool:
     return not include or any(fnmatch.fnmatch(name, glob) for glob in include)
 
 
-def plan_pull(repo: str, revision: str | None = None, include: Sequence[str] = (), *,
-              cache_dir: Path | None = None,
-              free_space: Callable[[Path], int] = free_bytes,
-              choose: Callable[[Sequence[str]], Sequence[str]] | None = None) -> PullPlan:
+def plan_pull(
+    repo: str,
+    revision: str | None = None,
+    include: Sequence[str] = (),
+    *,
+    cache_dir: Path | None = None,
+    free_space: Callable[[Path], int] = free_bytes,
+    choose: Callable[[Sequence[str]], Sequence[str]] | None = None,
+) -> PullPlan:
     """List the repo's files and sizes on the Hub and check them against the free disk.
     `choose` narrows the files matching `include` to those an engine will load (llama.cpp
     picks one quantisation of a GGUF repo)."""
@@ -189,24 +214,32 @@ def plan_pull(repo: str, revision: str | None = None, include: Sequence[str] = (
     cache = cache_dir or hub_cache_dir()
     try:
         info = HfApi(endpoint=_endpoint(), token=_token()).model_info(
-            repo, revision=revision, files_metadata=True)
+            repo, revision=revision, files_metadata=True
+        )
     except Exception as exc:  # the library's errors, and httpx's for a Hub that is away
         raise _translate(exc, repo) from exc
     files = tuple(
         RemoteFile(s.rfilename, int(s.size or 0), s.lfs.sha256 if s.lfs else None)
-        for s in info.siblings or () if _selected(s.rfilename, include))
+        for s in info.siblings or ()
+        if _selected(s.rfilename, include)
+    )
     if choose is not None:
         chosen = set(choose([f.name for f in files]))
         files = tuple(f for f in files if f.name in chosen)
     if not files:
-        raise RepoNotFound(f"{repo}: no file matches {', '.join(include)}" if include
-                           else f"{repo}: the repo lists no files")
+        raise RepoNotFound(
+            f"{repo}: no file matches {', '.join(include)}"
+            if include
+            else f"{repo}: the repo lists no files"
+        )
     total = sum(f.size for f in files)
     needed = total - _already_here(cache, repo, str(info.sha), files)
     free = free_space(cache)
     if needed > free:
-        raise NoSpace(f"{repo} needs {needed / GIB:.2f} GiB more but {cache} has "
-                      f"{free / GIB:.2f} GiB free ({total / GIB:.2f} GiB in all)")
+        raise NoSpace(
+            f"{repo} needs {needed / GIB:.2f} GiB more but {cache} has "
+            f"{free / GIB:.2f} GiB free ({total / GIB:.2f} GiB in all)"
+        )
     ref = None if revision is not None and revision == str(info.sha) else (revision or "main")
     return PullPlan(repo, str(info.sha), files, cache, total, needed, free, ref)
 
@@ -231,8 +264,12 @@ def _already_here(cache: Path, repo: str, commit: str, files: Sequence[RemoteFil
 class _Tracker:
     """Adds up the bytes huggingface_hub reports and turns them into PullProgress."""
 
-    def __init__(self, plan: PullPlan, on_progress: Callable[[PullProgress], object],
-                 cancel: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        plan: PullPlan,
+        on_progress: Callable[[PullProgress], object],
+        cancel: threading.Event | None = None,
+    ) -> None:
         self.plan, self.on_progress, self.cancel = plan, on_progress, cancel
         self.started = time.monotonic()
         self.finished = 0  # bytes of files done
@@ -264,8 +301,11 @@ class _Tracker:
         rate = self.fetched / took
         done = min(self.finished + (self.file_done if self.in_file else 0), self.plan.total)
         eta = (self.plan.total - done) / rate if rate > 0 else None
-        self.on_progress(PullProgress(self.file, self.file_done, self.file_total, done,
-                                      self.plan.total, rate, eta))
+        self.on_progress(
+            PullProgress(
+                self.file, self.file_done, self.file_total, done, self.plan.total, rate, eta
+            )
+        )
 
     def bar_class(self) -> type:
         from tqdm.auto import tqdm
@@ -288,8 +328,11 @@ class _Tracker:
         return Bar
 
 
-def pull(plan: PullPlan, on_progress: Callable[[PullProgress], object],
-         cancel: threading.Event | None = None) -> Path:
+def pull(
+    plan: PullPlan,
+    on_progress: Callable[[PullProgress], object],
+    cancel: threading.Event | None = None,
+) -> Path:
     """Fetch every file of the plan; the snapshot directory. Ctrl-C, or `cancel` set (the
     TUI's Esc), raises PullCancelled (completed files stay for the next pull); a file whose
     sha256 differs from the Hub's is removed and raises ChecksumMismatch. Once every file is
@@ -303,14 +346,21 @@ def pull(plan: PullPlan, on_progress: Callable[[PullProgress], object],
     for done, remote in enumerate(plan.files):  # done: the files complete before this one
         tracker.file, tracker.file_done, tracker.file_total = remote.name, 0, remote.size
         try:
-            path = hf_hub_download(plan.repo, remote.name, revision=plan.commit,
-                                   cache_dir=str(plan.cache_dir), endpoint=_endpoint(),
-                                   token=_token(), tqdm_class=bar)
+            path = hf_hub_download(
+                plan.repo,
+                remote.name,
+                revision=plan.commit,
+                cache_dir=str(plan.cache_dir),
+                endpoint=_endpoint(),
+                token=_token(),
+                tqdm_class=bar,
+            )
         except (KeyboardInterrupt, PullCancelled):
             raise PullCancelled(
                 f"stopped during {remote.name}: {done} of {len(plan.files)} file(s) complete "
                 f"stay in the cache and `sparkdeck models pull {plan.repo}` resumes after "
-                "them (huggingface_hub does not keep a partly fetched file)") from None
+                "them (huggingface_hub does not keep a partly fetched file)"
+            ) from None
         except Exception as exc:
             raise _translate(exc, plan.repo) from exc
         _verify(Path(path), remote)

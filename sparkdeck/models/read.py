@@ -19,9 +19,24 @@ from sparkdeck.models.facts import ModelFacts
 
 # Bytes per stored value, by safetensors dtype name (F8 and the 4-bit block formats are
 # stored as U8 blocks by their quantisers, so they count through U8).
-SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2,
-                     "BF16": 2, "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
-                     "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1}
+SAFETENSORS_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 # A routed expert's tensor: "...experts.7.w1.weight" (Mixtral, Qwen-MoE, DeepSeek) or a fused
 # tensor of every expert "...experts.gate_up_proj" (gpt-oss); never the shared experts.
@@ -63,8 +78,9 @@ def read_hf_dir(folder: Path) -> ModelFacts:
     heads = _int(shape, "num_attention_heads", "n_head")
     hidden = _int(shape, "hidden_size", "n_embd", "d_model")
     if not layers or not heads or not hidden:
-        raise ModelUnreadable(f"{config_path}: lacks num_hidden_layers, num_attention_heads "
-                              "or hidden_size")
+        raise ModelUnreadable(
+            f"{config_path}: lacks num_hidden_layers, num_attention_heads or hidden_size"
+        )
     kv_heads = _int(shape, "num_key_value_heads", "num_kv_heads", default=heads) or heads
     head_dim = _int(shape, "head_dim", default=hidden // heads) or hidden // heads
     latent = None
@@ -77,16 +93,27 @@ def read_hf_dir(folder: Path) -> ModelFacts:
         raise ModelUnreadable(f"{folder}: no .safetensors files")
     weight, experts_bytes, params, dtypes = _safetensors_sizes(files)
     return ModelFacts(
-        source=str(folder), format="safetensors",
+        source=str(folder),
+        format="safetensors",
         architecture=str((config.get("architectures") or [config.get("model_type", "?")])[0]),
-        weight_bytes=weight, expert_bytes=experts_bytes, parameters=params, dtypes=dtypes,
-        layers=layers, attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        experts=_int(shape, "num_local_experts", "num_experts", "n_routed_experts",
-                     default=0) or 0,
-        experts_per_token=_int(shape, "num_experts_per_tok", "experts_per_token",
-                               "num_experts_per_token", default=0) or 0,
-        sliding_window=window, sliding_layers=sliding, kv_latent_dim=latent,
-        quantization=_quant_method(config))
+        weight_bytes=weight,
+        expert_bytes=experts_bytes,
+        parameters=params,
+        dtypes=dtypes,
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        experts=_int(shape, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0,
+        experts_per_token=_int(
+            shape, "num_experts_per_tok", "experts_per_token", "num_experts_per_token", default=0
+        )
+        or 0,
+        sliding_window=window,
+        sliding_layers=sliding,
+        kv_latent_dim=latent,
+        quantization=_quant_method(config),
+    )
 
 
 def _quant_method(config: dict[str, Any]) -> str | None:
@@ -154,8 +181,9 @@ def read_gguf(path: Path) -> ModelFacts:
     layers, heads = number(f"{arch}.block_count"), number(f"{arch}.attention.head_count")
     embedding = number(f"{arch}.embedding_length")
     if not layers or not heads or not embedding:
-        raise ModelUnreadable(f"{path}: the header lacks {arch}.block_count, head_count or "
-                              "embedding_length")
+        raise ModelUnreadable(
+            f"{path}: the header lacks {arch}.block_count, head_count or embedding_length"
+        )
     weight = experts = params = 0
     by_type: Counter[str] = Counter()
     for tensor in reader.tensors:
@@ -167,16 +195,25 @@ def read_gguf(path: Path) -> ModelFacts:
     window = number(f"{arch}.attention.sliding_window")
     file_type = number("general.file_type")
     return ModelFacts(
-        source=str(path), format="gguf", architecture=arch, weight_bytes=weight,
-        expert_bytes=experts, parameters=params,
-        dtypes=tuple(t for t, _ in by_type.most_common()), layers=layers,
-        attention_heads=heads, kv_heads=number(f"{arch}.attention.head_count_kv") or heads,
+        source=str(path),
+        format="gguf",
+        architecture=arch,
+        weight_bytes=weight,
+        expert_bytes=experts,
+        parameters=params,
+        dtypes=tuple(t for t, _ in by_type.most_common()),
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=number(f"{arch}.attention.head_count_kv") or heads,
         head_dim=number(f"{arch}.attention.key_length") or embedding // heads,
         experts=number(f"{arch}.expert_count") or 0,
         experts_per_token=number(f"{arch}.expert_used_count") or 0,
         # The header gives the window but not which layers use it (Gemma 3 mixes them), so
         # every layer is counted as full attention: the KV figure errs on the large side.
-        sliding_window=window, sliding_layers=0, quantization=_file_type(file_type))
+        sliding_window=window,
+        sliding_layers=0,
+        quantization=_file_type(file_type),
+    )
 
 
 def _file_type(value: int | None) -> str | None:

@@ -46,11 +46,16 @@ class MemoryPlan:
     def claim(self) -> MemoryClaim:
         """The fit check's claim: exact where computed from files (weights and KV), with the
         overhead as the one estimated part, named in the note."""
-        basis = (f"weights {_gib(self.weights)} + KV {_gib(self.kv)} + overhead "
-                 f"{_gib(self.overhead)}, computed from {self.model_source}")
-        return MemoryClaim(self.total, basis, estimated=False,
-                           note=f"weights and KV exact from the files; overhead estimated "
-                                f"({self.overhead_why})")
+        basis = (
+            f"weights {_gib(self.weights)} + KV {_gib(self.kv)} + overhead "
+            f"{_gib(self.overhead)}, computed from {self.model_source}"
+        )
+        return MemoryClaim(
+            self.total,
+            basis,
+            estimated=False,
+            note=f"weights and KV exact from the files; overhead estimated ({self.overhead_why})",
+        )
 
     def lines(self) -> list[str]:
         ctx = f"{self.context:,} tokens" if self.context else "the model's own limit"
@@ -65,21 +70,38 @@ class MemoryPlan:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model_source": self.model_source, "weights": self.weights,
-                "kv": self.kv, "overhead": self.overhead, "overhead_why": self.overhead_why,
-                "total": self.total, "context": self.context, "sequences": self.sequences,
-                "kv_tokens": self.kv_tokens, "kv_dtype": self.kv_dtype,
-                "kv_bytes_per_token": self.kv_bytes_per_token,
-                "claim": self.claim().to_dict()}
+        return {
+            "kind": self.kind,
+            "model_source": self.model_source,
+            "weights": self.weights,
+            "kv": self.kv,
+            "overhead": self.overhead,
+            "overhead_why": self.overhead_why,
+            "total": self.total,
+            "context": self.context,
+            "sequences": self.sequences,
+            "kv_tokens": self.kv_tokens,
+            "kv_dtype": self.kv_dtype,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "claim": self.claim().to_dict(),
+        }
 
 
 def _gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def plan_memory(facts: ModelFacts, *, kind: str, overhead: int, overhead_why: str,
-                context: int | None, sequences: int | None = None,
-                kv_budget: int | None = None, kv_dtype: str = "auto") -> MemoryPlan:
+def plan_memory(
+    facts: ModelFacts,
+    *,
+    kind: str,
+    overhead: int,
+    overhead_why: str,
+    context: int | None,
+    sequences: int | None = None,
+    kv_budget: int | None = None,
+    kv_dtype: str = "auto",
+) -> MemoryPlan:
     """Size the KV cache from `context` x `sequences`, or take `kv_budget` bytes as it is.
 
     With a budget the capacity follows from it (tokens, and whole sequences of `context`
@@ -96,21 +118,37 @@ def plan_memory(facts: ModelFacts, *, kind: str, overhead: int, overhead_why: st
         if context and seqs < 1:
             raise PlanUnavailable(
                 f"a KV budget of {_gib(kv)} does not hold one sequence of {context:,} tokens "
-                f"({_gib(per_sequence)} at {kv_dtype})")
+                f"({_gib(per_sequence)} at {kv_dtype})"
+            )
     else:
         if not context:
             raise PlanUnavailable("state `context` (tokens per sequence) or `kv_budget_gib`")
         seqs = sequences or 1
         kv = facts.kv_bytes(context, seqs, kv_dtype)
         tokens = context * seqs
-    return MemoryPlan(kind=kind, model_source=facts.source, weights=facts.weight_bytes, kv=kv,
-                      overhead=overhead, overhead_why=overhead_why, context=context,
-                      sequences=max(seqs, 1), kv_tokens=tokens, kv_dtype=kv_dtype,
-                      kv_bytes_per_token=per_token)
+    return MemoryPlan(
+        kind=kind,
+        model_source=facts.source,
+        weights=facts.weight_bytes,
+        kv=kv,
+        overhead=overhead,
+        overhead_why=overhead_why,
+        context=context,
+        sequences=max(seqs, 1),
+        kv_tokens=tokens,
+        kv_dtype=kv_dtype,
+        kv_bytes_per_token=per_token,
+    )
 
 
-def share_of(amount: int, total: int, *, ceiling: float, available: int | None = None,
-             reserve: int = STARTUP_RESERVE) -> float:
+def share_of(
+    amount: int,
+    total: int,
+    *,
+    ceiling: float,
+    available: int | None = None,
+    reserve: int = STARTUP_RESERVE,
+) -> float:
     """`amount` as a share of `total`, rounded up to 3 places (an engine that gets a hair
     less than it was sized for would lose KV blocks), at most `ceiling` and, when the
     available memory is known, at most what it leaves after `reserve`."""

@@ -53,17 +53,25 @@ class PostMortem:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PostMortem:
         last = data.get("last")
-        return cls(**{**data, "throttle": tuple(data.get("throttle") or ()),
-                      "last": RecordedSample(**last) if last else None})
+        return cls(
+            **{
+                **data,
+                "throttle": tuple(data.get("throttle") or ()),
+                "last": RecordedSample(**last) if last else None,
+            }
+        )
 
     def text(self) -> str:
         """The post-mortem as a person reads it (the file in the data dir, --last-crash)."""
         started = _stamp(self.session_started_at, full=True)
         ended = "nothing recorded" if self.ended_at is None else _stamp(self.ended_at, True)
-        lines = [f"sparkdeck post-mortem: the recording started {started} did not end "
-                 "cleanly", f"cause: {self.cause}", f"last reading: {ended}",
-                 f"verdict: {self.verdict}",
-                 f"({self.rows} readings in the {WINDOW_S / 60:.0f} minutes before the end)"]
+        lines = [
+            f"sparkdeck post-mortem: the recording started {started} did not end cleanly",
+            f"cause: {self.cause}",
+            f"last reading: {ended}",
+            f"verdict: {self.verdict}",
+            f"({self.rows} readings in the {WINDOW_S / 60:.0f} minutes before the end)",
+        ]
         return "\n".join(lines)
 
 
@@ -83,11 +91,13 @@ def row_memory_level(row: RecordedSample, guard: GuardSettings) -> str:
     """RAN_OUT at the guard's stop thresholds, TIGHT at its warn thresholds, else NORMAL."""
     available, full = row.available_pct, row.psi_full_pct
     if (available is not None and available < guard.stop_available_pct) or (
-            full is not None and full > guard.stop_full_rate_pct):
+        full is not None and full > guard.stop_full_rate_pct
+    ):
         return RAN_OUT
     some = row.psi_some_avg10
     if (available is not None and available < guard.warn_available_pct) or (
-            some is not None and some > guard.warn_some_avg10):
+        some is not None and some > guard.warn_some_avg10
+    ):
         return TIGHT
     return NORMAL
 
@@ -99,8 +109,11 @@ def _severity(row: RecordedSample) -> tuple[float, float]:
 
 
 def _reading(row: RecordedSample) -> str:
-    available = "MemAvailable n/a" if row.mem_available is None else (
-        f"MemAvailable {gib(row.mem_available)}")
+    available = (
+        "MemAvailable n/a"
+        if row.mem_available is None
+        else (f"MemAvailable {gib(row.mem_available)}")
+    )
     text = f"{available} and PSI full {_pct(row.psi_full_pct)}"
     if row.swap_used:
         text += f", swap used {gib(row.swap_used)}"
@@ -123,52 +136,70 @@ def throttled_rows(rows: Sequence[RecordedSample]) -> tuple[list[RecordedSample]
     return throttled, kinds
 
 
-def judge(rows: Sequence[RecordedSample], session_started_at: float, rebooted: bool,
-          guard: GuardSettings = GuardSettings()) -> PostMortem:
+def judge(
+    rows: Sequence[RecordedSample],
+    session_started_at: float,
+    rebooted: bool,
+    guard: GuardSettings = GuardSettings(),
+) -> PostMortem:
     """The verdict over the rows of one session (only the last WINDOW_S seconds count)."""
     rows = sorted(rows, key=lambda r: r.t)
     if rows:
         end = rows[-1].t
         rows = [r for r in rows if r.t >= end - WINDOW_S]
-    cause = ("the machine restarted while sparkdeck was recording (boot id changed): a hard "
-             "freeze, a power cut or a forced reset" if rebooted else
-             "sparkdeck's recorder ended without a clean stop (killed or crashed) while the "
-             "machine kept running")
+    cause = (
+        "the machine restarted while sparkdeck was recording (boot id changed): a hard "
+        "freeze, a power cut or a forced reset"
+        if rebooted
+        else "sparkdeck's recorder ended without a clean stop (killed or crashed) while the "
+        "machine kept running"
+    )
     levels = [(row_memory_level(r, guard), r) for r in rows]
     ran_out = [r for level, r in levels if level == RAN_OUT]
     tight = [r for level, r in levels if level == TIGHT]
     worst: RecordedSample | None = None
     if ran_out:
         memory, worst = RAN_OUT, min(ran_out, key=_severity)
-        verdict = (f"memory ran out: {_reading(worst)} at {_stamp(worst.t)}, "
-                   f"{_engine(worst)}")
+        verdict = f"memory ran out: {_reading(worst)} at {_stamp(worst.t)}, {_engine(worst)}"
     elif tight:
         memory, worst = TIGHT, min(tight, key=_severity)
-        verdict = (f"memory was tight but did not run out: {_reading(worst)}, PSI some "
-                   f"{_pct(worst.psi_some_avg10)} at {_stamp(worst.t)}, {_engine(worst)}")
+        verdict = (
+            f"memory was tight but did not run out: {_reading(worst)}, PSI some "
+            f"{_pct(worst.psi_some_avg10)} at {_stamp(worst.t)}, {_engine(worst)}"
+        )
     elif rows:
         memory, last = NORMAL, rows[-1]
-        verdict = (f"no memory trouble recorded; the last reading was normal "
-                   f"({_reading(last)} at {_stamp(last.t)}, {_engine(last)})")
+        verdict = (
+            f"no memory trouble recorded; the last reading was normal "
+            f"({_reading(last)} at {_stamp(last.t)}, {_engine(last)})"
+        )
     else:
         memory = NORMAL
-        verdict = ("nothing was recorded in the ten minutes before the end, so there is "
-                   "nothing to judge")
+        verdict = (
+            "nothing was recorded in the ten minutes before the end, so there is nothing to judge"
+        )
     throttled, kinds = throttled_rows(rows)
     if throttled:
-        verdict += (f"; the GPU was throttled ({', '.join(kinds)}) in {len(throttled)} of "
-                    f"{len(rows)} readings, the last at {_stamp(throttled[-1].t)}")
+        verdict += (
+            f"; the GPU was throttled ({', '.join(kinds)}) in {len(throttled)} of "
+            f"{len(rows)} readings, the last at {_stamp(throttled[-1].t)}"
+        )
     available = [r.mem_available for r in rows if r.mem_available is not None]
     full = [r.psi_full_pct for r in rows if r.psi_full_pct is not None]
     some = [r.psi_some_avg10 for r in rows if r.psi_some_avg10 is not None]
     return PostMortem(
         session_started_at=session_started_at,
         ended_at=rows[-1].t if rows else None,
-        rebooted=rebooted, cause=cause, verdict=verdict, memory=memory,
+        rebooted=rebooted,
+        cause=cause,
+        verdict=verdict,
+        memory=memory,
         worst_at=worst.t if worst else None,
         min_available_bytes=min(available) if available else None,
         max_psi_full_pct=max(full) if full else None,
         max_psi_some_avg10=max(some) if some else None,
-        throttle=tuple(kinds), throttled_rows=len(throttled), rows=len(rows),
+        throttle=tuple(kinds),
+        throttled_rows=len(throttled),
+        rows=len(rows),
         last=rows[-1] if rows else None,
     )

@@ -24,7 +24,7 @@ _UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str) -> float:
-    """"90s", "10m", "2h", "7d" (or plain seconds) -> seconds; ValueError otherwise."""
+    """ "90s", "10m", "2h", "7d" (or plain seconds) -> seconds; ValueError otherwise."""
     found = _DURATION.fullmatch(text.strip().lower())
     if not found or float(found.group(1)) <= 0:
         raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 10m, 2h, 7d)")
@@ -33,8 +33,10 @@ def parse_duration(text: str) -> float:
 
 def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
-        raise RecorderError(f"no flight recording at {path} yet: the sparkdeck service "
-                            "records once it runs (sparkdeck service start)")
+        raise RecorderError(
+            f"no flight recording at {path} yet: the sparkdeck service "
+            "records once it runs (sparkdeck service start)"
+        )
     return connect(path, read_only=True)
 
 
@@ -57,8 +59,9 @@ def last_postmortem(path: Path) -> tuple[PostMortem, str] | None:
     """The newest post-mortem and the file it was written to; None if there is none."""
     db = _open(path)
     try:
-        found = db.execute("SELECT report, file FROM postmortems ORDER BY id DESC LIMIT 1"
-                           ).fetchone()
+        found = db.execute(
+            "SELECT report, file FROM postmortems ORDER BY id DESC LIMIT 1"
+        ).fetchone()
     except sqlite3.Error as exc:
         raise RecorderError(f"{path}: cannot read the flight recording ({exc})") from None
     finally:
@@ -86,10 +89,14 @@ def summarise(rows: Sequence[RecordedSample]) -> WindowSummary:
     with_psi = [r for r in rows if r.psi_full_pct is not None]
     throttled, kinds = throttled_rows(rows)
     return WindowSummary(
-        rows=len(rows), first_t=rows[0].t if rows else None, last_t=rows[-1].t if rows else None,
+        rows=len(rows),
+        first_t=rows[0].t if rows else None,
+        last_t=rows[-1].t if rows else None,
         min_available=min(with_mem, key=lambda r: r.mem_available or 0) if with_mem else None,
         max_psi_full=max(with_psi, key=lambda r: r.psi_full_pct or 0.0) if with_psi else None,
-        throttled_rows=len(throttled), throttle=tuple(kinds))
+        throttled_rows=len(throttled),
+        throttle=tuple(kinds),
+    )
 
 
 def worst_per_slice(rows: Sequence[RecordedSample], lines: int) -> list[RecordedSample]:
@@ -100,7 +107,14 @@ def worst_per_slice(rows: Sequence[RecordedSample], lines: int) -> list[Recorded
     step = len(rows) / lines
     picked = []
     for i in range(lines):
-        part = rows[int(i * step):max(int(i * step) + 1, int((i + 1) * step))]
-        picked.append(min(part, key=lambda r: (r.mem_available if r.mem_available is not None
-                                               else 2**63, -(r.psi_full_pct or 0.0))))
+        part = rows[int(i * step) : max(int(i * step) + 1, int((i + 1) * step))]
+        picked.append(
+            min(
+                part,
+                key=lambda r: (
+                    r.mem_available if r.mem_available is not None else 2**63,
+                    -(r.psi_full_pct or 0.0),
+                ),
+            )
+        )
     return picked

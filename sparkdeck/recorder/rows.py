@@ -46,9 +46,13 @@ class RecordedSample:
     tok_s: float | None = None
 
     @classmethod
-    def from_snapshot(cls, snapshot: TelemetrySnapshot, wall_time: float,
-                      engine_state: str | None = None,
-                      tok_s: float | None = None) -> RecordedSample:
+    def from_snapshot(
+        cls,
+        snapshot: TelemetrySnapshot,
+        wall_time: float,
+        engine_state: str | None = None,
+        tok_s: float | None = None,
+    ) -> RecordedSample:
         mem, psi, rates = snapshot.memory, snapshot.pressure, snapshot.pressure_rates
         # The first GPU: a Spark has one, and the rows stay one per second, not per GPU.
         gpu = snapshot.gpu.gpus[0] if snapshot.gpu.gpus else None
@@ -73,8 +77,11 @@ class RecordedSample:
             gpu_power_w=gpu.power_w if gpu else None,
             gpu_temp_c=gpu.temperature_c if gpu else None,
             gpu_util=gpu.utilisation_gpu if gpu else None,
-            gpu_reasons=(None if gpu is None or gpu.clock_event_reasons is None
-                         else ",".join(gpu.clock_event_reasons)),
+            gpu_reasons=(
+                None
+                if gpu is None or gpu.clock_event_reasons is None
+                else ",".join(gpu.clock_event_reasons)
+            ),
             throttle=",".join(kinds) if kinds else None,
             engine_state=engine_state,
             tok_s=tok_s,

@@ -121,15 +121,24 @@ def connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
             db.execute("PRAGMA journal_size_limit = 1048576")
         return db
     except sqlite3.Error as exc:
-        raise RecorderError(f"{path}: cannot open the flight recording ({exc}); if it is "
-                            "damaged, move it away to start a new one") from None
+        raise RecorderError(
+            f"{path}: cannot open the flight recording ({exc}); if it is "
+            "damaged, move it away to start a new one"
+        ) from None
 
 
 class FlightRecorder:
     """Writes rows; open with `FlightRecorder.open(path)`, end with `close()`."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path, lock: FileLock, session_id: int,
-                 limits: RecorderLimits, wall: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: Path,
+        lock: FileLock,
+        session_id: int,
+        limits: RecorderLimits,
+        wall: Callable[[], float],
+    ) -> None:
         self.path = path
         self.limits = limits
         self.session_id = session_id
@@ -144,10 +153,16 @@ class FlightRecorder:
         self._closed = False
 
     @classmethod
-    def open(cls, path: Path | None = None, *, limits: RecorderLimits = RecorderLimits(),
-             boot_id: Callable[[], str] = read_boot_id, wall: Callable[[], float] = time.time,
-             guard: GuardSettings = GuardSettings(),
-             postmortem_dir: Path | None = None) -> tuple[FlightRecorder, PostMortem | None]:
+    def open(
+        cls,
+        path: Path | None = None,
+        *,
+        limits: RecorderLimits = RecorderLimits(),
+        boot_id: Callable[[], str] = read_boot_id,
+        wall: Callable[[], float] = time.time,
+        guard: GuardSettings = GuardSettings(),
+        postmortem_dir: Path | None = None,
+    ) -> tuple[FlightRecorder, PostMortem | None]:
         """Start a recording session; the post-mortem of the previous one if it ended
         uncleanly (also written to `postmortem_dir`, default: postmortems/ beside the file)."""
         path = path or default_path()
@@ -156,20 +171,26 @@ class FlightRecorder:
         lock = FileLock(f"recorder-{key}", f"flight recorder {path}")
         if not lock.acquire(blocking=False):
             holder = lock.holder()
-            raise RecorderBusy(f"{path}: already being recorded by "
-                               + (holder.describe() if holder else "another process"))
+            raise RecorderBusy(
+                f"{path}: already being recorded by "
+                + (holder.describe() if holder else "another process")
+            )
         try:
             db = connect(path)
             this_boot = boot_id()
-            postmortem = _setup_and_judge(db, path, this_boot, guard,
-                                          postmortem_dir or path.parent / "postmortems", wall)
-            cur = db.execute("INSERT INTO sessions (boot_id, pid, started_at) VALUES (?, ?, ?)",
-                             (this_boot, os.getpid(), wall()))
+            postmortem = _setup_and_judge(
+                db, path, this_boot, guard, postmortem_dir or path.parent / "postmortems", wall
+            )
+            cur = db.execute(
+                "INSERT INTO sessions (boot_id, pid, started_at) VALUES (?, ?, ?)",
+                (this_boot, os.getpid(), wall()),
+            )
             db.commit()
         except sqlite3.Error as exc:
             lock.release()
-            raise RecorderError(f"{path}: the flight recording is unusable ({exc}); move it "
-                                "away to start a new one") from None
+            raise RecorderError(
+                f"{path}: the flight recording is unusable ({exc}); move it away to start a new one"
+            ) from None
         except BaseException:
             lock.release()
             raise
@@ -177,8 +198,12 @@ class FlightRecorder:
         recorder.prune()
         return recorder, postmortem
 
-    def record(self, sample: TelemetrySnapshot, engine_state_text: str | None = None,
-               tok_s: float | None = None) -> RecordedSample:
+    def record(
+        self,
+        sample: TelemetrySnapshot,
+        engine_state_text: str | None = None,
+        tok_s: float | None = None,
+    ) -> RecordedSample:
         """Keep one telemetry sample; committed with the others every `commit_s` seconds."""
         row = RecordedSample.from_snapshot(sample, self._wall(), engine_state_text, tok_s)
         self.add(row)
@@ -211,8 +236,7 @@ class FlightRecorder:
                 self._db.rollback()
             except sqlite3.Error:
                 pass
-            raise RecorderError(f"{self.path}: cannot write the flight recording ({exc})"
-                                ) from None
+            raise RecorderError(f"{self.path}: cannot write the flight recording ({exc})") from None
 
     def flush(self) -> None:
         with self._guard, self._writing():
@@ -223,10 +247,13 @@ class FlightRecorder:
         if not self._pending:
             return
         marks = ", ".join("?" for _ in COLUMNS)
-        self._db.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES ({marks})",
-                             [row.as_tuple() for row in self._pending])
-        self._db.execute("UPDATE sessions SET last_at = ? WHERE id = ?",
-                         (self._pending[-1].t, self.session_id))
+        self._db.executemany(
+            f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES ({marks})",
+            [row.as_tuple() for row in self._pending],
+        )
+        self._db.execute(
+            "UPDATE sessions SET last_at = ? WHERE id = ?", (self._pending[-1].t, self.session_id)
+        )
         self._db.commit()
         self._pending.clear()
 
@@ -239,8 +266,9 @@ class FlightRecorder:
         self._last_prune = now
         self._flush(now)
         db = self._db
-        gone = db.execute("DELETE FROM samples WHERE t < ?",
-                          (now - self.limits.keep_days * 86400.0,)).rowcount
+        gone = db.execute(
+            "DELETE FROM samples WHERE t < ?", (now - self.limits.keep_days * 86400.0,)
+        ).rowcount
         db.commit()
         for _ in range(50):  # each pass drops a tenth of the rows: bounded work
             if self._used_bytes() <= self.limits.max_bytes:
@@ -249,8 +277,9 @@ class FlightRecorder:
             if not count:
                 break
             gone += db.execute(
-                "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY t "
-                "LIMIT ?)", (max(1, count // 10),)).rowcount
+                "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY t LIMIT ?)",
+                (max(1, count // 10),),
+            ).rowcount
             db.commit()
         if gone:
             db.execute("PRAGMA incremental_vacuum")
@@ -273,8 +302,10 @@ class FlightRecorder:
             try:
                 with self._writing():
                     self._flush(self._wall())
-                    self._db.execute("UPDATE sessions SET clean_stop_at = ? WHERE id = ?",
-                                     (self._wall(), self.session_id))
+                    self._db.execute(
+                        "UPDATE sessions SET clean_stop_at = ? WHERE id = ?",
+                        (self._wall(), self.session_id),
+                    )
                     self._db.commit()
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
@@ -288,35 +319,61 @@ class FlightRecorder:
         self.close()
 
 
-def _setup_and_judge(db: sqlite3.Connection, path: Path, this_boot: str, guard: GuardSettings,
-                     folder: Path, wall: Callable[[], float]) -> PostMortem | None:
+def _setup_and_judge(
+    db: sqlite3.Connection,
+    path: Path,
+    this_boot: str,
+    guard: GuardSettings,
+    folder: Path,
+    wall: Callable[[], float],
+) -> PostMortem | None:
     db.executescript(_SCHEMA)
     found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     if found is None:
         db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
     elif found[0] != str(SCHEMA_VERSION):
-        raise RecorderError(f"{path}: schema {found[0]}, this sparkdeck writes "
-                            f"{SCHEMA_VERSION}; move the file away to start a new recording")
+        raise RecorderError(
+            f"{path}: schema {found[0]}, this sparkdeck writes "
+            f"{SCHEMA_VERSION}; move the file away to start a new recording"
+        )
     db.commit()
-    last = db.execute("SELECT id, boot_id, started_at FROM sessions WHERE clean_stop_at IS NULL "
-                      "AND id = (SELECT max(id) FROM sessions)").fetchone()
+    last = db.execute(
+        "SELECT id, boot_id, started_at FROM sessions WHERE clean_stop_at IS NULL "
+        "AND id = (SELECT max(id) FROM sessions)"
+    ).fetchone()
     if last is None:
         return None
     session_id, boot, started_at = last
     end = db.execute("SELECT max(t) FROM samples WHERE t >= ?", (started_at,)).fetchone()[0]
-    rows = [] if end is None else [from_row(r) for r in db.execute(
-        f"SELECT {', '.join(COLUMNS)} FROM samples WHERE t >= ? AND t >= ? ORDER BY t",
-        (started_at, end - WINDOW_S))]
+    rows = (
+        []
+        if end is None
+        else [
+            from_row(r)
+            for r in db.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM samples WHERE t >= ? AND t >= ? ORDER BY t",
+                (started_at, end - WINDOW_S),
+            )
+        ]
+    )
     rebooted = boot != this_boot and "unknown" not in (boot, this_boot)
     postmortem = judge(rows, started_at, rebooted, guard)
     written = wall()
     name = time.strftime("postmortem-%Y%m%d-%H%M%S.txt", time.localtime(written))
     file = folder / name
     paths.atomic_write_text(file, postmortem.text() + "\n")
-    db.execute("INSERT INTO postmortems (session_id, written_at, ended_at, verdict, report, "
-               "file) VALUES (?, ?, ?, ?, ?, ?)",
-               (session_id, written, postmortem.ended_at, postmortem.verdict,
-                json.dumps(postmortem.to_dict()), str(file)))
+    db.execute(
+        "INSERT INTO postmortems (session_id, written_at, ended_at, verdict, report, "
+        "file) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            written,
+            postmortem.ended_at,
+            postmortem.verdict,
+            json.dumps(postmortem.to_dict()),
+            str(file),
+        ),
+    )
     # the session is judged: mark it so the next open does not judge it again
     db.execute("UPDATE sessions SET clean_stop_at = -1 WHERE id = ?", (session_id,))
     db.commit()

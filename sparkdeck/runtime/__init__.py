@@ -6,6 +6,7 @@ progress) and state (what a container is doing). Importing this package loads no
 TUI's first frame must not wait for the docker SDK, so each module is imported by name,
 and `connect()` imports the client when it is first called.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -74,9 +74,13 @@ def _published_on(attrs: dict[str, Any]) -> str:
 class DockerRuntime:
     """sparkdeck's engine containers on one Docker daemon, within one scope."""
 
-    def __init__(self, client: docker.DockerClient, scope: str | None = None,
-                 files_dir: Path | None = None,
-                 lifecycle_client: docker.DockerClient | None = None):
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        scope: str | None = None,
+        files_dir: Path | None = None,
+        lifecycle_client: docker.DockerClient | None = None,
+    ):
         self.client = client
         # Pull, create and start may rightly take longer than a read (see LIFECYCLE_TIMEOUT_S)
         self.lifecycle = lifecycle_client or client
@@ -84,8 +88,12 @@ class DockerRuntime:
         self.files_dir = files_dir or paths.data_dir() / "launch-files"
 
     @classmethod
-    def connect(cls, base_url: str | None = None, scope: str | None = None,
-                timeout: float = DOCKER_TIMEOUT_S) -> DockerRuntime:
+    def connect(
+        cls,
+        base_url: str | None = None,
+        scope: str | None = None,
+        timeout: float = DOCKER_TIMEOUT_S,
+    ) -> DockerRuntime:
         """Connect to the daemon (DOCKER_HOST or the default socket) and check it answers.
 
         Every call then waits at most `timeout` seconds for a reply (DockerNotAnswering
@@ -127,17 +135,26 @@ class DockerRuntime:
         exited = docker_state in ("exited", "dead")
         tail = self.log_tail(container) if (exited if with_logs is None else with_logs) else []
         return EngineState(
-            container_id=container.id, name=container.name,
-            preset_id=labels.get(PRESET, ""), kind=labels.get(KIND, ""),
+            container_id=container.id,
+            name=container.name,
+            preset_id=labels.get(PRESET, ""),
+            kind=labels.get(KIND, ""),
             image=container.attrs.get("Config", {}).get("Image", ""),
-            model=labels.get(MODEL, ""), base_url=labels.get(URL, ""),
-            health_path=labels.get(HEALTH, "/health"), metrics_path=labels.get(METRICS) or None,
-            spec_hash=labels.get(SPEC_HASH, ""), docker_state=docker_state,
+            model=labels.get(MODEL, ""),
+            base_url=labels.get(URL, ""),
+            health_path=labels.get(HEALTH, "/health"),
+            metrics_path=labels.get(METRICS) or None,
+            spec_hash=labels.get(SPEC_HASH, ""),
+            docker_state=docker_state,
             exit_code=state.get("ExitCode") if exited else None,
-            started_at=state.get("StartedAt"), log_tail=tuple(tail),
+            started_at=state.get("StartedAt"),
+            log_tail=tuple(tail),
             image_id=container.attrs.get("Image", ""),
-            argv=tuple(str(a) for a in [container.attrs.get("Path") or "",
-                                        *(container.attrs.get("Args") or [])] if a),
+            argv=tuple(
+                str(a)
+                for a in [container.attrs.get("Path") or "", *(container.attrs.get("Args") or [])]
+                if a
+            ),
             published_on=_published_on(container.attrs),
         )
 
@@ -147,8 +164,10 @@ class DockerRuntime:
             # ignore_removed: a container removed (or still being created) between the list
             # and its inspect is skipped, not a NotFound that fails the whole reading.
             found = self.client.containers.list(
-                all=True, filters={"label": [f"{MANAGED}=true", f"{SCOPE}={self.scope}"]},
-                ignore_removed=True)
+                all=True,
+                filters={"label": [f"{MANAGED}=true", f"{SCOPE}={self.scope}"]},
+                ignore_removed=True,
+            )
             states = [self._state(c) for c in found if self._ours(c)]
         return sorted(states, key=lambda s: s.started_at or "", reverse=True)
 
@@ -168,8 +187,9 @@ class DockerRuntime:
         except docker.errors.NotFound:
             return None
         if not self._ours(container):
-            raise NotManaged(f"refusing to {action} {container.name}: it was not created by "
-                             "sparkdeck")
+            raise NotManaged(
+                f"refusing to {action} {container.name}: it was not created by sparkdeck"
+            )
         return container
 
     def inspect(self, container_id: str) -> EngineState:
@@ -190,8 +210,7 @@ class DockerRuntime:
             container = self._our_container(container_id, "read the logs of")
             if container is None:
                 return []
-            timed = [(docker_time(stamp), text)
-                     for stamp, text in stamped_lines(container, "all")]
+            timed = [(docker_time(stamp), text) for stamp, text in stamped_lines(container, "all")]
         return [(when, text) for when, text in timed if when is not None]
 
     def host_pids(self, container_id: str) -> set[int]:
@@ -207,8 +226,9 @@ class DockerRuntime:
         column = top.get("Titles", []).index("PID") if "PID" in top.get("Titles", []) else 0
         return {int(row[column]) for row in top.get("Processes") or [] if row}
 
-    def follow_logs(self, container_id: str, tail: int = LOG_TAIL_LINES,
-                    follow: bool = True) -> Iterator[str]:
+    def follow_logs(
+        self, container_id: str, tail: int = LOG_TAIL_LINES, follow: bool = True
+    ) -> Iterator[str]:
         """Yield the container's log lines (stdout and stderr), following new ones; a
         container that goes away ends the log (the one follower: runtime.logs)."""
         for batch in LogFollower(lambda: self, container_id, tail, follow).batches():
@@ -221,8 +241,12 @@ class DockerRuntime:
         if container is None:
             return set()
         bindings = container.attrs.get("HostConfig", {}).get("PortBindings") or {}
-        return {int(b["HostPort"]) for binds in bindings.values() for b in binds or []
-                if str(b.get("HostPort") or "").isdigit()}
+        return {
+            int(b["HostPort"])
+            for binds in bindings.values()
+            for b in binds or []
+            if str(b.get("HostPort") or "").isdigit()
+        }
 
     def runtimes(self) -> set[str]:
         """The OCI runtimes the daemon offers (`docker info` Runtimes), e.g. runc, nvidia."""
@@ -249,15 +273,20 @@ class DockerRuntime:
         repository, tag = split_reference(image)
         try:
             with daemon_errors():
-                for event in self.lifecycle.api.pull(repository, tag=tag, stream=True,
-                                                     decode=True):
+                for event in self.lifecycle.api.pull(repository, tag=tag, stream=True, decode=True):
                     if "error" in event:
                         raise ImagePullError(explain_pull_failure(str(event["error"]), image))
                     if on_progress is not None:
                         detail = event.get("progressDetail") or {}
-                        on_progress(PullProgress(image, event.get("id"),
-                                                 str(event.get("status", "")),
-                                                 detail.get("current"), detail.get("total")))
+                        on_progress(
+                            PullProgress(
+                                image,
+                                event.get("id"),
+                                str(event.get("status", "")),
+                                detail.get("current"),
+                                detail.get("total"),
+                            )
+                        )
         except docker.errors.APIError as exc:
             raise ImagePullError(explain_pull_failure(_api_text(exc), image)) from exc
 
@@ -282,9 +311,10 @@ class DockerRuntime:
                 # (a "name already in use" conflict) belongs to someone else - perhaps
                 # another launch - and is left alone.
                 if exc.status_code == 409:
-                    raise LaunchError(f"a container named {name} appeared while this launch "
-                                      "created its own (another launch?); it was left alone"
-                                      ) from exc
+                    raise LaunchError(
+                        f"a container named {name} appeared while this launch "
+                        "created its own (another launch?); it was left alone"
+                    ) from exc
                 raise LaunchError(self._explain(exc, spec)) from exc
             try:
                 container.start()
@@ -298,8 +328,13 @@ class DockerRuntime:
         return self._state(container, with_logs=False)
 
     def _explain(self, exc: docker.errors.APIError, spec: ContainerSpec) -> str:
-        return explain_start_failure(_api_text(exc), spec.image, spec.port.host_ip,
-                                     spec.port.host_port, spec.entrypoint or spec.command)
+        return explain_start_failure(
+            _api_text(exc),
+            spec.image,
+            spec.port.host_ip,
+            spec.port.host_port,
+            spec.entrypoint or spec.command,
+        )
 
     def _clear_name(self, name: str) -> None:
         """Remove a leftover of ours under `name` (crashed, or created and never started).
@@ -312,11 +347,15 @@ class DockerRuntime:
         except docker.errors.NotFound:
             return
         if not self._ours(existing):
-            raise LaunchError(f"a container named {name} exists and was not created by "
-                              "sparkdeck: remove or rename it yourself")
+            raise LaunchError(
+                f"a container named {name} exists and was not created by "
+                "sparkdeck: remove or rename it yourself"
+            )
         if existing.status in ("running", "restarting", "paused"):
-            raise LaunchError(f"a container named {name} is running (started by another "
-                              "launch?); it was left alone: stop it first")
+            raise LaunchError(
+                f"a container named {name} is running (started by another "
+                "launch?); it was left alone: stop it first"
+            )
         self._remove_quietly(existing.id)
 
     def _remove_quietly(self, container_id: str) -> None:
@@ -333,9 +372,14 @@ class DockerRuntime:
         folder = self.files_dir / self.container_name(spec.preset_id)
         return create_kwargs(spec, name, self.scope, folder)
 
-    def wait_ready(self, state: EngineState, timeout: float, poll: float = 0.25,
-                   cancel: threading.Event | None = None,
-                   on_poll: Callable[[float], None] | None = None) -> EngineState:
+    def wait_ready(
+        self,
+        state: EngineState,
+        timeout: float,
+        poll: float = 0.25,
+        cancel: threading.Event | None = None,
+        on_poll: Callable[[float], None] | None = None,
+    ) -> EngineState:
         """Poll the health endpoint until it answers 200; raise if the container stops first.
 
         Any httpx.TransportError means "not ready yet": docker-proxy accepts connections
@@ -356,7 +400,9 @@ class DockerRuntime:
                     code = current.exit_code
                     raise EngineExited(
                         f"{state.preset_id} stopped while starting (exit code {code})",
-                        code, current.log_tail)
+                        code,
+                        current.log_tail,
+                    )
                 try:
                     if http.get(url).status_code == 200:
                         return current
@@ -365,12 +411,15 @@ class DockerRuntime:
                 if on_poll is not None:
                     on_poll(time.monotonic() - started)
                 if cancel is not None and cancel.is_set():
-                    raise ReadinessTimeout(f"{state.preset_id}: launch cancelled",
-                                           self._tail(state.container_id))
+                    raise ReadinessTimeout(
+                        f"{state.preset_id}: launch cancelled", self._tail(state.container_id)
+                    )
                 if time.monotonic() >= deadline:
                     raise ReadinessTimeout(
                         f"{state.preset_id} did not answer {state.health_path} with 200 within "
-                        f"{timeout:g} s", self._tail(state.container_id))
+                        f"{timeout:g} s",
+                        self._tail(state.container_id),
+                    )
                 time.sleep(poll)
 
     def _reload(self, container_id: str) -> EngineState:

@@ -108,14 +108,19 @@ def memlock_hint() -> str:
 
     hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     if hard == resource.RLIM_INFINITY:
-        return ("`ulimit -Hl` (in KiB) x 1024, in bytes, as the user dockerd runs as (this "
-                "shell's limit is unlimited, so dockerd's differs)")
-    return (f"`ulimit -Hl` x 1024, in bytes: here {hard // 1024} x 1024 = "
-            f"`memlock = {hard}` (if dockerd runs with this shell's limit)")
+        return (
+            "`ulimit -Hl` (in KiB) x 1024, in bytes, as the user dockerd runs as (this "
+            "shell's limit is unlimited, so dockerd's differs)"
+        )
+    return (
+        f"`ulimit -Hl` x 1024, in bytes: here {hard // 1024} x 1024 = "
+        f"`memlock = {hard}` (if dockerd runs with this shell's limit)"
+    )
 
 
-def explain_start_failure(text: str, image: str, host_ip: str, host_port: int,
-                          command: Sequence[str]) -> str:
+def explain_start_failure(
+    text: str, image: str, host_ip: str, host_port: int, command: Sequence[str]
+) -> str:
     """Turn the daemon's text for a failed create/start into advice."""
     lower = text.lower()
     if "could not select device driver" in lower and "gpu" in lower:
@@ -162,9 +167,18 @@ def explain_start_failure(text: str, image: str, host_ip: str, host_port: int,
 
 def explain_pull_failure(text: str, image: str) -> str:
     lower = text.lower()
-    if any(s in lower for s in ("no such host", "dial tcp", "i/o timeout", "connection refused",
-                                "network is unreachable", "tls handshake timeout",
-                                "temporary failure in name resolution")):
+    if any(
+        s in lower
+        for s in (
+            "no such host",
+            "dial tcp",
+            "i/o timeout",
+            "connection refused",
+            "network is unreachable",
+            "tls handshake timeout",
+            "temporary failure in name resolution",
+        )
+    ):
         return (
             f"cannot pull {image}: the registry is unreachable from this machine ({text.strip()}). "
             "Check the network or proxy, or load the image by hand (`docker load`)."

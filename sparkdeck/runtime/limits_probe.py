@@ -31,9 +31,14 @@ def limits_problem(client: docker.DockerClient, spec: ContainerSpec) -> str | No
     give after its failure), or None when it can or the probe cannot tell."""
     try:
         probe = client.containers.create(
-            spec.image, entrypoint=[MISSING_PROGRAM], command=[], network_mode="none",
-            name=f"sparkdeck-probe-{uuid.uuid4().hex[:12]}", labels={PROBE_LABEL: "limits"},
-            ulimits=ulimits(spec))
+            spec.image,
+            entrypoint=[MISSING_PROGRAM],
+            command=[],
+            network_mode="none",
+            name=f"sparkdeck-probe-{uuid.uuid4().hex[:12]}",
+            labels={PROBE_LABEL: "limits"},
+            ulimits=ulimits(spec),
+        )
     except (docker.errors.DockerException, requests.RequestException):
         return None  # the launch's own create says what is wrong, with its advice
     try:
@@ -42,8 +47,9 @@ def limits_problem(client: docker.DockerClient, spec: ContainerSpec) -> str | No
         explanation = getattr(exc, "explanation", None)
         text = str(explanation or exc)
         if "rlimit" in text.lower():
-            return explain_start_failure(text, spec.image, spec.port.host_ip,
-                                         spec.port.host_port, spec.command)
+            return explain_start_failure(
+                text, spec.image, spec.port.host_ip, spec.port.host_port, spec.command
+            )
         return None  # the missing program, as meant: the limits were set
     finally:
         try:

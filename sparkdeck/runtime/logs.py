@@ -36,8 +36,9 @@ def stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
     stamped: list[tuple[str, str]] = []
     for stream in ("stdout", "stderr"):
         try:
-            raw = container.logs(tail=lines, timestamps=True, stdout=stream == "stdout",
-                                 stderr=stream == "stderr")
+            raw = container.logs(
+                tail=lines, timestamps=True, stdout=stream == "stdout", stderr=stream == "stderr"
+            )
         except docker.errors.APIError:
             continue
         for line in raw.decode("utf-8", "replace").split("\n"):
@@ -46,7 +47,7 @@ def stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
             stamp, _, text = line.partition(" ")
             stamped.append((stamp, clean(text.rstrip("\r"))))
     stamped.sort(key=lambda pair: pair[0])  # RFC 3339 with fixed nanoseconds sorts as text
-    return stamped if lines == "all" else stamped[-int(lines):]
+    return stamped if lines == "all" else stamped[-int(lines) :]
 
 
 def line_batches(chunks: Iterable[bytes]) -> Iterator[list[str]]:
@@ -74,8 +75,13 @@ def container_going(exc: docker.errors.APIError) -> bool:
 class LogFollower:
     """Yields the container's log in batches of lines, as the daemon sends them."""
 
-    def __init__(self, runtime: Callable[[], DockerRuntime], container_id: str,
-                 tail: int = TAIL_LINES, follow: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: Callable[[], DockerRuntime],
+        container_id: str,
+        tail: int = TAIL_LINES,
+        follow: bool = True,
+    ) -> None:
         self._runtime = runtime  # called in the following thread: it may connect
         self.container_id = container_id
         self._tail = tail
@@ -120,8 +126,11 @@ class LogFollower:
             return True
         except docker.errors.APIError as exc:
             return container_going(exc)
-        except (requests.exceptions.RequestException, docker.errors.DockerException,
-                DockerRuntimeError):
+        except (
+            requests.exceptions.RequestException,
+            docker.errors.DockerException,
+            DockerRuntimeError,
+        ):
             return False
         return False
 

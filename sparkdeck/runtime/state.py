@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.spec import ContainerSpec
 
 LABEL = "io.sparkdeck."
-MANAGED, SCOPE, PRESET, SPEC_HASH = (LABEL + n for n in ("managed", "scope", "preset",
-                                                         "spec-hash"))
-KIND, URL, HEALTH, METRICS, MODEL = (LABEL + n for n in ("kind", "url", "health-path",
-                                                          "metrics-path", "model"))
+MANAGED, SCOPE, PRESET, SPEC_HASH = (LABEL + n for n in ("managed", "scope", "preset", "spec-hash"))
+KIND, URL, HEALTH, METRICS, MODEL = (
+    LABEL + n for n in ("kind", "url", "health-path", "metrics-path", "model")
+)
 ALIVE_STATES = ("created", "running", "restarting")
 
 
@@ -60,9 +60,11 @@ class EngineState:
     def lan_warning(self) -> str:
         """What a user must be told when the engine listens beyond this machine."""
         port = self.base_url.rsplit(":", 1)[-1]
-        return (f"published on every interface ({self.published_on}:{port}, the preset's "
-                "lan = true): anyone who can reach this machine can use the engine, "
-                "with no key")
+        return (
+            f"published on every interface ({self.published_on}:{port}, the preset's "
+            "lan = true): anyone who can reach this machine can use the engine, "
+            "with no key"
+        )
 
     @property
     def alive(self) -> bool:
@@ -82,9 +84,16 @@ class EngineState:
 def container_labels(spec: ContainerSpec, scope: str) -> dict[str, str]:
     """The labels a container started from `spec` carries (read back by DockerRuntime)."""
     return {
-        MANAGED: "true", SCOPE: scope, PRESET: spec.preset_id, SPEC_HASH: spec.spec_hash(),
-        KIND: spec.kind, URL: spec.base_url, HEALTH: spec.health_path,
-        METRICS: spec.metrics_path or "", MODEL: spec.model, **dict(spec.extra_labels),
+        MANAGED: "true",
+        SCOPE: scope,
+        PRESET: spec.preset_id,
+        SPEC_HASH: spec.spec_hash(),
+        KIND: spec.kind,
+        URL: spec.base_url,
+        HEALTH: spec.health_path,
+        METRICS: spec.metrics_path or "",
+        MODEL: spec.model,
+        **dict(spec.extra_labels),
     }
 
 
@@ -97,8 +106,8 @@ def docker_time(stamp: str | None) -> float | None:
     head, dot, rest = stamp.partition(".")
     if not dot:  # no fraction: the zone follows the seconds
         head, rest = stamp[:19], stamp[19:]
-    digits = rest[:len(rest) - len(rest.lstrip("0123456789"))]
-    zone = rest[len(digits):]
+    digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+    zone = rest[len(digits) :]
     zone = "+00:00" if zone in ("Z", "") else zone
     try:
         return datetime.fromisoformat(f"{head}.{(digits + '000000')[:6]}{zone}").timestamp()

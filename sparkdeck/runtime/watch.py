@@ -25,8 +25,13 @@ class EngineEvents:
 
     def __init__(self, runtime: DockerRuntime) -> None:
         try:
-            self._stream = runtime.client.events(decode=True, filters={
-                "type": "container", "label": [f"{MANAGED}=true", f"{SCOPE}={runtime.scope}"]})
+            self._stream = runtime.client.events(
+                decode=True,
+                filters={
+                    "type": "container",
+                    "label": [f"{MANAGED}=true", f"{SCOPE}={runtime.scope}"],
+                },
+            )
         except Exception as exc:  # noqa: BLE001 - any SDK failure: no stream, poll instead
             raise DockerRuntimeError(f"cannot follow Docker's events: {exc}") from None
 

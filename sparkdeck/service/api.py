@@ -52,6 +52,7 @@ _FLUSH = {"auto": None, "yes": True, "no": False}
 
 MAX_GRACE_S = 600.0  # a stop's longest grace: beyond it a wedged engine holds memory on
 
+
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
 
@@ -70,10 +71,13 @@ class Versioned:
         asked = Headers(scope=scope).get(VERSION_HEADER)
         if asked is not None and asked != str(API_VERSION):
             refusal = _error(
-                409, f"this sparkdeck service speaks API v{API_VERSION}, the front end "
+                409,
+                f"this sparkdeck service speaks API v{API_VERSION}, the front end "
                 f"v{asked}: they are different sparkdeck versions. Restart the service with "
                 "the front end's version (`sparkdeck service stop`, then `sparkdeck service "
-                "start`)", api_version=API_VERSION)
+                "start`)",
+                api_version=API_VERSION,
+            )
             refusal.headers[VERSION_HEADER] = str(API_VERSION)
             await refusal(scope, receive, send)
             return
@@ -109,9 +113,12 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
                 raise ValueError("a JSON object with a string `preset`")
             flush = _FLUSH[body.get("flush", "auto")]
             timeout = body.get("timeout")
-            options: dict[str, Any] = {"flush": flush, "force": bool(body.get("force", False)),
-                       "timeout": float(timeout) if timeout is not None else None,
-                       "skip_switch_wait": bool(body.get("skip_switch_wait", False))}
+            options: dict[str, Any] = {
+                "flush": flush,
+                "force": bool(body.get("force", False)),
+                "timeout": float(timeout) if timeout is not None else None,
+                "skip_switch_wait": bool(body.get("skip_switch_wait", False)),
+            }
         except (ValueError, KeyError, TypeError) as exc:
             return _error(400, f"bad launch request: {exc}")
         launch_id = await run_in_threadpool(lambda: owner.launch(body["preset"], **options))
@@ -138,19 +145,22 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
             # the hello first: a client knows its stream is live before it acts
             yield ServerSentEvent(json.dumps({"api_version": API_VERSION}), event="hello")
             async for event in hub.subscribe():
-                yield ServerSentEvent(json.dumps(event.to_dict()), event=event.kind,
-                                      id=str(event.id))
+                yield ServerSentEvent(
+                    json.dumps(event.to_dict()), event=event.kind, id=str(event.id)
+                )
 
         return EventSourceResponse(stream(), ping=PING_S)
 
-    routes = [Route(f"/v{API_VERSION}/heartbeat", heartbeat),
-              Route(f"/v{API_VERSION}/status", status),
-              Route(f"/v{API_VERSION}/plan", plan),
-              Route(f"/v{API_VERSION}/launch", launch, methods=["POST"]),
-              Route(f"/v{API_VERSION}/launch/cancel", cancel, methods=["POST"]),
-              Route(f"/v{API_VERSION}/launch/skip-wait", skip_wait, methods=["POST"]),
-              Route(f"/v{API_VERSION}/stop", stop, methods=["POST"]),
-              Route(f"/v{API_VERSION}/events", events)]
+    routes = [
+        Route(f"/v{API_VERSION}/heartbeat", heartbeat),
+        Route(f"/v{API_VERSION}/status", status),
+        Route(f"/v{API_VERSION}/plan", plan),
+        Route(f"/v{API_VERSION}/launch", launch, methods=["POST"]),
+        Route(f"/v{API_VERSION}/launch/cancel", cancel, methods=["POST"]),
+        Route(f"/v{API_VERSION}/launch/skip-wait", skip_wait, methods=["POST"]),
+        Route(f"/v{API_VERSION}/stop", stop, methods=["POST"]),
+        Route(f"/v{API_VERSION}/events", events),
+    ]
 
     async def busy(request: Request, exc: Exception) -> Response:
         return _error(409, str(exc))
@@ -159,14 +169,25 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         return _error(404, str(exc))
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return _error(404, f"no such path {request.url.path}: this service speaks API "
-                      f"v{API_VERSION} (/v{API_VERSION}/...)")
+        return _error(
+            404,
+            f"no such path {request.url.path}: this service speaks API "
+            f"v{API_VERSION} (/v{API_VERSION}/...)",
+        )
 
     async def failed(request: Request, exc: Exception) -> Response:
         return _error(500, str(exc) or type(exc).__name__, error_type=type(exc).__name__)
 
-    app = Starlette(routes=routes, middleware=[Middleware(Versioned)], exception_handlers={
-        Busy: busy, LockBusy: busy, UnknownPreset: unknown, 404: not_found,
-        Exception: failed})
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Versioned)],
+        exception_handlers={
+            Busy: busy,
+            LockBusy: busy,
+            UnknownPreset: unknown,
+            404: not_found,
+            Exception: failed,
+        },
+    )
 
     return app

@@ -22,20 +22,30 @@ from sparkdeck.service.errors import ServiceError, ServiceVersionMismatch
 from sparkdeck.service.location import API_VERSION
 from sparkdeck.service.start_report import REPORT_FD_ENV, read_report
 
-__all__ = ["ServiceClient", "ServiceError", "ServiceVersionMismatch", "ensure_running",
-           "running", "start_detached"]
+__all__ = [
+    "ServiceClient",
+    "ServiceError",
+    "ServiceVersionMismatch",
+    "ensure_running",
+    "running",
+    "start_detached",
+]
 
 VERSION_HEADER = "X-Sparkdeck-Api"
 START_TIMEOUT_S = 15.0  # bounds a slow start; a failed one is reported when it fails
 
 
 class ServiceClient:
-    def __init__(self, socket_path: os.PathLike[str] | str | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, socket_path: os.PathLike[str] | str | None = None, timeout: float = 30.0
+    ) -> None:
         self.path = os.fspath(socket_path or location.socket_path())
-        self._http = httpx.Client(transport=httpx.HTTPTransport(uds=self.path),
-                                  base_url="http://sparkdeck", timeout=timeout,
-                                  headers={VERSION_HEADER: str(API_VERSION)})
+        self._http = httpx.Client(
+            transport=httpx.HTTPTransport(uds=self.path),
+            base_url="http://sparkdeck",
+            timeout=timeout,
+            headers={VERSION_HEADER: str(API_VERSION)},
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -74,16 +84,21 @@ class ServiceClient:
         return list(self._call("POST", "/stop", json=body, timeout=timeout)["stopped"])
 
     @contextmanager
-    def events(self, read_timeout: float | None = None
-               ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
+    def events(
+        self, read_timeout: float | None = None
+    ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
         """The event stream as (kind, data) pairs, from the service's hello on;
         `read_timeout`: the longest silence taken (a keep-alive comes every second)."""
         import json
 
         from httpx_sse import connect_sse
 
-        with connect_sse(self._http, "GET", f"/v{API_VERSION}/events",
-                         timeout=httpx.Timeout(30.0, read=read_timeout)) as source:
+        with connect_sse(
+            self._http,
+            "GET",
+            f"/v{API_VERSION}/events",
+            timeout=httpx.Timeout(30.0, read=read_timeout),
+        ) as source:
             self._check(source.response)
 
             def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -96,8 +111,10 @@ class ServiceClient:
         try:
             response = self._http.request(method, f"/v{API_VERSION}{path}", **kwargs)
         except httpx.TransportError as exc:
-            raise ServiceError(f"the sparkdeck service at {self.path} does not answer "
-                               f"({exc}); `sparkdeck service status` says more") from None
+            raise ServiceError(
+                f"the sparkdeck service at {self.path} does not answer "
+                f"({exc}); `sparkdeck service status` says more"
+            ) from None
         self._check(response)
         return response.json()
 
@@ -107,7 +124,9 @@ class ServiceClient:
             raise ServiceVersionMismatch(
                 f"the running sparkdeck service speaks API v{served}, this sparkdeck "
                 f"v{API_VERSION}: restart the service with this version (`sparkdeck service "
-                "stop`, then `sparkdeck service start`)", response.status_code)
+                "stop`, then `sparkdeck service start`)",
+                response.status_code,
+            )
         if response.status_code >= 400:
             response.read()
             try:
@@ -149,9 +168,15 @@ def start_detached() -> tuple[subprocess.Popen, int]:
     read, write = os.pipe()
     try:
         process = subprocess.Popen(
-            location.service_argv(), stdin=subprocess.DEVNULL,
-            stdout=fd, stderr=fd, start_new_session=True, close_fds=True, pass_fds=(write,),
-            env={**os.environ, REPORT_FD_ENV: str(write)})
+            location.service_argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=(write,),
+            env={**os.environ, REPORT_FD_ENV: str(write)},
+        )
     except BaseException:
         os.close(read)
         raise
@@ -190,8 +215,10 @@ def ensure_running(timeout: float = START_TIMEOUT_S) -> tuple[ServiceClient, boo
         if client is not None:
             return client, bool(report and report.get("ok"))
         if time.monotonic() >= deadline:
-            raise ServiceError(f"the sparkdeck service did not answer within {timeout:g} s of "
-                               f"its start (see {location.log_path()})")
+            raise ServiceError(
+                f"the sparkdeck service did not answer within {timeout:g} s of "
+                f"its start (see {location.log_path()})"
+            )
         time.sleep(0.05)
 
 
@@ -223,15 +250,20 @@ def other_dirs(status: dict[str, Any]) -> str | None:
     presets, not its own."""
     theirs = status.get("dirs") or {}
     ours = {"config": str(paths.config_dir()), "data": str(paths.data_dir())}
-    differ = [f"its {kind} dir is {theirs[kind]}, this command's {ours[kind]}"
-              for kind in ("config", "data") if theirs.get(kind) is not None
-              and os.path.realpath(theirs[kind]) != os.path.realpath(ours[kind])]
+    differ = [
+        f"its {kind} dir is {theirs[kind]}, this command's {ours[kind]}"
+        for kind in ("config", "data")
+        if theirs.get(kind) is not None
+        and os.path.realpath(theirs[kind]) != os.path.realpath(ours[kind])
+    ]
     if not differ:
         return None
-    return (f"the running sparkdeck service (process {status.get('pid')}) is not this "
-            f"command's: {'; '.join(differ)} (SPARKDECK_CONFIG_DIR / SPARKDECK_DATA_DIR "
-            "differ). Run this with the service's dirs, or `sparkdeck service stop` and run it "
-            "again to start one with these")
+    return (
+        f"the running sparkdeck service (process {status.get('pid')}) is not this "
+        f"command's: {'; '.join(differ)} (SPARKDECK_CONFIG_DIR / SPARKDECK_DATA_DIR "
+        "differ). Run this with the service's dirs, or `sparkdeck service stop` and run it "
+        "again to start one with these"
+    )
 
 
 def service_state() -> tuple[int | None, str | None, dict[str, Any] | None]:

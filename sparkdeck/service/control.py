@@ -38,9 +38,16 @@ class EngineControl(Protocol):
     by: str  # who runs the launch: "" for this process, "the service"
     notes: list[str]  # what the front end should say first (a service it started, ...)
 
-    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
-               timeout: float | None = None, skip: threading.Event | None = None,
-               on_interrupt: Callable[[], None] | None = None) -> EngineState:
+    def launch(
+        self,
+        plan: LaunchPlan,
+        on_event: EventSink,
+        *,
+        force: bool = False,
+        timeout: float | None = None,
+        skip: threading.Event | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> EngineState:
         """Run the confirmed plan; its events go to `on_event` (in this thread). Raises
         EngineExited (with the engine's last log lines), LaunchCancelled, or the error
         that stopped it (a LockBusy, a DockerRuntimeError, a ServiceError, ...)."""
@@ -63,11 +70,19 @@ class LocalControl:
         self.flow = flow
         self.notes: list[str] = []
 
-    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
-               timeout: float | None = None, skip: threading.Event | None = None,
-               on_interrupt: Callable[[], None] | None = None) -> EngineState:
-        return self.flow.run(plan, on_event, threading.Event(), force=force,
-                             skip_switch_wait=skip, timeout=timeout)
+    def launch(
+        self,
+        plan: LaunchPlan,
+        on_event: EventSink,
+        *,
+        force: bool = False,
+        timeout: float | None = None,
+        skip: threading.Event | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> EngineState:
+        return self.flow.run(
+            plan, on_event, threading.Event(), force=force, skip_switch_wait=skip, timeout=timeout
+        )
 
     def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
         return self.flow.stop(on_event, grace)
@@ -86,15 +101,24 @@ class ServiceControl:
         self.by = "the service"
         self.notes = []
         if started:
-            self.notes.append(f"started the sparkdeck service (process {status.get('pid')}): "
-                              "it guards the engine after this command ends")
+            self.notes.append(
+                f"started the sparkdeck service (process {status.get('pid')}): "
+                "it guards the engine after this command ends"
+            )
             endpoint = status.get("endpoint") or {}
             if not endpoint.get("on", True):  # it runs without it: said now, not in its log
                 self.notes.append(f"sparkdeck: {endpoint_line(endpoint)}")
 
-    def launch(self, plan: LaunchPlan, on_event: EventSink, *, force: bool = False,
-               timeout: float | None = None, skip: threading.Event | None = None,
-               on_interrupt: Callable[[], None] | None = None) -> EngineState:
+    def launch(
+        self,
+        plan: LaunchPlan,
+        on_event: EventSink,
+        *,
+        force: bool = False,
+        timeout: float | None = None,
+        skip: threading.Event | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> EngineState:
         from sparkdeck.service.launch_follow import follow_launch
 
         def relay(kind: str, data: dict[str, Any]) -> None:
@@ -102,10 +126,15 @@ class ServiceControl:
                 case "launch-event":  # the typed event itself
                     on_event(event_from_dict(data["event"]))
 
-        options = {"flush": "auto" if plan.flush else "no", "force": force, "timeout": timeout,
-                   "skip_switch_wait": bool(skip is not None and skip.is_set())}
-        result = follow_launch(self.client, plan.preset.id, options, relay, skip=skip,
-                               on_interrupt=on_interrupt)
+        options = {
+            "flush": "auto" if plan.flush else "no",
+            "force": force,
+            "timeout": timeout,
+            "skip_switch_wait": bool(skip is not None and skip.is_set()),
+        }
+        result = follow_launch(
+            self.client, plan.preset.id, options, relay, skip=skip, on_interrupt=on_interrupt
+        )
         if result.get("ok"):
             return engine_from(result["engine"])
         raise launch_error(result)

@@ -21,8 +21,18 @@ if TYPE_CHECKING:
 
 PERIOD_S = 1.0
 # what the event carries: the figures a front end's strip and the recorder use
-FIELDS = ("status", "reason", "generation_tps", "prompt_tps", "stream_tps", "running",
-          "waiting", "kv_usage", "ttft_p50_s", "late")
+FIELDS = (
+    "status",
+    "reason",
+    "generation_tps",
+    "prompt_tps",
+    "stream_tps",
+    "running",
+    "waiting",
+    "kv_usage",
+    "ttft_p50_s",
+    "late",
+)
 
 
 class EngineMetricsLoop:
@@ -53,12 +63,12 @@ class EngineMetricsLoop:
                         reader = MetricsReader()
                     sampler = self._sampler(engine, reader) if engine is not None else None
                 if sampler is not None and engine is not None:
-                    metrics = await sampler.sample(timeout=0.85 * PERIOD_S,
-                                                   late_after=0.25 * PERIOD_S)
+                    metrics = await sampler.sample(
+                        timeout=0.85 * PERIOD_S, late_after=0.25 * PERIOD_S
+                    )
                     if self.follower.engine is engine:  # not a reading of a stopped engine
                         self.latest = metrics
-                        self.hub.publish("metrics", engine=engine.name,
-                                         **_fields(metrics))
+                        self.hub.publish("metrics", engine=engine.name, **_fields(metrics))
                 if sampler is not None:
                     await asyncio.sleep(PERIOD_S)
                 else:

@@ -41,10 +41,14 @@ HEALTH_EVERY_S = 2.0  # how often a starting engine's health is asked (the rate 
 
 
 class GuardFollower:
-    def __init__(self, hub: EventHub, guard: GuardSettings,
-                 runtime: Callable[[], DockerRuntime],
-                 health: Callable[[EngineState], bool],
-                 launching: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        hub: EventHub,
+        guard: GuardSettings,
+        runtime: Callable[[], DockerRuntime],
+        health: Callable[[EngineState], bool],
+        launching: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.hub = hub
         self.guard = guard
         self._runtime = runtime
@@ -69,8 +73,7 @@ class GuardFollower:
         self.last_stop: dict[str, object] | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._follow, name="guard-follower",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._follow, name="guard-follower", daemon=True)
         self._thread.start()
 
     def wake(self) -> None:
@@ -91,14 +94,16 @@ class GuardFollower:
         dog, engine = self.dog, self.engine
         last = self.hub.latest.get("guard")
         records.write_held()  # a status asked for is a good moment to see if space is back
-        return {"guarding": engine.name if engine is not None and dog is not None else None,
-                "preset_id": engine.preset_id if engine is not None else None,
-                "hz": self._hz() if dog is not None else None,
-                "mode": self.guard.mode,
-                "stop_pending": bool(dog and dog.stop_pending),
-                "last_decision": last.data if last is not None else None,
-                "last_stop": self._last_stop(),
-                "unwritten": records.held_actions()}
+        return {
+            "guarding": engine.name if engine is not None and dog is not None else None,
+            "preset_id": engine.preset_id if engine is not None else None,
+            "hz": self._hz() if dog is not None else None,
+            "mode": self.guard.mode,
+            "stop_pending": bool(dog and dog.stop_pending),
+            "last_decision": last.data if last is not None else None,
+            "last_stop": self._last_stop(),
+            "unwritten": records.held_actions(),
+        }
 
     def _hz(self) -> float:
         return self.guard.running_hz if self.ready else self.guard.startup_hz
@@ -117,8 +122,11 @@ class GuardFollower:
                 current = runtime.current()
             except Exception as exc:  # noqa: BLE001 - unreachable or hung: keep guarding
                 if not self._docker_silent:
-                    self.hub.publish("note", text=f"cannot ask Docker which engine runs "
-                                     f"({_first_line(exc)}); the watchdog keeps guarding")
+                    self.hub.publish(
+                        "note",
+                        text=f"cannot ask Docker which engine runs "
+                        f"({_first_line(exc)}); the watchdog keeps guarding",
+                    )
                 self._docker_silent = True
                 self._stop.wait(FOLLOW_S)
                 continue
@@ -130,8 +138,9 @@ class GuardFollower:
             if alive is not None and alive.container_id == guarded:
                 self.engine = alive  # its state as Docker says now ("created" -> "running")
             if guarded is not None and (alive is None or alive.container_id != guarded):
-                self._release("the engine is gone" if alive is None
-                              else "another engine replaced it")
+                self._release(
+                    "the engine is gone" if alive is None else "another engine replaced it"
+                )
             elsewhere = False
             if alive is not None and self.engine is None:
                 elsewhere = _launching_elsewhere()
@@ -141,8 +150,12 @@ class GuardFollower:
                 self._check_ready()
             # records a full disk held back: written as soon as there is room again
             held = records.write_held() > 0
-            quiet = (self._events is not None and not elsewhere and not held
-                     and (self.engine is None or self.ready))
+            quiet = (
+                self._events is not None
+                and not elsewhere
+                and not held
+                and (self.engine is None or self.ready)
+            )
             wake.wait(SAFETY_POLL_S if quiet else FOLLOW_S)
 
     def _listen(self, runtime: DockerRuntime, wake: threading.Event) -> None:
@@ -168,8 +181,7 @@ class GuardFollower:
         if self._health(engine):
             self.ready = True
             self.changes += 1
-            self.hub.publish("engine", state="ready", name=engine.name,
-                             preset_id=engine.preset_id)
+            self.hub.publish("engine", state="ready", name=engine.name, preset_id=engine.preset_id)
 
     def _guard(self, runtime: DockerRuntime, engine: EngineState) -> None:
         self.engine, self.ready, self._asked_at = engine, False, 0.0
@@ -177,22 +189,37 @@ class GuardFollower:
         self._check_ready()
         until = self._until = threading.Event()
         self.dog = dog = engine_watchdog(
-            self.guard, runtime, engine, on_decision=self._decided,
-            on_attempt=self._attempted, on_error=self._failed)
-        self.hub.publish("engine", state="guarded", name=engine.name,
-                         preset_id=engine.preset_id, container_id=engine.container_id)
-        threading.Thread(target=self._watch, args=(dog, until, engine), name="watchdog",
-                         daemon=True).start()
+            self.guard,
+            runtime,
+            engine,
+            on_decision=self._decided,
+            on_attempt=self._attempted,
+            on_error=self._failed,
+        )
+        self.hub.publish(
+            "engine",
+            state="guarded",
+            name=engine.name,
+            preset_id=engine.preset_id,
+            container_id=engine.container_id,
+        )
+        threading.Thread(
+            target=self._watch, args=(dog, until, engine), name="watchdog", daemon=True
+        ).start()
 
     def _watch(self, dog: Watchdog, until: threading.Event, engine: EngineState) -> None:
         dog.run(until, self._hz)
         if dog.stopping is not None:
             self._note_stop(dog, engine)
         if dog.stopped_by is not None:
-            self.hub.publish("engine", state="stopped by the guard", name=engine.name,
-                             preset_id=engine.preset_id,
-                             reasons=list(dog.stopped_by.reasons),
-                             record=str(dog.stop_record or ""))
+            self.hub.publish(
+                "engine",
+                state="stopped by the guard",
+                name=engine.name,
+                preset_id=engine.preset_id,
+                reasons=list(dog.stopped_by.reasons),
+                record=str(dog.stop_record or ""),
+            )
 
     def _release(self, why: str) -> None:
         engine, dog = self.engine, self.dog
@@ -203,8 +230,9 @@ class GuardFollower:
         self.engine, self.dog, self._until, self.ready = None, None, None, False
         self.changes += 1
         if engine is not None:
-            self.hub.publish("engine", state="gone", name=engine.name,
-                             preset_id=engine.preset_id, why=why)
+            self.hub.publish(
+                "engine", state="gone", name=engine.name, preset_id=engine.preset_id, why=why
+            )
 
     # ----- the watchdog's reports ----------------------------------------------------------
 
@@ -225,11 +253,15 @@ class GuardFollower:
         earlier = self.last_stop
         same = earlier is not None and earlier.get("key") == id(stopping)
         self.last_stop = {
-            "key": id(stopping), "engine": engine.name, "preset_id": engine.preset_id,
+            "key": id(stopping),
+            "engine": engine.name,
+            "preset_id": engine.preset_id,
             "at": earlier["at"] if same and earlier else time.strftime("%Y-%m-%d %H:%M:%S"),
             "reasons": list(stopping.reasons),
-            "done": dog.stopped_by is not None, "result": last.text if last else "not tried",
-            "record": str(dog.stop_record) if dog.stop_record else None}
+            "done": dog.stopped_by is not None,
+            "result": last.text if last else "not tried",
+            "record": str(dog.stop_record) if dog.stop_record else None,
+        }
 
     def _last_stop(self) -> dict[str, object] | None:
         """The last stop, with whether its record is on disk yet (a full disk holds it)."""
@@ -237,8 +269,10 @@ class GuardFollower:
         if stop is None:
             return None
         record = stop["record"]
-        return {**{k: v for k, v in stop.items() if k != "key"},
-                "record_written": bool(record) and Path(str(record)).is_file()}
+        return {
+            **{k: v for k, v in stop.items() if k != "key"},
+            "record_written": bool(record) and Path(str(record)).is_file(),
+        }
 
     def _failed(self, exc: Exception) -> None:
         self.hub.publish("note", text=f"watchdog: {_first_line(exc)}; trying again")

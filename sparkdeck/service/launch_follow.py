@@ -40,9 +40,15 @@ class ServiceLost(ServiceError):
     what is running now and what to do."""
 
 
-def follow_launch(client: ServiceClient, preset: str, options: dict[str, Any],
-                  on_event: OnEvent, *, skip: threading.Event | None = None,
-                  on_interrupt: Callable[[], None] | None = None) -> dict[str, Any]:
+def follow_launch(
+    client: ServiceClient,
+    preset: str,
+    options: dict[str, Any],
+    on_event: OnEvent,
+    *,
+    skip: threading.Event | None = None,
+    on_interrupt: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Launch `preset` through the service; each of its events (kind, data) goes to
     `on_event` until the `launch-result`, which is returned ({"ok", "engine" | "error"}).
 
@@ -77,8 +83,13 @@ def _hello(events: Events) -> None:
         raise ServiceError(f"the service's event stream began with {kind!r}, not hello")
 
 
-def _until_result(client: ServiceClient, events: Events, launch_id: int, on_event: OnEvent,
-                  skip: threading.Event | None) -> dict[str, Any]:
+def _until_result(
+    client: ServiceClient,
+    events: Events,
+    launch_id: int,
+    on_event: OnEvent,
+    skip: threading.Event | None,
+) -> dict[str, Any]:
     skipped = False
     for kind, data in events:
         if skip is not None and skip.is_set() and not skipped:
@@ -104,9 +115,11 @@ def _cancel(client: ServiceClient, launch_id: int, on_event: OnEvent) -> dict[st
                     return ended
             return _until_result(client, events, launch_id, on_event, None)
     except KeyboardInterrupt:
-        raise ServiceError("stopped waiting: the service goes on cancelling the launch (no "
-                           "engine is started after a cancel); `sparkdeck status` says what "
-                           "runs") from None
+        raise ServiceError(
+            "stopped waiting: the service goes on cancelling the launch (no "
+            "engine is started after a cancel); `sparkdeck status` says what "
+            "runs"
+        ) from None
 
 
 def lost_line(preset: str, mid_launch: bool, exc: Exception) -> str:
@@ -133,13 +146,17 @@ def running_now() -> str:
     try:
         engines = [e for e in connect().engines() if e.alive]
     except DockerRuntimeError as exc:
-        return (f"Docker cannot say what runs ({exc}): run `sparkdeck status`, and "
-                "`sparkdeck service start` to guard whatever does")
+        return (
+            f"Docker cannot say what runs ({exc}): run `sparkdeck status`, and "
+            "`sparkdeck service start` to guard whatever does"
+        )
     if not engines:
         return "no sparkdeck engine is running now; `sparkdeck launch` tries again"
     names = ", ".join(f"{e.preset_id or '?'} ({e.name})" for e in engines)
-    return (f"running now with no memory guard: {names}; `sparkdeck service start` guards "
-            "it again, `sparkdeck stop` stops it")
+    return (
+        f"running now with no memory guard: {names}; `sparkdeck service start` guards "
+        "it again, `sparkdeck stop` stops it"
+    )
 
 
 def _alive(pid: int) -> bool:

@@ -25,8 +25,7 @@ from typing import Any
 from sparkdeck.service import location
 
 HEARTBEAT_S = 2.0  # the promise: a front end knows within this long that nobody answers
-ANSWERING, NOT_RUNNING, NOT_ANSWERING, OFF = ("answering", "not running", "not answering",
-                                              "off")
+ANSWERING, NOT_RUNNING, NOT_ANSWERING, OFF = ("answering", "not running", "not answering", "off")
 
 
 @dataclass(frozen=True)
@@ -53,15 +52,21 @@ class Liveness:
     def unguarded_line(self, engine: str) -> str:
         """What to tell the user when `engine` runs and this service does not guard it."""
         if self.state == NOT_ANSWERING:
-            return (f"UNGUARDED: the sparkdeck service is not answering ({self.detail}): "
-                    f"nothing guards {engine}'s memory. An open sparkdeck window or "
-                    "`sparkdeck guard` guards it meanwhile; `sparkdeck service stop` ends a "
-                    "hung service")
+            return (
+                f"UNGUARDED: the sparkdeck service is not answering ({self.detail}): "
+                f"nothing guards {engine}'s memory. An open sparkdeck window or "
+                "`sparkdeck guard` guards it meanwhile; `sparkdeck service stop` ends a "
+                "hung service"
+            )
         if self.state == OFF:
-            return (f"{engine} is guarded only while a sparkdeck window or `sparkdeck "
-                    "guard` runs (the service is switched off: SPARKDECK_SERVICE=off)")
-        return (f"UNGUARDED: the sparkdeck service is not running ({self.detail}): nothing "
-                f"guards {engine}'s memory (`sparkdeck service start`)")
+            return (
+                f"{engine} is guarded only while a sparkdeck window or `sparkdeck "
+                "guard` runs (the service is switched off: SPARKDECK_SERVICE=off)"
+            )
+        return (
+            f"UNGUARDED: the sparkdeck service is not running ({self.detail}): nothing "
+            f"guards {engine}'s memory (`sparkdeck service start`)"
+        )
 
 
 STOPPED = ("stopped (SIGSTOP)", "stopped by a debugger")
@@ -74,8 +79,12 @@ def process_state(pid: int) -> str | None:
             state = stat.read().rsplit(b")", 1)[1].split()[0].decode()
     except (OSError, IndexError):
         return None
-    return {"T": "stopped (SIGSTOP)", "t": "stopped by a debugger", "Z": "a zombie",
-            "D": "waiting on the disk or a device"}.get(state, "running")
+    return {
+        "T": "stopped (SIGSTOP)",
+        "t": "stopped by a debugger",
+        "Z": "a zombie",
+        "D": "waiting on the disk or a device",
+    }.get(state, "running")
 
 
 def lock_holder() -> int | None:
@@ -102,8 +111,11 @@ def probe(timeout: float = HEARTBEAT_S) -> Liveness:
     holder = lock_holder()
     if holder is not None and process_state(holder) in STOPPED:
         # the kernel says it cannot answer: no need to wait out the timeout to know
-        return Liveness(NOT_ANSWERING, holder, f"process {holder} is "
-                        f"{process_state(holder)}: it cannot answer until it is continued")
+        return Liveness(
+            NOT_ANSWERING,
+            holder,
+            f"process {holder} is {process_state(holder)}: it cannot answer until it is continued",
+        )
     started = time.monotonic()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -123,15 +135,20 @@ def probe(timeout: float = HEARTBEAT_S) -> Liveness:
         if exc.status is not None:  # it answered, with an error: alive (another version?)
             return Liveness(ANSWERING, lock_holder(), str(exc).splitlines()[0][:200])
         return _silent(timeout)
-    return Liveness(ANSWERING, int(beat["pid"]), "", beat.get("guarding"),
-                    beat.get("decided_s_ago"))
+    return Liveness(
+        ANSWERING, int(beat["pid"]), "", beat.get("guarding"), beat.get("decided_s_ago")
+    )
 
 
 def _absent(why: str) -> Liveness:
     holder = lock_holder()
     if holder is not None:  # the lock is held, but no socket: a service that lost its file
-        return Liveness(NOT_ANSWERING, holder, f"process {holder} holds the service lock "
-                        f"but {why}; `sparkdeck service stop`, then start it again")
+        return Liveness(
+            NOT_ANSWERING,
+            holder,
+            f"process {holder} holds the service lock "
+            f"but {why}; `sparkdeck service stop`, then start it again",
+        )
     return Liveness(NOT_RUNNING, None, why)
 
 
@@ -139,8 +156,11 @@ def _silent(timeout: float) -> Liveness:
     holder = lock_holder()
     state = process_state(holder) if holder is not None else None
     who = f"process {holder}" if holder is not None else "the process on its socket"
-    return Liveness(NOT_ANSWERING, holder, f"{who} is {state or 'running'} but gave no "
-                    f"answer within {timeout:g} s")
+    return Liveness(
+        NOT_ANSWERING,
+        holder,
+        f"{who} is {state or 'running'} but gave no answer within {timeout:g} s",
+    )
 
 
 OOM_SCORE_ADJ = -500  # the kernel's OOM killer takes the engine (or anything else) first
@@ -154,8 +174,10 @@ def protect_from_oom(path: str = "/proc/self/oom_score_adj") -> str:
         with open(path, "w") as adj:
             adj.write(str(OOM_SCORE_ADJ))
     except OSError as exc:
-        return (f"oom_score_adj left as it was ({exc.strerror or exc}): lowering it needs "
-                "root or CAP_SYS_RESOURCE; the systemd unit sets OOMScoreAdjust")
+        return (
+            f"oom_score_adj left as it was ({exc.strerror or exc}): lowering it needs "
+            "root or CAP_SYS_RESOURCE; the systemd unit sets OOMScoreAdjust"
+        )
     return f"oom_score_adj {OOM_SCORE_ADJ}: the OOM killer picks other processes first"
 
 
@@ -163,10 +185,11 @@ def heartbeat_body(pid: int, follower: Any, hub: Any) -> dict[str, Any]:
     """The service's side: who it is and what its watchdog does, from memory only."""
     last = hub.latest.get("guard")
     engine = follower.engine
-    return {"pid": pid,
-            "guarding": engine.name if engine is not None and follower.dog is not None
-            else None,
-            "decided_s_ago": round(time.time() - last.at, 3) if last is not None else None}
+    return {
+        "pid": pid,
+        "guarding": engine.name if engine is not None and follower.dog is not None else None,
+        "decided_s_ago": round(time.time() - last.at, 3) if last is not None else None,
+    }
 
 
 def guard_report(engine: str | None) -> dict[str, Any]:
@@ -175,8 +198,12 @@ def guard_report(engine: str | None) -> dict[str, Any]:
     so the engine is guarded from now on; `unguarded` is true when nothing is known to guard
     it (an open window may still be guarding it: it says so on its own screen)."""
     life = probe()
-    report: dict[str, Any] = {"service": life.to_dict(), "restarted": None,
-                              "unguarded": False, "line": None}
+    report: dict[str, Any] = {
+        "service": life.to_dict(),
+        "restarted": None,
+        "unguarded": False,
+        "line": None,
+    }
     if engine is None:
         return report
     if life.state == NOT_RUNNING:
@@ -193,10 +220,12 @@ def guard_report(engine: str | None) -> dict[str, Any]:
             return report
         report["restarted"] = pid if started else None
         report["service"] = Liveness(ANSWERING, pid, guarding=engine).to_dict()
-        report["line"] = (f"the sparkdeck service was not running ({life.detail}); started "
-                          f"it again (process {pid}): it guards {engine} from now on"
-                          if started else f"the sparkdeck service (process {pid}) guards "
-                          f"{engine}")
+        report["line"] = (
+            f"the sparkdeck service was not running ({life.detail}); started "
+            f"it again (process {pid}): it guards {engine} from now on"
+            if started
+            else f"the sparkdeck service (process {pid}) guards {engine}"
+        )
         return report
     if life.answering:
         report["line"] = f"the sparkdeck service (process {life.pid}) guards {engine}"

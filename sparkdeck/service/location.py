@@ -46,9 +46,11 @@ def runtime_dir() -> Path:
 def socket_path() -> Path:
     path = runtime_dir() / "service.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise ValueError(f"the service socket path {path} is longer than a Unix socket "
-                         f"allows ({MAX_SOCKET_PATH} bytes): set SPARKDECK_RUNTIME_DIR to a "
-                         "shorter folder")
+        raise ValueError(
+            f"the service socket path {path} is longer than a Unix socket "
+            f"allows ({MAX_SOCKET_PATH} bytes): set SPARKDECK_RUNTIME_DIR to a "
+            "shorter folder"
+        )
     return path
 
 
@@ -73,8 +75,10 @@ def ensure_private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.stat()
     if info.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to another user (uid {info.st_uid}); the "
-                              "service will not put its socket there")
+        raise PermissionError(
+            f"{path} belongs to another user (uid {info.st_uid}); the "
+            "service will not put its socket there"
+        )
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path

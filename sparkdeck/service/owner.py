@@ -44,9 +44,13 @@ if TYPE_CHECKING:
 
 
 class EngineOwner:
-    def __init__(self, hub: EventHub, guard: GuardSettings,
-                 runtime: Callable[[], DockerRuntime],
-                 health: Callable[[EngineState], bool] | None = None) -> None:
+    def __init__(
+        self,
+        hub: EventHub,
+        guard: GuardSettings,
+        runtime: Callable[[], DockerRuntime],
+        health: Callable[[EngineState], bool] | None = None,
+    ) -> None:
         self.hub = hub
         self.guard = guard
         self._runtime = runtime
@@ -66,8 +70,9 @@ class EngineOwner:
         # the OpenAI endpoint's own state, set by the server: {"on", "address", "url" |
         # "error", "fix"}; front ends report it rather than probe whoever holds the port
         self.endpoint: dict[str, Any] = {"on": False, "error": "not started"}
-        self.follower = GuardFollower(hub, guard, runtime, health or _healthy,
-                                      launching=lambda: self._launching_id)
+        self.follower = GuardFollower(
+            hub, guard, runtime, health or _healthy, launching=lambda: self._launching_id
+        )
 
     def start(self) -> None:
         self.follower.start()
@@ -86,14 +91,23 @@ class EngineOwner:
             engine = current.to_dict() if current is not None else None
         except Exception as exc:  # noqa: BLE001 - shown, not raised: status always answers
             error = str(exc)
-        return {"engine": engine, "docker_error": error, "busy": self._busy,
-                "postmortem": self.postmortem, "endpoint": self.endpoint,
-                # where this service reads presets and settings and keeps its records: a
-                # front end of other dirs is told so (sparkdeck.service.client.other_dirs)
-                "dirs": {"config": str(paths.config_dir()), "data": str(paths.data_dir())},
-                "guard": self.follower.describe(), "ready": self.follower.ready,
-                "latest": {kind: event.to_dict() for kind, event in self.hub.latest.items()
-                           if kind in ("telemetry", "metrics", "launch-result", "engine")}}
+        return {
+            "engine": engine,
+            "docker_error": error,
+            "busy": self._busy,
+            "postmortem": self.postmortem,
+            "endpoint": self.endpoint,
+            # where this service reads presets and settings and keeps its records: a
+            # front end of other dirs is told so (sparkdeck.service.client.other_dirs)
+            "dirs": {"config": str(paths.config_dir()), "data": str(paths.data_dir())},
+            "guard": self.follower.describe(),
+            "ready": self.follower.ready,
+            "latest": {
+                kind: event.to_dict()
+                for kind, event in self.hub.latest.items()
+                if kind in ("telemetry", "metrics", "launch-result", "engine")
+            },
+        }
 
     def engine_text(self) -> str | None:
         """The engine's state in a few words, for the flight recorder's rows."""
@@ -107,16 +121,27 @@ class EngineOwner:
     def plan(self, preset_id: str, flush: bool | None) -> dict[str, Any]:
         plan = self._flow(flush).plan(self._preset(preset_id))
         self._plans[preset_id] = plan
-        return {"preset": preset_id, "lines": plan.lines(), "is_switch": plan.is_switch,
-                "stopping": [e.to_dict() for e in plan.stopping if e.alive],
-                "fit": plan.fit.to_dict() if plan.fit is not None else None,
-                "fit_lines": plan.fit.lines() if plan.fit is not None else [],
-                "fit_error": plan.fit_error}
+        return {
+            "preset": preset_id,
+            "lines": plan.lines(),
+            "is_switch": plan.is_switch,
+            "stopping": [e.to_dict() for e in plan.stopping if e.alive],
+            "fit": plan.fit.to_dict() if plan.fit is not None else None,
+            "fit_lines": plan.fit.lines() if plan.fit is not None else [],
+            "fit_error": plan.fit_error,
+        }
 
     # ----- acting --------------------------------------------------------------------------
 
-    def launch(self, preset_id: str, *, flush: bool | None = None, force: bool = False,
-               timeout: float | None = None, skip_switch_wait: bool = False) -> int:
+    def launch(
+        self,
+        preset_id: str,
+        *,
+        flush: bool | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+        skip_switch_wait: bool = False,
+    ) -> int:
         """Start a launch in a thread and return its id; Busy while one is in flight."""
         preset = self._preset(preset_id)
         self._claim(f"a launch of {preset_id}")
@@ -138,8 +163,12 @@ class EngineOwner:
                 self.in_flight = None  # no launch-result follows: the caller gets the error
                 self._release()
                 raise
-        threading.Thread(target=self._run_launch, name=f"launch {preset_id}", daemon=True,
-                         args=(launch_id, flow, plan, cancel, skip, force, timeout)).start()
+        threading.Thread(
+            target=self._run_launch,
+            name=f"launch {preset_id}",
+            daemon=True,
+            args=(launch_id, flow, plan, cancel, skip, force, timeout),
+        ).start()
         return launch_id
 
     def cancel_launch(self) -> bool:
@@ -172,32 +201,45 @@ class EngineOwner:
         stopped: list[EngineState] = []
         try:
             stopped = LaunchFlow(self._runtime, guard=self.guard, stop_grace=grace).stop(
-                lambda event: self.hub.publish("stop-event", event=event_to_dict(event)))
+                lambda event: self.hub.publish("stop-event", event=event_to_dict(event))
+            )
         finally:
             self._release()
             self.hub.publish("stop-result", stopped=[e.to_dict() for e in stopped])
         for engine in stopped:
-            self.hub.publish("engine", state="stopped", name=engine.name,
-                             preset_id=engine.preset_id)
+            self.hub.publish(
+                "engine", state="stopped", name=engine.name, preset_id=engine.preset_id
+            )
         return [e.to_dict() for e in stopped]
 
     # ----- inside -------------------------------------------------------------------------
 
-    def _run_launch(self, launch_id: int, flow: LaunchFlow, plan: LaunchPlan,
-                    cancel: threading.Event, skip: threading.Event, force: bool,
-                    timeout: float | None) -> None:
+    def _run_launch(
+        self,
+        launch_id: int,
+        flow: LaunchFlow,
+        plan: LaunchPlan,
+        cancel: threading.Event,
+        skip: threading.Event,
+        force: bool,
+        timeout: float | None,
+    ) -> None:
         on_event = _LaunchRelay(self, launch_id)
 
         result: dict[str, Any] = {"launch": launch_id, "preset": plan.preset.id, "ok": False}
         try:
-            engine = flow.run(plan, on_event, cancel, force=force, skip_switch_wait=skip,
-                              timeout=timeout)
+            engine = flow.run(
+                plan, on_event, cancel, force=force, skip_switch_wait=skip, timeout=timeout
+            )
             result.update(ok=True, engine=engine.to_dict())
             self._failed = None
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the clients
             self._failed = plan.preset.id
-            result.update(error=str(exc) or type(exc).__name__, error_type=type(exc).__name__,
-                          log_tail=list(getattr(exc, "log_tail", ())))
+            result.update(
+                error=str(exc) or type(exc).__name__,
+                error_type=type(exc).__name__,
+                log_tail=list(getattr(exc, "log_tail", ())),
+            )
         finally:
             self._launching_id = None
             self._cancel = self._skip = None
@@ -220,8 +262,10 @@ class EngineOwner:
     def _claim(self, what: str) -> None:
         with self._busy_lock:
             if self._busy is not None:
-                raise Busy(f"{self._busy} is in progress in the service; wait for it to "
-                           "finish (or cancel it) first")
+                raise Busy(
+                    f"{self._busy} is in progress in the service; wait for it to "
+                    "finish (or cancel it) first"
+                )
             self._busy = what
 
     def _release(self) -> None:
@@ -256,8 +300,7 @@ class _LaunchRelay(LaunchListener):
 
     def pull_progress(self, event: PullProgress) -> None:
         self.tracker.update(event)
-        if self._moved(self.tracker.fraction) or event.status not in ("Downloading",
-                                                                        "Extracting"):
+        if self._moved(self.tracker.fraction) or event.status not in ("Downloading", "Extracting"):
             self.other(event)
 
     def model_downloading(self, event: ModelDownloading) -> None:
@@ -280,8 +323,7 @@ class _LaunchRelay(LaunchListener):
         self.other(event)
 
     def other(self, event: LaunchEvent) -> None:
-        self.owner.hub.publish("launch-event", launch=self.launch_id,
-                               event=event_to_dict(event))
+        self.owner.hub.publish("launch-event", launch=self.launch_id, event=event_to_dict(event))
 
 
 def _healthy(engine: EngineState) -> bool:

@@ -82,8 +82,9 @@ class QuietServer(uvicorn.Server):
         # uvicorn's protocols add themselves as a connection opens, in the loop: the first
         # answer after a quiet spell must not carry the Date of the last tick
         config = self.config
-        date = [(b"date", formatdate(time.time(), usegmt=True).encode())] \
-            if config.date_header else []
+        date = (
+            [(b"date", formatdate(time.time(), usegmt=True).encode())] if config.date_header else []
+        )
         self.server_state.default_headers = date + config.encoded_headers
         if self._wake is not None:
             self._wake.set()
@@ -111,8 +112,9 @@ class EndpointListener:
     """The endpoint's own uvicorn server on its TCP socket, served beside the service's API
     in the same loop. It takes no signals: the API's server does, and stops this one."""
 
-    def __init__(self, settings: EndpointSettings, follower: GuardFollower,
-                 owner: EngineOwner | None = None) -> None:
+    def __init__(
+        self, settings: EndpointSettings, follower: GuardFollower, owner: EngineOwner | None = None
+    ) -> None:
         from sparkdeck.endpoint.app import build_endpoint
 
         self.sock = open_listener(settings)
@@ -120,14 +122,18 @@ class EndpointListener:
         app, self._close = build_endpoint(follower, settings, owner=owner)
         # log_config None: uvicorn's records go to the service's log (service_log), not to
         # handlers of its own
-        self._server = QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                                  access_log=False, log_config=None),
-                                   takes_signals=False)
+        self._server = QuietServer(
+            uvicorn.Config(
+                app, log_level="warning", lifespan="off", access_log=False, log_config=None
+            ),
+            takes_signals=False,
+        )
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self.sock]),
-                                         name="openai endpoint")
+        self._task = asyncio.create_task(
+            self._server.serve(sockets=[self.sock]), name="openai endpoint"
+        )
 
     async def stop(self) -> None:
         self._server.request_exit()

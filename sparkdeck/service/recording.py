@@ -24,22 +24,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sparkdeck.service")
 
+
 class ServiceRecording:
-    def __init__(self, recorder: FlightRecorder, owner: EngineOwner,
-                 metrics: EngineMetricsLoop) -> None:
+    def __init__(
+        self, recorder: FlightRecorder, owner: EngineOwner, metrics: EngineMetricsLoop
+    ) -> None:
         self.recorder = recorder
         self.owner = owner
         self.metrics = metrics
         self.failed = False
 
     @classmethod
-    def open(cls, hub: EventHub, owner: EngineOwner, metrics: EngineMetricsLoop,
-             settings: Settings) -> ServiceRecording | None:
+    def open(
+        cls, hub: EventHub, owner: EngineOwner, metrics: EngineMetricsLoop, settings: Settings
+    ) -> ServiceRecording | None:
         from sparkdeck.recorder.store import FlightRecorder, RecorderError, RecorderLimits
 
         try:
             recorder, postmortem = FlightRecorder.open(
-                limits=RecorderLimits.from_settings(settings.recorder), guard=settings.guard)
+                limits=RecorderLimits.from_settings(settings.recorder), guard=settings.guard
+            )
         except (RecorderError, OSError) as exc:
             log.warning("the flight recorder is off: %s", exc)
             hub.publish("note", text=f"the flight recorder is off: {exc}")

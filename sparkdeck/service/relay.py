@@ -56,10 +56,14 @@ class GuardCalls:
     silent: Callable[[Liveness], object]  # nobody answers: the window's own watchdog guards
 
 
-def relay_guard(client: ServiceClient, done: threading.Event,
-                on_decision: Callable[[RemoteDecision], object],
-                on_attempt: Callable[[bool, str, int], object],
-                on_stopped: Callable[[str], object], silence_s: float = SILENCE_S) -> bool:
+def relay_guard(
+    client: ServiceClient,
+    done: threading.Event,
+    on_decision: Callable[[RemoteDecision], object],
+    on_attempt: Callable[[bool, str, int], object],
+    on_stopped: Callable[[str], object],
+    silence_s: float = SILENCE_S,
+) -> bool:
     """Relay until `done` (True) or the stream ends, fails or is silent for `silence_s`
     (False). Something comes every second, so `done` is seen within about a second."""
     try:
@@ -68,8 +72,9 @@ def relay_guard(client: ServiceClient, done: threading.Event,
                 if done.is_set():
                     return True
                 if kind == "guard":
-                    on_decision(RemoteDecision(data["level"], data["text"],
-                                               tuple(data.get("reasons", ()))))
+                    on_decision(
+                        RemoteDecision(data["level"], data["text"], tuple(data.get("reasons", ())))
+                    )
                 elif kind == "stop-attempt":
                     on_attempt(bool(data["done"]), str(data["text"]), int(data["killed"]))
                 elif kind == "engine" and data.get("state") == "stopped by the guard":
@@ -84,8 +89,9 @@ class FrontGuard:
     window's own watchdog has stopped the engine. `watchdog` is the window's (built by
     guard.watchdog.engine_watchdog); it runs only while the service does not answer."""
 
-    def __init__(self, watchdog: Watchdog, done: threading.Event, hz: Callable[[], float],
-                 calls: GuardCalls) -> None:
+    def __init__(
+        self, watchdog: Watchdog, done: threading.Event, hz: Callable[[], float], calls: GuardCalls
+    ) -> None:
         self.watchdog, self.done, self.hz, self.calls = watchdog, done, hz, calls
         self.guarding_here = False  # the window's own watchdog runs now
         self._start_failed_at: float | None = None
@@ -100,13 +106,20 @@ class FrontGuard:
             if life.usable:
                 client = _connect()
                 if client is not None:
-                    self.calls.note(f"the sparkdeck service (process {life.pid}) guards "
-                                    "the engine, with or without this window")
+                    self.calls.note(
+                        f"the sparkdeck service (process {life.pid}) guards "
+                        "the engine, with or without this window"
+                    )
             if client is not None:
                 began = time.monotonic()
                 with client:
-                    if relay_guard(client, self.done, self.calls.decision, self.calls.attempt,
-                                   self.calls.stopped):
+                    if relay_guard(
+                        client,
+                        self.done,
+                        self.calls.decision,
+                        self.calls.attempt,
+                        self.calls.stopped,
+                    ):
                         return
                 if self.done.is_set():
                     return
@@ -114,8 +127,7 @@ class FrontGuard:
                 if life.usable:
                     # only the stream broke: follow it again (not in a tight loop when it
                     # breaks at once, whatever the reason)
-                    if time.monotonic() - began < PROBE_EVERY_S and self.done.wait(
-                            PROBE_EVERY_S):
+                    if time.monotonic() - began < PROBE_EVERY_S and self.done.wait(PROBE_EVERY_S):
                         return
                     continue
             self.calls.silent(life)
@@ -142,10 +154,13 @@ class FrontGuard:
             self._start_failed_at = time.monotonic()
             self.calls.note(f"the sparkdeck service started but does not answer: {exc}")
             return None
-        self.calls.note(f"started the sparkdeck service (process {pid}): it guards the "
-                        "engine, with or without this window" if started else
-                        f"the sparkdeck service (process {pid}) guards the engine, with or "
-                        "without this window")
+        self.calls.note(
+            f"started the sparkdeck service (process {pid}): it guards the "
+            "engine, with or without this window"
+            if started
+            else f"the sparkdeck service (process {pid}) guards the engine, with or "
+            "without this window"
+        )
         return client
 
     def _guard_until_back(self) -> Liveness:
@@ -164,7 +179,8 @@ class FrontGuard:
                 said[0] = life
                 restartable = life.state == NOT_RUNNING and (
                     self._start_failed_at is None
-                    or time.monotonic() - self._start_failed_at >= RESTART_EVERY_S)
+                    or time.monotonic() - self._start_failed_at >= RESTART_EVERY_S
+                )
                 if life.usable or restartable:
                     break
             until.set()
@@ -207,11 +223,15 @@ def hand_over() -> str | None:
     try:
         client, started = ensure_running()
     except ServiceError as exc:
-        return (f"{engine.preset_id or engine.name} keeps running UNGUARDED: the sparkdeck "
-                f"service did not start ({exc})")
+        return (
+            f"{engine.preset_id or engine.name} keeps running UNGUARDED: the sparkdeck "
+            f"service did not start ({exc})"
+        )
     with client:
         pid = client.status()["pid"]
     if not started:
         return None
-    return (f"{engine.preset_id or engine.name} keeps running: handed to the sparkdeck "
-            f"service (process {pid}), which guards its memory from now on")
+    return (
+        f"{engine.preset_id or engine.name} keeps running: handed to the sparkdeck "
+        f"service (process {pid}), which guards its memory from now on"
+    )

@@ -96,9 +96,14 @@ class TelemetryLoop:
             self._thread.join(timeout=5)
 
 
-async def _serve(server, sock: socket.socket,
-                 metrics: EngineMetricsLoop, owner: EngineOwner, report: StartReport,
-                 endpoint: Callable[[], Any] | None = None) -> None:
+async def _serve(
+    server,
+    sock: socket.socket,
+    metrics: EngineMetricsLoop,
+    owner: EngineOwner,
+    report: StartReport,
+    endpoint: Callable[[], Any] | None = None,
+) -> None:
     import asyncio
 
     task = asyncio.create_task(metrics.run(), name="engine metrics")
@@ -123,16 +128,27 @@ def _open_endpoint(make: Callable[[], Any], owner: EngineOwner) -> Any:
         listener = make()
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)  # uvicorn's text adds noise
-        owner.endpoint = {"on": False, "error": why, "address": owner.endpoint.get("address"),
-                          "fix": "another program holds the port? set [endpoint] port in "
-                                 "settings.toml or stop that program, then restart the "
-                                 "service: `sparkdeck service stop`, `sparkdeck service start`"}
-        log.warning("the OpenAI endpoint is off: %s on %s (%s)", why,
-                    owner.endpoint["address"], owner.endpoint["fix"])
+        owner.endpoint = {
+            "on": False,
+            "error": why,
+            "address": owner.endpoint.get("address"),
+            "fix": "another program holds the port? set [endpoint] port in "
+            "settings.toml or stop that program, then restart the "
+            "service: `sparkdeck service stop`, `sparkdeck service start`",
+        }
+        log.warning(
+            "the OpenAI endpoint is off: %s on %s (%s)",
+            why,
+            owner.endpoint["address"],
+            owner.endpoint["fix"],
+        )
         return None
     host, port = listener.address
-    owner.endpoint = {"on": True, "address": _address(host, port),
-                      "url": f"http://{_address(host, port)}/v1"}
+    owner.endpoint = {
+        "on": True,
+        "address": _address(host, port),
+        "url": f"http://{_address(host, port)}/v1",
+    }
     log.info("OpenAI endpoint on http://%s:%s/v1", host, port)
     return listener
 
@@ -143,8 +159,15 @@ def _address(host: str, port: int) -> str:
 
 def _file_kind(path: Path) -> str:
     mode = path.lstat().st_mode
-    return ("a regular file" if stat.S_ISREG(mode) else "a folder" if stat.S_ISDIR(mode)
-            else "a symbolic link" if stat.S_ISLNK(mode) else "not a socket")
+    return (
+        "a regular file"
+        if stat.S_ISREG(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "not a socket"
+    )
 
 
 def _settings() -> Settings:
@@ -152,8 +175,9 @@ def _settings() -> Settings:
         return load_settings()
     except SettingsError as exc:  # not UTF-8, too deep, a bad value: the file says which
         problems = "; ".join(str(p) for p in exc.problems)
-        raise StartFailed(f"{problems}: fix settings.toml (or move it away), then run this "
-                          "again") from None
+        raise StartFailed(
+            f"{problems}: fix settings.toml (or move it away), then run this again"
+        ) from None
 
 
 def _socket_path() -> Path:
@@ -200,9 +224,10 @@ def _start_up() -> tuple[Settings, FileLock, Path, socket.socket]:
         sock = bind_private_socket(path)
     except OSError as exc:  # a folder of another user, a full or read-only runtime dir
         lock.release()
-        raise StartFailed(f"the service cannot make its socket {path}: {exc}; set "
-                          "SPARKDECK_RUNTIME_DIR to a folder of yours, then run this again"
-                          ) from None
+        raise StartFailed(
+            f"the service cannot make its socket {path}: {exc}; set "
+            "SPARKDECK_RUNTIME_DIR to a folder of yours, then run this again"
+        ) from None
     except BaseException:
         lock.release()
         raise
@@ -222,7 +247,8 @@ def _not_a_socket(path: Path) -> StartFailed:
     return StartFailed(
         f"{path} is not a socket ({_file_kind(path)}), so the service cannot listen there: "
         f"remove it (`rm {path}`) or set SPARKDECK_RUNTIME_DIR to another folder, then run "
-        "this again")
+        "this again"
+    )
 
 
 def _already_runs(lock: FileLock, path: Path) -> StartFailed:
@@ -239,7 +265,10 @@ def _already_runs(lock: FileLock, path: Path) -> StartFailed:
     return StartFailed(
         f"the service already runs{who} but its socket {path} was removed, so no front end "
         "can reach it: `sparkdeck service stop` ends it (the engine keeps running), then run "
-        "this again", kind="unreachable", code=1)
+        "this again",
+        kind="unreachable",
+        code=1,
+    )
 
 
 def serve() -> int:
@@ -257,8 +286,11 @@ def serve() -> int:
         return _run(settings, path, sock, report)
     except Exception as exc:  # a bug: the log has the traceback, the starter a line
         log.critical("the service failed", exc_info=True)
-        report.failed(StartFailed(f"{type(exc).__name__}: {exc} (a bug: the traceback is in "
-                                  f"{location.log_path()})"))
+        report.failed(
+            StartFailed(
+                f"{type(exc).__name__}: {exc} (a bug: the traceback is in {location.log_path()})"
+            )
+        )
         return 70  # EX_SOFTWARE
     finally:
         lock.release()
@@ -280,8 +312,11 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
 
     hub = EventHub()
     owner = EngineOwner(hub, settings.guard, connect)
-    owner.endpoint = {"on": False, "address": _address(*listen_address(settings.endpoint)),
-                      "error": "not started yet"}
+    owner.endpoint = {
+        "on": False,
+        "address": _address(*listen_address(settings.endpoint)),
+        "error": "not started yet",
+    }
     telemetry = TelemetryLoop(hub)
     metrics = EngineMetricsLoop(hub, owner.follower)
     recording = ServiceRecording.open(hub, owner, metrics, settings)
@@ -289,13 +324,26 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
         telemetry.sinks.append(recording)
     owner.start()
     telemetry.start()
-    config = uvicorn.Config(build_app(owner, hub), log_level="warning", lifespan="off",
-                            access_log=False, log_config=None)  # records: service_log's
+    config = uvicorn.Config(
+        build_app(owner, hub),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+    )  # records: service_log's
     server = QuietServer(config)
     log.info("sparkdeck service %d listening on %s; %s", os.getpid(), path, protect_from_oom())
     try:
-        asyncio.run(_serve(server, sock, metrics, owner, report, lambda: EndpointListener(
-                settings.endpoint, owner.follower, owner)))
+        asyncio.run(
+            _serve(
+                server,
+                sock,
+                metrics,
+                owner,
+                report,
+                lambda: EndpointListener(settings.endpoint, owner.follower, owner),
+            )
+        )
     finally:
         telemetry.close()
         if recording is not None:
@@ -316,6 +364,7 @@ def _log_to(path: Path) -> None:
     try:
         service_log.setup(path)
     except OSError as exc:
-        logging.basicConfig(level=logging.INFO, format=service_log.FORMAT,
-                            datefmt=service_log.DATE_FORMAT)
+        logging.basicConfig(
+            level=logging.INFO, format=service_log.FORMAT, datefmt=service_log.DATE_FORMAT
+        )
         log.warning("no log file %s (%s): logging to stderr only", path, exc)

@@ -71,8 +71,9 @@ def setup(path: Path, max_bytes: int = LOG_BYTES, backups: int = LOG_BACKUPS) ->
         console = logging.StreamHandler(sys.stderr)
         # the journal stamps each line itself; a terminal gets the file's format
         dated = "JOURNAL_STREAM" not in os.environ
-        console.setFormatter(logging.Formatter(FORMAT if dated else "%(levelname)s %(message)s",
-                                               DATE_FORMAT))
+        console.setFormatter(
+            logging.Formatter(FORMAT if dated else "%(levelname)s %(message)s", DATE_FORMAT)
+        )
         root.addHandler(console)
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)

@@ -90,14 +90,21 @@ def read_report(fd: int, process: subprocess.Popen, deadline: float) -> dict[str
                 try:
                     return dict(json.loads(data.split(b"\n", 1)[0]))
                 except (ValueError, TypeError):
-                    return {"ok": False, "kind": "died",
-                            "error": f"it said something unexpected: {data[:200]!r}"}
+                    return {
+                        "ok": False,
+                        "kind": "died",
+                        "error": f"it said something unexpected: {data[:200]!r}",
+                    }
             if chunk:
                 continue
             # EOF with no report: it ended (or closed the pipe, then ended); wait for the exit
             code = _wait_exit(process, deadline)
-            return {"ok": False, "kind": "died", "code": code,
-                    "error": f"it ended at start-up (exit status {code})"}
+            return {
+                "ok": False,
+                "kind": "died",
+                "code": code,
+                "error": f"it ended at start-up (exit status {code})",
+            }
         if process.poll() is not None:  # ended; the pipe's EOF may come on the next turn
             continue
 

@@ -56,11 +56,15 @@ class TelemetrySampler:
     Readers come in as callables so tests can hand in fixed /proc text and an NVML replay.
     """
 
-    def __init__(self, *, memory: Callable[[], MemorySnapshot] = read_meminfo,
-                 pressure: Callable[[], PsiSnapshot] = read_pressure,
-                 gpu: NvmlReader | None = None,
-                 rails: Callable[[], tuple[PowerRail, ...]] = read_spark_rails,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        memory: Callable[[], MemorySnapshot] = read_meminfo,
+        pressure: Callable[[], PsiSnapshot] = read_pressure,
+        gpu: NvmlReader | None = None,
+        rails: Callable[[], tuple[PowerRail, ...]] = read_spark_rails,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._memory = memory
         self._pressure = pressure
         self._gpu = gpu if gpu is not None else NvmlReader()
@@ -69,9 +73,14 @@ class TelemetrySampler:
         self._last_pressure: PsiSnapshot | None = None
         self._lock = threading.Lock()  # a loop being replaced may still be mid-sample
 
-    def run(self, history: History, period: Callable[[], float],
-            emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
-            stop: threading.Event, keep_going: Callable[[], bool] = lambda: True) -> None:
+    def run(
+        self,
+        history: History,
+        period: Callable[[], float],
+        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        stop: threading.Event,
+        keep_going: Callable[[], bool] = lambda: True,
+    ) -> None:
         """The sampling loop a front end runs in a thread: sample, add to `history`, hand
         both to `emit`, wait `period()` seconds; until `stop` is set or `keep_going()` says
         no. Two loops (an old one ending, its faster replacement starting) never sample at
@@ -106,14 +115,24 @@ class TelemetrySampler:
             rails = self._rails()
         except HwmonError as exc:
             rails_error = str(exc)
-        return TelemetrySnapshot(taken_at, memory, memory_error, pressure, rates,
-                                 pressure_error, self._gpu.read(), rails, rails_error)
+        return TelemetrySnapshot(
+            taken_at,
+            memory,
+            memory_error,
+            pressure,
+            rates,
+            pressure_error,
+            self._gpu.read(),
+            rails,
+            rails_error,
+        )
 
     def close(self) -> None:
         self._gpu.close()
 
 
 # ----- history for the sparklines ---------------------------------------------------------
+
 
 def _memory_used_pct(s: TelemetrySnapshot) -> float | None:
     return 100.0 * s.memory.used / s.memory.total if s.memory and s.memory.total else None
@@ -173,8 +192,7 @@ class History:
 
     def frozen(self) -> dict[str, tuple[float, ...]]:
         """Every series' values, oldest first, as a copy safe to hand to another thread."""
-        return {name: tuple(value for _, value in points)
-                for name, points in self._points.items()}
+        return {name: tuple(value for _, value in points) for name, points in self._points.items()}
 
     def values(self, name: str) -> list[float]:
         return [value for _, value in self._points[name]]

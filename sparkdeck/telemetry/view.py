@@ -57,8 +57,10 @@ def spark_text(values: Sequence[float], width: int, high: float, low: float = 0.
         return ""
     if len(values) > width:
         step = len(values) / width
-        cells = [max(values[int(i * step):max(int(i * step) + 1, int((i + 1) * step))])
-                 for i in range(width)]
+        cells = [
+            max(values[int(i * step) : max(int(i * step) + 1, int((i + 1) * step))])
+            for i in range(width)
+        ]
     else:
         cells = list(values)
     span = (high - low) or 1.0
@@ -74,27 +76,44 @@ def _pct(part: int, whole: int) -> float:
 def memory_bars(memory: MemorySnapshot, guard: GuardSettings = GuardSettings()) -> list[Bar]:
     """used / available / page cache / swap as shares of their totals."""
     available_pct = 100.0 * _pct(memory.available, memory.total)
-    level = ("error" if available_pct < guard.stop_available_pct
-             else "warning" if available_pct < guard.warn_available_pct else "")
+    level = (
+        "error"
+        if available_pct < guard.stop_available_pct
+        else "warning"
+        if available_pct < guard.warn_available_pct
+        else ""
+    )
     swap_used = memory.swap_total - memory.swap_free
     bars = [
-        Bar("used", _pct(memory.used, memory.total),
-            f"{memory.used / 2**30:.1f} of {gib(memory.total)}", level),
-        Bar("available", _pct(memory.available, memory.total),
-            f"{gib(memory.available)} ({available_pct:.0f} %)", level or "success"),
+        Bar(
+            "used",
+            _pct(memory.used, memory.total),
+            f"{memory.used / 2**30:.1f} of {gib(memory.total)}",
+            level,
+        ),
+        Bar(
+            "available",
+            _pct(memory.available, memory.total),
+            f"{gib(memory.available)} ({available_pct:.0f} %)",
+            level or "success",
+        ),
         Bar("cache", _pct(memory.page_cache, memory.total), gib(memory.page_cache), "muted"),
     ]
     if memory.swap_total:
-        bars.append(Bar("swap", _pct(swap_used, memory.swap_total),
-                        f"{swap_used / 2**30:.1f} of {gib(memory.swap_total)}",
-                        "warning" if swap_used else "muted"))
+        bars.append(
+            Bar(
+                "swap",
+                _pct(swap_used, memory.swap_total),
+                f"{swap_used / 2**30:.1f} of {gib(memory.swap_total)}",
+                "warning" if swap_used else "muted",
+            )
+        )
     else:
         bars.append(Bar("swap", 0.0, "none", "muted"))
     return bars
 
 
-def pressure_rows(snapshot: TelemetrySnapshot,
-                  guard: GuardSettings = GuardSettings()) -> list[Row]:
+def pressure_rows(snapshot: TelemetrySnapshot, guard: GuardSettings = GuardSettings()) -> list[Row]:
     """PSI as a small table: `some` and `full` side by side, the rate from the last two
     totals ("now") above the kernel's 10 s / 60 s / 300 s averages, all in percent."""
     psi = snapshot.pressure
@@ -111,8 +130,13 @@ def pressure_rows(snapshot: TelemetrySnapshot,
     if rates is None:
         rows.append(Row("now", f"{'…':>6} {'…':>6}", "muted"))
     else:
-        rows.append(Row("now", f"{rates.some_pct:6.1f} {rates.full_pct:6.1f}",
-                        level(rates.some_pct, rates.full_pct)))
+        rows.append(
+            Row(
+                "now",
+                f"{rates.some_pct:6.1f} {rates.full_pct:6.1f}",
+                level(rates.some_pct, rates.full_pct),
+            )
+        )
     for name in ("avg10", "avg60", "avg300"):
         some, full = getattr(psi.some, name), getattr(psi.full, name)
         rows.append(Row(name, f"{some:6.1f} {full:6.1f}", level(some, full)))
@@ -133,8 +157,11 @@ def _power(gpu: GpuSnapshot) -> str:
 
 def _gpu_memory(gpu: GpuSnapshot, unified: bool, memory: MemorySnapshot | None) -> Row:
     if unified:
-        shared = (f"used {gib(memory.used)} of {gib(memory.total)} (host)"
-                  if memory is not None else "see memory")
+        shared = (
+            f"used {gib(memory.used)} of {gib(memory.total)} (host)"
+            if memory is not None
+            else "see memory"
+        )
         return Row("memory", f"unified · {shared}", "muted")
     if gpu.memory_total is None or gpu.memory_used is None:
         return Row("memory", NA, "muted")
@@ -146,9 +173,9 @@ def _processes(gpu: GpuSnapshot) -> str:
         return NA
     if not gpu.processes:
         return "none"
-    return ", ".join(f"{pid}" + ("" if used is None else f" {gib(used)}")
-                     for pid, used in gpu.processes[:4]) + (
-        f" +{len(gpu.processes) - 4}" if len(gpu.processes) > 4 else "")
+    return ", ".join(
+        f"{pid}" + ("" if used is None else f" {gib(used)}") for pid, used in gpu.processes[:4]
+    ) + (f" +{len(gpu.processes) - 4}" if len(gpu.processes) > 4 else "")
 
 
 def gpu_rows(snapshot: TelemetrySnapshot) -> list[Row]:
@@ -159,8 +186,9 @@ def gpu_rows(snapshot: TelemetrySnapshot) -> list[Row]:
     rows: list[Row] = []
     for gpu in reading.gpus:
         util = NA if gpu.utilisation_gpu is None else f"{gpu.utilisation_gpu} %"
-        events = (NA if gpu.clock_event_reasons is None
-                  else ", ".join(gpu.clock_event_reasons) or "none")
+        events = (
+            NA if gpu.clock_event_reasons is None else ", ".join(gpu.clock_event_reasons) or "none"
+        )
         verdict = throttle_verdict(gpu)
         rows += [
             Row("GPU", f"{gpu.index}: {gpu.name or NA}", "success"),
@@ -174,8 +202,11 @@ def gpu_rows(snapshot: TelemetrySnapshot) -> list[Row]:
             # only when held back: a quiet GPU needs no extra line
             *([Row("throttle", verdict.short(), verdict.level)] if verdict.throttled else []),
             _gpu_memory(gpu, reading.unified_memory, snapshot.memory),
-            Row("fan", NA if gpu.fan_percent is None else f"{gpu.fan_percent} %", "muted"
-                if gpu.fan_percent is None else ""),
+            Row(
+                "fan",
+                NA if gpu.fan_percent is None else f"{gpu.fan_percent} %",
+                "muted" if gpu.fan_percent is None else "",
+            ),
             Row("procs", _processes(gpu)),
         ]
         rows += [Row("error", text, "error") for text in gpu.errors]
@@ -191,9 +222,13 @@ def rail_rows(snapshot: TelemetrySnapshot) -> list[Row]:
     if not snapshot.rails:
         return []
     return [Row("rails", "spark_hwmon", "muted")] + [
-        Row(f" {rail.label}", f"{rail.watts:.1f} W" + (
-            "" if rail.cap_watts is None else f" (cap {rail.cap_watts:.0f} W)"))
-        for rail in snapshot.rails]
+        Row(
+            f" {rail.label}",
+            f"{rail.watts:.1f} W"
+            + ("" if rail.cap_watts is None else f" (cap {rail.cap_watts:.0f} W)"),
+        )
+        for rail in snapshot.rails
+    ]
 
 
 def text_report(snapshot: TelemetrySnapshot) -> str:
@@ -204,9 +239,12 @@ def text_report(snapshot: TelemetrySnapshot) -> str:
     else:
         # the share once: a bar whose words carry it already ("22.0 GiB (93 %)") gets no
         # second, differently rounded copy in front ("93.4 %")
-        lines += [f"  {bar.label:<10}"
-                  + ("" if "%" in bar.text else f"{bar.fraction * 100:5.1f} %  ") + bar.text
-                  for bar in memory_bars(snapshot.memory)]
+        lines += [
+            f"  {bar.label:<10}"
+            + ("" if "%" in bar.text else f"{bar.fraction * 100:5.1f} %  ")
+            + bar.text
+            for bar in memory_bars(snapshot.memory)
+        ]
     lines.append("pressure (PSI memory, % of time stalled)")
     lines += [f"  {row.label:<10}{row.value}" for row in pressure_rows(snapshot)]
     lines.append("gpu")

@@ -90,12 +90,19 @@ class SparkdeckApp(App[int]):
     fast_sampling: var[bool] = var(False)  # an engine starts: telemetry at 2 Hz
     timeline: var[StartupTimeline | None] = var(None)  # the last launch's, for the guard tab
 
-    def __init__(self, catalog_loader: CatalogLoader = read_presets,
-                 runtime_factory: RuntimeFactory = connect, *,
-                 settings: Settings | None = None, sampling: Sampling | None = None,
-                 flush: bool | None = None, health_check: Callable[[str], bool] = answers,
-                 engine_poll_seconds: float = ENGINE_POLL_SECONDS,
-                 tune_gc: bool = False, lazy_side_tabs: bool = False) -> None:
+    def __init__(
+        self,
+        catalog_loader: CatalogLoader = read_presets,
+        runtime_factory: RuntimeFactory = connect,
+        *,
+        settings: Settings | None = None,
+        sampling: Sampling | None = None,
+        flush: bool | None = None,
+        health_check: Callable[[str], bool] = answers,
+        engine_poll_seconds: float = ENGINE_POLL_SECONDS,
+        tune_gc: bool = False,
+        lazy_side_tabs: bool = False,
+    ) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
         # run_app's too: the side tabs load and mount after the first frame
@@ -110,8 +117,9 @@ class SparkdeckApp(App[int]):
         self.settings = settings or Settings()
         self._cache_flush = flush  # not `_flush`: that name is Textual App's own method
         self._sampling = sampling  # the side tabs' (None: the real sampler, the usual pace)
-        self._engine_watch = EngineWatch(self._engine_reader, self.post_message,
-                                         engine_poll_seconds)
+        self._engine_watch = EngineWatch(
+            self._engine_reader, self.post_message, engine_poll_seconds
+        )
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
         # the history view, the post-mortem check
@@ -125,13 +133,19 @@ class SparkdeckApp(App[int]):
 
     def compose(self) -> ComposeResult:
         # Held by reference: workers' messages reach them while a dialog is the screen.
-        self.launch_area = LaunchArea(self._engine_reader.runtime, self._cache_flush,
-                                      self.settings.guard, self._hand_over,
-                                      id="left-area").data_bind(
-            docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows)
+        self.launch_area = LaunchArea(
+            self._engine_reader.runtime,
+            self._cache_flush,
+            self.settings.guard,
+            self._hand_over,
+            id="left-area",
+        ).data_bind(
+            docker=SparkdeckApp.docker, catalog=SparkdeckApp.catalog, rows=SparkdeckApp.rows
+        )
         self.strip = GlanceStrip(self.settings.guard, id="glance-strip")  # the side tabs feed it
-        self.watchdog_line = WatchdogLine(lambda: self.settings.guard,
-                                          self._engine_reader.runtime, id="watchdog-line")
+        self.watchdog_line = WatchdogLine(
+            lambda: self.settings.guard, self._engine_reader.runtime, id="watchdog-line"
+        )
         yield Header()
         yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
         with Horizontal(id="main-area"):
@@ -142,8 +156,9 @@ class SparkdeckApp(App[int]):
             else:
                 yield self._side_tabs()
         yield self.launch_area.log_pane  # the whole width, shown while an engine runs
-        yield self.watchdog_line.data_bind(engine=SparkdeckApp.guarded_engine,
-                                           launching=SparkdeckApp.launching)
+        yield self.watchdog_line.data_bind(
+            engine=SparkdeckApp.guarded_engine, launching=SparkdeckApp.launching
+        )
         yield Footer()
 
     def _side_tabs(self) -> SideTabs:
@@ -151,11 +166,17 @@ class SparkdeckApp(App[int]):
         from sparkdeck.ui.dashboard.side_tabs import Sampling, SideTabs
 
         tabs = self.side_tabs = SideTabs(
-            self._sampling or Sampling(), self.settings.guard,
+            self._sampling or Sampling(),
+            self.settings.guard,
             lambda preset_id: self.catalog.presets.get(preset_id),  # the catalog of now
-            self.strip, id="side-area").data_bind(
-            environment=SparkdeckApp.environment, fast_sampling=SparkdeckApp.fast_sampling,
-            chat_target=SparkdeckApp.chat_target, timeline=SparkdeckApp.timeline)
+            self.strip,
+            id="side-area",
+        ).data_bind(
+            environment=SparkdeckApp.environment,
+            fast_sampling=SparkdeckApp.fast_sampling,
+            chat_target=SparkdeckApp.chat_target,
+            timeline=SparkdeckApp.timeline,
+        )
         self.chat_tab, self.metrics_tab = tabs.chat_tab, tabs.metrics_tab
         return tabs
 
@@ -224,8 +245,7 @@ class SparkdeckApp(App[int]):
         await self.side_tabs.show(tab)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from without_duplicates(super().get_system_commands(screen),
-                                      self.palette_commands())
+        yield from without_duplicates(super().get_system_commands(screen), self.palette_commands())
 
     def palette_commands(self) -> list[PaletteCommand]:
         """Every key action, each theme by name and the chat pane's actions."""
@@ -233,15 +253,27 @@ class SparkdeckApp(App[int]):
 
         return key_and_theme_commands(self, self.BINDINGS) + chat_commands(self)
 
-    @work(thread=True, exclusive=True, group="catalog", name="load presets",
-          description="read and check the preset files", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="catalog",
+        name="load presets",
+        description="read and check the preset files",
+        exit_on_error=False,
+    )
     def load_presets(self) -> None:
         loaded = catalog_loaded(self.catalog_loader, self.settings.guard)
         if not get_current_worker().is_cancelled:
             self.post_message(loaded)
 
-    @work(thread=True, exclusive=True, group="engine", name="watch engine",
-          description="ask Docker for the current sparkdeck engine", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="engine",
+        name="watch engine",
+        description="ask Docker for the current sparkdeck engine",
+        exit_on_error=False,
+    )
     def watch_engine(self) -> None:
         self._engine_watch.run(get_current_worker().cancelled_event, lambda: self.is_running)
 
@@ -254,8 +286,9 @@ class SparkdeckApp(App[int]):
 
     def on_catalog_loaded(self, message: CatalogLoaded) -> None:
         self.catalog, self.rows = message.catalog, message.rows
-        self.environment = self.environment.with_presets(len(message.catalog.presets),
-                                                         message.catalog.problems)
+        self.environment = self.environment.with_presets(
+            len(message.catalog.presets), message.catalog.problems
+        )
 
     def on_engine_state_read(self, message: EngineStateRead) -> None:
         self.docker = message.reading
@@ -277,7 +310,8 @@ class SparkdeckApp(App[int]):
         if message is not None:
             self._engine_watch.poll_now()  # a launch or stop began or ended: read Docker now
         self.fast_sampling, self.guarded_engine = follow_engine(
-            self.docker, busy, self.launch_area.launch_guards)
+            self.docker, busy, self.launch_area.launch_guards
+        )
 
     def _hand_over(self, engine: EngineState) -> None:
         """The launch's watchdog is done with `engine`: the running one takes it (launch thread)."""
@@ -292,4 +326,3 @@ class SparkdeckApp(App[int]):
 
     def on_launch_area_timeline_recorded(self, message: LaunchArea.TimelineRecorded) -> None:
         self.timeline = message.timeline
-

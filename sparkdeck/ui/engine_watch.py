@@ -32,8 +32,9 @@ QUIET_FACTOR = 5  # settled: ask every 10 s (with the default 2 s period), event
 
 
 class EngineWatch:
-    def __init__(self, reader: EngineReader, post: Callable[[Message], object],
-                 period: float) -> None:
+    def __init__(
+        self, reader: EngineReader, post: Callable[[Message], object], period: float
+    ) -> None:
         self._reader, self._post, self.period = reader, post, period
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -109,8 +110,10 @@ def _key(message: Any) -> tuple:  # a Message that is also a dataclass
 
 
 def _has_engine(messages: list[Message]) -> bool:
-    return any(isinstance(message, EngineStateRead) and message.reading.engine is not None
-               for message in messages)
+    return any(
+        isinstance(message, EngineStateRead) and message.reading.engine is not None
+        for message in messages
+    )
 
 
 def _settled(messages: list[Message]) -> bool:

@@ -40,6 +40,5 @@ def presized(screen: Screen, app: App) -> Screen:
     horizontal = app.HORIZONTAL_BREAKPOINTS or []
     vertical = app.VERTICAL_BREAKPOINTS or []
     chosen = {breakpoint_class(columns, horizontal), breakpoint_class(rows, vertical)}
-    screen.update_classes({name: name in chosen for _, name in horizontal + vertical},
-                          update=False)
+    screen.update_classes({name: name in chosen for _, name in horizontal + vertical}, update=False)
     return screen

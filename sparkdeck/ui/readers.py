@@ -40,14 +40,20 @@ def claim_cell(preset: Preset, total: int | None, guard: GuardSettings) -> str:
     return f"{'~' if claim.estimated else ''}{claim.bytes / 2**30:.1f} GiB"
 
 
-def preset_rows(catalog: PresetCatalog, total: int | None = None,
-                guard: GuardSettings | None = None) -> list[PresetRow]:
+def preset_rows(
+    catalog: PresetCatalog, total: int | None = None, guard: GuardSettings | None = None
+) -> list[PresetRow]:
     """The preset table's lines, in id order. Claims are computed here, in the worker that
     read the files: llama.cpp's reads the GGUF header when the model is on this machine."""
     guard = guard or GuardSettings()
     return [
-        (preset.id, claim_cell(preset, total, guard), preset.image, preset.model or "-",
-         preset.kind)
+        (
+            preset.id,
+            claim_cell(preset, total, guard),
+            preset.image,
+            preset.model or "-",
+            preset.kind,
+        )
         for _, preset in sorted(catalog.presets.items())
     ]
 
@@ -100,6 +106,7 @@ def memory_total() -> int | None:
 
 # ----- the engine -------------------------------------------------------------------------
 
+
 def answers(url: str) -> bool:
     """sparkdeck.endpoints.answers (the one health check), loaded at its first call: the
     resolver is not needed for the first frame (benchmarks/tui_idle.py)."""
@@ -136,8 +143,11 @@ class EngineReader:
     never gets two connection attempts from us at once.
     """
 
-    def __init__(self, runtime_factory: Callable[[], DockerRuntime],
-                 health_check: Callable[[str], bool] = answers):
+    def __init__(
+        self,
+        runtime_factory: Callable[[], DockerRuntime],
+        health_check: Callable[[str], bool] = answers,
+    ):
         self._runtime_factory = runtime_factory
         self.health_check = health_check
         self._runtime: DockerRuntime | None = None
@@ -172,15 +182,20 @@ class EngineReader:
             with self._lock:
                 self._runtime = None
             raise
-        healthy = (engine is not None and engine.docker_state == "running"
-                   and self.health_check(engine.base_url + engine.health_path))
+        healthy = (
+            engine is not None
+            and engine.docker_state == "running"
+            and self.health_check(engine.base_url + engine.health_path)
+        )
         return EngineReading(engine, healthy)
 
 
 # ----- what the chat tab talks to ---------------------------------------------------------
 
-NO_ENGINE = ("no engine is ready to chat with: launch a preset (l) and wait for \"ready\", or "
-             "attach one that sparkdeck did not start: sparkdeck attach URL")
+NO_ENGINE = (
+    'no engine is ready to chat with: launch a preset (l) and wait for "ready", or '
+    "attach one that sparkdeck did not start: sparkdeck attach URL"
+)
 
 
 @dataclass(frozen=True)
@@ -192,8 +207,9 @@ class ChatTarget:
     instance: str = ""  # the container id of a managed engine: a relaunch is a new pane
 
 
-def chat_target(reading: EngineReading | None,
-                health_check: Callable[[str], bool] = answers) -> ChatTarget:
+def chat_target(
+    reading: EngineReading | None, health_check: Callable[[str], bool] = answers
+) -> ChatTarget:
     """What sparkdeck.endpoints.resolve chooses (the same as `sparkdeck chat` without
     --endpoint), from the engine poll's reading: its health answer is not asked again.
     `reading` is None when Docker cannot be reached: an attached engine needs no Docker."""
@@ -202,5 +218,4 @@ def chat_target(reading: EngineReading | None,
     from sparkdeck.endpoints import resolve
 
     resolved = resolve(engine, healthy, health_check=health_check)
-    return ChatTarget(resolved.endpoint, resolved.why_none or NO_ENGINE,
-                      resolved.instance or "")
+    return ChatTarget(resolved.endpoint, resolved.why_none or NO_ENGINE, resolved.instance or "")

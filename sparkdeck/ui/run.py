@@ -14,17 +14,20 @@ from sparkdeck.ui.app import CatalogLoader, RuntimeFactory, SparkdeckApp
 from sparkdeck.ui.messages import read_presets
 
 
-def run_app(catalog_loader: CatalogLoader = read_presets,
-            runtime_factory: RuntimeFactory = connect) -> int:
+def run_app(
+    catalog_loader: CatalogLoader = read_presets, runtime_factory: RuntimeFactory = connect
+) -> int:
     """Run the control panel in this terminal until the user quits; return the exit status."""
     settings, problem = settings_or_defaults()
     gc_tuning.pause_for_startup()  # the app tunes and resumes it after its first frame
-    app = SparkdeckApp(catalog_loader, runtime_factory, settings=settings, tune_gc=True,
-                       lazy_side_tabs=True)
+    app = SparkdeckApp(
+        catalog_loader, runtime_factory, settings=settings, tune_gc=True, lazy_side_tabs=True
+    )
     quiet_driver.install(app)  # no input-thread wake-ups while nobody types
     if problem:
-        app.call_later(app.notify, problem, title="settings.toml ignored", severity="error",
-                       markup=False)
+        app.call_later(
+            app.notify, problem, title="settings.toml ignored", severity="error", markup=False
+        )
     app.run()
     _release_captured_streams()
     from sparkdeck.service.relay import hand_over  # an engine is never left unguarded
@@ -45,12 +48,18 @@ def _release_captured_streams() -> None:
     import logging
     import sys
 
-    loggers = [logging.getLogger(), *(logger for logger in
-                                      logging.Logger.manager.loggerDict.values()
-                                      if isinstance(logger, logging.Logger))]
+    loggers = [
+        logging.getLogger(),
+        *(
+            logger
+            for logger in logging.Logger.manager.loggerDict.values()
+            if isinstance(logger, logging.Logger)
+        ),
+    ]
     for handler in {h for logger in loggers for h in logger.handlers}:
-        if (isinstance(handler, logging.StreamHandler)
-                and type(handler.stream).__module__.startswith("textual")):
+        if isinstance(handler, logging.StreamHandler) and type(
+            handler.stream
+        ).__module__.startswith("textual"):
             handler.acquire()  # not setStream: it flushes the dead capture first
             try:
                 handler.stream = sys.stderr

@@ -35,8 +35,9 @@ def cut(text: str, width: int, keep_end: bool = False) -> str:
     return set_cell_size(text, width - 1).rstrip() + ELLIPSIS
 
 
-def fit_columns(labels: Sequence[str], rows: Sequence[Sequence[str]], width: int,
-                priority: Sequence[str]) -> list[tuple[int, int]]:
+def fit_columns(
+    labels: Sequence[str], rows: Sequence[Sequence[str]], width: int, priority: Sequence[str]
+) -> list[tuple[int, int]]:
     """Which columns fit in `width` cells and how wide each is: (index, width) in table order.
     Columns join whole in `priority` order (labels not named there come last); the first
     that does not fit whole takes the room left, cut, if that is at least its minimum (its
@@ -69,9 +70,15 @@ def column_widths(labels: Sequence[str], rows: Sequence[Sequence[str]]) -> list[
     return widths
 
 
-def fill_table(table: DataTable, labels: Sequence[str], rows: Sequence[Sequence[str]],
-               keys: Sequence[str], width: int | None = None,
-               priority: Sequence[str] = (), keep_end: Sequence[str] = ()) -> None:
+def fill_table(
+    table: DataTable,
+    labels: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    keys: Sequence[str],
+    width: int | None = None,
+    priority: Sequence[str] = (),
+    keep_end: Sequence[str] = (),
+) -> None:
     """Replace the table's columns and rows, each column exactly as wide as its content; with
     `width`, only the columns that fit (fit_columns), their cells cut with an ellipsis
     (at the start for the labels in `keep_end`)."""
@@ -85,5 +92,10 @@ def fill_table(table: DataTable, labels: Sequence[str], rows: Sequence[Sequence[
     for index, column_width in columns:
         table.add_column(labels[index], width=column_width, key=labels[index])
     for key, row in zip(keys, rows, strict=True):
-        table.add_row(*(cut(row[index], column_width, labels[index] in keep_end)
-                        for index, column_width in columns), key=key)
+        table.add_row(
+            *(
+                cut(row[index], column_width, labels[index] in keep_end)
+                for index, column_width in columns
+            ),
+            key=key,
+        )

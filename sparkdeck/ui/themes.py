@@ -18,8 +18,18 @@ from sparkdeck.config.schema import FileProblem, Option, check_table
 from sparkdeck.config.toml_files import TomlFileError, read_toml
 
 _COLOUR = re.compile(r"^#[0-9A-Fa-f]{6}$")
-_COLOURS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
-            "background", "surface", "panel")
+_COLOURS = (
+    "primary",
+    "secondary",
+    "accent",
+    "warning",
+    "error",
+    "success",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+)
 SCHEMA: dict[str, Option] = {
     "name": Option("str", None, "theme name", required=True),
     "dark": Option("bool", True, "a dark theme"),
@@ -85,8 +95,10 @@ def _preselect(app: App[Any], name: str) -> None:
     app.set_reactive(type(app).theme, name)
     dark = app.current_theme.dark
     classes = {c: False for c in app.classes if c.startswith("-theme-")}
-    app.update_classes({**classes, f"-theme-{name}": True, "-dark-mode": dark,
-                        "-light-mode": not dark}, update=False)
+    app.update_classes(
+        {**classes, f"-theme-{name}": True, "-dark-mode": dark, "-light-mode": not dark},
+        update=False,
+    )
     app._refresh_truecolor_filter(app.ansi_theme)
     app.stylesheet.set_variables(app.get_css_variables())  # read when it is first parsed
 
@@ -111,7 +123,15 @@ def keep_theme_saved(app: App[Any], saved: str) -> None:
             save_setting("ui", "theme", name)
             last[0] = name
 
-    app.theme_changed_signal.subscribe(app, lambda theme: app.run_worker(
-        lambda: save(theme.name), thread=True, exclusive=True, group="settings",
-        name="save theme", description="keep the theme in settings.toml",
-        exit_on_error=False))
+    app.theme_changed_signal.subscribe(
+        app,
+        lambda theme: app.run_worker(
+            lambda: save(theme.name),
+            thread=True,
+            exclusive=True,
+            group="settings",
+            name="save theme",
+            description="keep the theme in settings.toml",
+            exit_on_error=False,
+        ),
+    )

@@ -66,10 +66,16 @@ class DashboardServer(Server):
     it (a proxy in front); else they follow the Host the browser used, so a cookie set on
     `localhost` goes with the websocket to `localhost` too."""
 
-    def __init__(self, host: str, port: int, token: str, url: str | None = None,
-                 command: str | None = None) -> None:
-        super().__init__(command or app_command(), host=host, port=port, title="sparkdeck",
-                         public_url=url or public_url(host, port))
+    def __init__(
+        self, host: str, port: int, token: str, url: str | None = None, command: str | None = None
+    ) -> None:
+        super().__init__(
+            command or app_command(),
+            host=host,
+            port=port,
+            title="sparkdeck",
+            public_url=url or public_url(host, port),
+        )
         self.token = token
         self._fixed_url = url is not None
         extra = local_names() if host in WILDCARDS else ()
@@ -100,10 +106,12 @@ class DashboardServer(Server):
         static = base + str(request.app.router["static"].url_for(filename="/")).rstrip("/")
         socket_url = base + str(request.app.router["websocket"].url_for())
         scheme = "wss:" if base.startswith("https") else "ws:"
-        context = {"font_size": _int(request.query.get("fontsize"), 16),
-                   "app_websocket_url": scheme + socket_url.split(":", 1)[1],
-                   "config": {"static": {"url": static + "/"}},
-                   "application": {"name": self.title}}
+        context = {
+            "font_size": _int(request.query.get("fontsize"), 16),
+            "app_websocket_url": scheme + socket_url.split(":", 1)[1],
+            "config": {"static": {"url": static + "/"}},
+            "application": {"name": self.title},
+        }
         return aiohttp_jinja2.render_template("app_index.html", request, context)
 
 
@@ -114,18 +122,29 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
-def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, url: str | None = None,
-          out: TextIO | None = None) -> int:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    url: str | None = None,
+    out: TextIO | None = None,
+) -> int:
     """Serve the dashboard until interrupted; the token URL is printed once, here only."""
     out = out or sys.stdout
     server = DashboardServer(host, port, secrets.token_urlsafe(24), url)
     if loopback_only(host):
-        print(f"sparkdeck web: open {server.address}\n  (the token is shown only now; any "
-              f"local user can reach {host}:{port}, and the token keeps them out. From a "
-              f"laptop: ssh -L {port}:127.0.0.1:{port} THIS-HOST, then the same URL)",
-              file=out, flush=True)
+        print(
+            f"sparkdeck web: open {server.address}\n  (the token is shown only now; any "
+            f"local user can reach {host}:{port}, and the token keeps them out. From a "
+            f"laptop: ssh -L {port}:127.0.0.1:{port} THIS-HOST, then the same URL)",
+            file=out,
+            flush=True,
+        )
     else:
-        print(f"sparkdeck web on {host}:{port}, reachable beyond this machine: open "
-              f"{server.address}\n  (the token is shown only now)", file=out, flush=True)
+        print(
+            f"sparkdeck web on {host}:{port}, reachable beyond this machine: open "
+            f"{server.address}\n  (the token is shown only now)",
+            file=out,
+            flush=True,
+        )
     server.serve()
     return 0

@@ -76,8 +76,9 @@ class Doors:
     ports: frozenset[int]
 
     @classmethod
-    def for_server(cls, token: str, host: str, port: int, public_url: str,
-                   extra: Iterable[str] = ()) -> Doors:
+    def for_server(
+        cls, token: str, host: str, port: int, public_url: str, extra: Iterable[str] = ()
+    ) -> Doors:
         public = urlsplit(public_url)
         hosts = set(LOOPBACK_NAMES) | {h.lower() for h in extra}
         if host not in WILDCARDS:
@@ -125,9 +126,12 @@ def guard(doors: Doors) -> Middleware:
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not doors.host_ok(request.headers.get("Host")):
-            return refusal(403, "this server is not reached at that Host (a page that "
-                                "renamed itself to this address is refused); open the URL "
-                                "printed when the server started")
+            return refusal(
+                403,
+                "this server is not reached at that Host (a page that "
+                "renamed itself to this address is refused); open the URL "
+                "printed when the server started",
+            )
         websocket = is_websocket_route(request)
         if not doors.origin_ok(request.headers.get("Origin"), required=websocket):
             return refusal(403, "requests from another site's page are refused")
@@ -141,8 +145,11 @@ def guard(doors: Doors) -> Middleware:
                 set_cookie(response, doors)
                 raise response
         elif not doors.matches(request.cookies.get(doors.cookie)):
-            return refusal(403, "this address needs the URL with its token, as printed when "
-                                "`sparkdeck web` started (run it again for a new one)")
+            return refusal(
+                403,
+                "this address needs the URL with its token, as printed when "
+                "`sparkdeck web` started (run it again for a new one)",
+            )
         if websocket and not web.WebSocketResponse().can_prepare(request).ok:
             return refusal(400, "/ws takes only a websocket")
         return await handler(request)

@@ -22,5 +22,9 @@ def report_worker_failure(app: App[Any], event: Worker.StateChanged) -> None:
         return
     error = event.worker.error
     message = excerpt(str(error), 500) or type(error).__name__
-    app.notify(message, title=f"{event.worker.name or 'a background task'} failed",
-               severity="error", markup=False)
+    app.notify(
+        message,
+        title=f"{event.worker.name or 'a background task'} failed",
+        severity="error",
+        markup=False,
+    )

@@ -25,16 +25,24 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkdeck", *args]
 
 
-def run_cli(*args: str, env: Mapping[str, str] | None = None, timeout: float = 120,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """`sparkdeck ARGS`, finished (subprocess.TimeoutExpired after `timeout` s)."""
-    return subprocess.run(cli(*args), capture_output=True, text=True,
-                          env=dict(env) if env is not None else os.environ.copy(),
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.run(
+        cli(*args),
+        capture_output=True,
+        text=True,
+        env=dict(env) if env is not None else os.environ.copy(),
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
 
 
-def wait_for(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str],
-             every: float = 0.1) -> T:
+def wait_for(
+    predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], every: float = 0.1
+) -> T:
     """predicate()'s first true value, asked every `every` s; AssertionError after `timeout`
     s naming `what` (or what it returns then: the state seen instead)."""
     deadline = time.monotonic() + timeout

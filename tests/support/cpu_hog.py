@@ -12,8 +12,10 @@ from contextlib import contextmanager
 @contextmanager
 def cpu_hog(processes: int | None = None) -> Iterator[list[subprocess.Popen[bytes]]]:
     """One spinning process per core (or `processes`), killed on exit."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(processes or os.cpu_count() or 2)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(processes or os.cpu_count() or 2)
+    ]
     try:
         yield hogs
     finally:

@@ -13,8 +13,14 @@ import sys
 
 
 def ask(port: int, path: str, headers: dict[str, str]) -> int:
-    lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
-             *(f"{name}: {value}" for name, value in headers.items()), "", ""]
+    lines = [
+        f"GET {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in headers.items()),
+        "",
+        "",
+    ]
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall("\r\n".join(lines).encode())
         head = sock.recv(4096).split(b"\r\n", 1)[0].decode()
@@ -22,8 +28,12 @@ def ask(port: int, path: str, headers: dict[str, str]) -> int:
 
 
 def websocket(origin: str | None) -> dict[str, str]:
-    headers = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
-               "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()}
+    headers = {
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(),
+    }
     if origin:
         headers["Origin"] = origin
     return headers
@@ -40,9 +50,14 @@ def main() -> None:
         "websocket, a foreign Origin": ("/ws", websocket("http://evil.example")),
         "websocket, no Origin": ("/ws", websocket(None)),
     }
-    print(json.dumps({"uid": os.getuid(),
-                      **{name: ask(port, path, headers)
-                         for name, (path, headers) in attempts.items()}}))
+    print(
+        json.dumps(
+            {
+                "uid": os.getuid(),
+                **{name: ask(port, path, headers) for name, (path, headers) in attempts.items()},
+            }
+        )
+    )
 
 
 main()

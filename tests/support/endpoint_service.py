@@ -38,10 +38,22 @@ class SinkEngine(JsonReplies):
         body = self.rfile.read(size)
         with self.server.lock:
             self.server.received.append(len(body))
-        self._json(200, {"id": "x", "object": "chat.completion", "model": MODEL,
-                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                             "role": "assistant", "content": "ok"}}],
-                         "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+        self._json(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "ok"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            },
+        )
 
     def log_message(self, *args: object) -> None:
         pass
@@ -82,8 +94,14 @@ class Answer:
         return self.body["error"]
 
 
-def ask(port: int, method: str, path: str, body: bytes | None = None,
-        headers: dict[str, str] | None = None, timeout: float = 30.0) -> Answer:
+def ask(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Answer:
     """One request on its own connection; a connection broken mid-send is an Answer too."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     connection.connect()

@@ -34,8 +34,9 @@ class LoadResult:
     mid_reply: int = 0  # streams that have had their first token and not yet ended
 
 
-async def _one_stream(client: httpx.AsyncClient, base_url: str, body: dict[str, Any],
-                      result: LoadResult) -> None:
+async def _one_stream(
+    client: httpx.AsyncClient, base_url: str, body: dict[str, Any], result: LoadResult
+) -> None:
     usage = timings = None
     started = False
     async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
@@ -54,8 +55,9 @@ async def _one_stream(client: httpx.AsyncClient, base_url: str, body: dict[str, 
                     result.errors.append(str(chunk["error"]))
                 if chunk.get("usage"):
                     usage = chunk["usage"]
-                if not started and any((c.get("delta") or {}).get("content")
-                                       for c in chunk.get("choices") or ()):
+                if not started and any(
+                    (c.get("delta") or {}).get("content") for c in chunk.get("choices") or ()
+                ):
                     started = True  # the engine is generating this one now
                     result.mid_reply += 1
                 # llama-server repeats its running timings; the last one covers the reply.
@@ -72,23 +74,37 @@ async def _one_stream(client: httpx.AsyncClient, base_url: str, body: dict[str, 
     result.streams_ok += 1
 
 
-async def streamed_load(base_url: str, model: str, streams: int, max_tokens: int,
-                        result: LoadResult | None = None, **extra: Any) -> LoadResult:
+async def streamed_load(
+    base_url: str,
+    model: str,
+    streams: int,
+    max_tokens: int,
+    result: LoadResult | None = None,
+    **extra: Any,
+) -> LoadResult:
     result = result if result is not None else LoadResult()
-    body = {"model": model, "stream": True, "max_tokens": max_tokens,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "Tell me a long story."}], **extra}
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+        **extra,
+    }
     async with httpx.AsyncClient(timeout=120) as client:
-        await asyncio.gather(*(_one_stream(client, base_url, body, result)
-                               for _ in range(streams)))
+        await asyncio.gather(*(_one_stream(client, base_url, body, result) for _ in range(streams)))
     return result
 
 
 def server_counter(base_url: str, name: str, path: str = "/metrics") -> float:
     """A counter straight from the engine's page (summed over label sets): the reference."""
     text = httpx.get(base_url + path, timeout=10).text
-    return sum(s.value for family in text_string_to_metric_families(text)
-               for s in family.samples if s.name == name)
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    )
 
 
 @dataclass
@@ -113,28 +129,39 @@ class Observed:
         """Σ tok/s × interval over the answered readings: the tokens sparkdeck's rates
         account for."""
         answered = self.answered()
-        return sum((after.generation_tps or 0.0) * (after.wall - before.wall)
-                   for before, after in itertools.pairwise(answered))
+        return sum(
+            (after.generation_tps or 0.0) * (after.wall - before.wall)
+            for before, after in itertools.pairwise(answered)
+        )
 
     def rates_over_window(self, counted: float) -> tuple[float, float]:
         """(sparkdeck's mean tok/s, the server's) over the sampled window; printed with -s."""
         answered = self.answered()
         span = answered[-1].wall - answered[0].wall
         ours, theirs = self.integrated_tokens() / span, counted / span
-        print(f"\n{answered[-1].kind}: {counted:.0f} tokens in {span:.2f} s; sparkdeck "
-              f"{ours:.1f} tok/s, server {theirs:.1f} tok/s "
-              f"({(ours - theirs) / theirs * 100:+.3f} %); peak running "
-              f"{self.peak('running'):g}, waiting {self.peak('waiting'):g}; "
-              f"{len(self.samples) - len(answered)} of {len(self.samples)} readings missed")
+        print(
+            f"\n{answered[-1].kind}: {counted:.0f} tokens in {span:.2f} s; sparkdeck "
+            f"{ours:.1f} tok/s, server {theirs:.1f} tok/s "
+            f"({(ours - theirs) / theirs * 100:+.3f} %); peak running "
+            f"{self.peak('running'):g}, waiting {self.peak('waiting'):g}; "
+            f"{len(self.samples) - len(answered)} of {len(self.samples)} readings missed"
+        )
         return ours, theirs
 
     def peak(self, attribute: str) -> float:
         return max(getattr(m, attribute) or 0.0 for m in self.samples + self.in_flight)
 
 
-async def observe_load(plan: MetricsPlan, base_url: str, model: str, streams: int,
-                       max_tokens: int, period_s: float = 0.25, settle_s: float = 60.0,
-                       **extra: Any) -> Observed:
+async def observe_load(
+    plan: MetricsPlan,
+    base_url: str,
+    model: str,
+    streams: int,
+    max_tokens: int,
+    period_s: float = 0.25,
+    settle_s: float = 60.0,
+    **extra: Any,
+) -> Observed:
     """Sample from idle, through the load, until the engine reports idle again."""
     reader = MetricsReader()
     sampler = MetricsSampler(plan, reader)
@@ -173,8 +200,11 @@ async def observe_load(plan: MetricsPlan, base_url: str, model: str, streams: in
         while time.monotonic() < deadline:
             await asyncio.sleep(period_s)
             tail = samples[-2:]
-            if len(tail) == 2 and all(m.ok and m.running == 0 and m.waiting == 0
-                                      for m in tail) and tail[0].wall > started:
+            if (
+                len(tail) == 2
+                and all(m.ok and m.running == 0 and m.waiting == 0 for m in tail)
+                and tail[0].wall > started
+            ):
                 break
         stop.set()
         await task

@@ -105,15 +105,28 @@ class FakeHub:
             return self._error(h, 404, "RevisionNotFound")
         siblings = []
         for fname, data in repo.files.items():
-            entry: dict[str, object] = {"rfilename": fname, "size": len(data),
-                                        "blobId": hashlib.sha1(data).hexdigest()}
+            entry: dict[str, object] = {
+                "rfilename": fname,
+                "size": len(data),
+                "blobId": hashlib.sha1(data).hexdigest(),
+            }
             if fname in repo.lfs:
-                entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(),
-                                "size": len(data), "pointerSize": 134}
+                entry["lfs"] = {
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "pointerSize": 134,
+                }
             siblings.append(entry)
-        body = json.dumps({"id": name, "modelId": name, "sha": repo.commit, "private":
-                           repo.private, "gated": "manual" if repo.gated else False,
-                           "siblings": siblings}).encode()
+        body = json.dumps(
+            {
+                "id": name,
+                "modelId": name,
+                "sha": repo.commit,
+                "private": repo.private,
+                "gated": "manual" if repo.gated else False,
+                "siblings": siblings,
+            }
+        ).encode()
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
@@ -121,8 +134,9 @@ class FakeHub:
         h.wfile.write(body)
         return None
 
-    def _file(self, h: BaseHTTPRequestHandler, name: str, revision: str, fname: str,
-              head: bool) -> None:
+    def _file(
+        self, h: BaseHTTPRequestHandler, name: str, revision: str, fname: str, head: bool
+    ) -> None:
         repo = self.repos.get(name)
         if repo is None:
             return self._error(h, 401, "RepoNotFound")

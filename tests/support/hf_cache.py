@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 
-def add_to_cache(cache: Path, repo_id: str, files: dict[str, bytes],
-                 commit: str | None = None) -> Path:
+def add_to_cache(
+    cache: Path, repo_id: str, files: dict[str, bytes], commit: str | None = None
+) -> Path:
     """Put `files` into the cache as one revision of `repo_id`; returns the snapshot dir."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     commit = commit or hashlib.sha1(repo_id.encode()).hexdigest()

@@ -73,8 +73,9 @@ class HostileServer:
     def __init__(self) -> None:
         self._server = _Server()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="hostile-loopback")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="hostile-loopback"
+        )
 
     def __enter__(self) -> HostileServer:
         self._thread.start()

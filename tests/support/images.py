@@ -53,11 +53,11 @@ def _add_dir(tar: tarfile.TarFile, name: str) -> None:
     tar.addfile(info)
 
 
-def _import(client: docker.DockerClient, tar_bytes: bytes, reference: str,
-            changes: list[str]) -> str:
+def _import(
+    client: docker.DockerClient, tar_bytes: bytes, reference: str, changes: list[str]
+) -> str:
     repository, tag = reference.rsplit(":", 1)
-    client.api.import_image_from_data(tar_bytes, repository=repository, tag=tag,
-                                      changes=changes)
+    client.api.import_image_from_data(tar_bytes, repository=repository, tag=tag, changes=changes)
     client.images.get(reference)  # raises if the import did not produce it
     return reference
 
@@ -119,11 +119,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from tests.support.tiny_gguf import write_tiny_gguf
 
-    parser = argparse.ArgumentParser(prog="python -m tests.support.images",
-                                     description=main.__doc__)
-    parser.add_argument("llama_server", nargs="?", type=Path,
-                        default=os.environ.get("SPARKDECK_LLAMA_SERVER"),
-                        help="a llama-server binary (.ci/build_llama_server.sh builds one)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.support.images", description=main.__doc__
+    )
+    parser.add_argument(
+        "llama_server",
+        nargs="?",
+        type=Path,
+        default=os.environ.get("SPARKDECK_LLAMA_SERVER"),
+        help="a llama-server binary (.ci/build_llama_server.sh builds one)",
+    )
     args = parser.parse_args(argv)
     client = docker.from_env()
     busybox = Path(shutil.which("busybox") or "/bin/busybox")

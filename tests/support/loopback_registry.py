@@ -53,18 +53,32 @@ def busybox_image_blobs(busybox: Path, padding: int) -> tuple[bytes, dict[str, b
             info.size, info.mode = len(body), 0o644
             tar.addfile(info, io.BytesIO(body))
     layer = gzip.compress(raw.getvalue(), compresslevel=1)
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Cmd": ["/bin/httpd", "-f", "-p", "8080", "-h", "/www"]},
-        "rootfs": {"type": "layers", "diff_ids": [_sha(raw.getvalue())]},
-    }).encode()
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": MANIFEST,
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                   "size": len(config), "digest": _sha(config)},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                    "size": len(layer), "digest": _sha(layer)}],
-    }).encode()
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Cmd": ["/bin/httpd", "-f", "-p", "8080", "-h", "/www"]},
+            "rootfs": {"type": "layers", "diff_ids": [_sha(raw.getvalue())]},
+        }
+    ).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": _sha(config),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": len(layer),
+                    "digest": _sha(layer),
+                }
+            ],
+        }
+    ).encode()
     return manifest, {_sha(config): config, _sha(layer): layer}
 
 
@@ -87,11 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
         prefix = f"/v2/{registry.repository}/"
         if path in ("/v2/", "/v2"):
             body, kind = b"{}", "application/json"
-        elif path == f"{prefix}manifests/{registry.tag}" or \
-                path == f"{prefix}manifests/{_sha(registry.manifest)}":
+        elif (
+            path == f"{prefix}manifests/{registry.tag}"
+            or path == f"{prefix}manifests/{_sha(registry.manifest)}"
+        ):
             body, kind = registry.manifest, MANIFEST
-        elif path.startswith(f"{prefix}blobs/") and path[len(prefix) + 6:] in registry.blobs:
-            body, kind = registry.blobs[path[len(prefix) + 6:]], "application/octet-stream"
+        elif path.startswith(f"{prefix}blobs/") and path[len(prefix) + 6 :] in registry.blobs:
+            body, kind = registry.blobs[path[len(prefix) + 6 :]], "application/octet-stream"
         else:
             body = json.dumps({"errors": [{"code": "NAME_UNKNOWN", "message": path}]}).encode()
             self.send_response(404)
@@ -110,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not send_body:
             return
         for start in range(0, len(body), CHUNK):
-            self.wfile.write(body[start:start + CHUNK])
+            self.wfile.write(body[start : start + CHUNK])
             self.wfile.flush()
             if registry.pause and len(body) > CHUNK:
                 time.sleep(registry.pause)
@@ -121,8 +137,15 @@ class LoopbackRegistry(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, busybox: Path, *, padding: int = 6 * 2**20, pause: float = 0.05,
-                 repository: str = "sparkdeck-test/pulled", tag: str = "1") -> None:
+    def __init__(
+        self,
+        busybox: Path,
+        *,
+        padding: int = 6 * 2**20,
+        pause: float = 0.05,
+        repository: str = "sparkdeck-test/pulled",
+        tag: str = "1",
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.repository, self.tag, self.pause = repository, tag, pause
         self.manifest, self.blobs = busybox_image_blobs(busybox, padding)

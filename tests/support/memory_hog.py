@@ -22,8 +22,12 @@ sys.stdin.readline()
 class MemoryHog:
     def __init__(self, size: int):
         self.size = size
-        self.child = subprocess.Popen([sys.executable, "-c", HOG, str(size)], text=True,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.child = subprocess.Popen(
+            [sys.executable, "-c", HOG, str(size)],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
 
     def allocate(self) -> None:
         assert self.child.stdin is not None and self.child.stdout is not None
@@ -56,5 +60,6 @@ def stop_line_below_a_hog(config: Path) -> tuple[int, float]:
     config.mkdir(parents=True, exist_ok=True)
     (config / "settings.toml").write_text(
         f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
-        f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n")
+        f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n"
+    )
     return hog_size, stop_pct

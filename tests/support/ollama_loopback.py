@@ -60,8 +60,13 @@ class _Handler(JsonReplies):
 class FakeOllama(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, models: set[str] | None = None, unknown: set[str] | None = None,
-                 pause: float = 0.0, finish_pull: bool = True) -> None:
+    def __init__(
+        self,
+        models: set[str] | None = None,
+        unknown: set[str] | None = None,
+        pause: float = 0.0,
+        finish_pull: bool = True,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.models = set(models or ())
         self.unknown = set(unknown or ())  # names the "registry" does not have
@@ -73,13 +78,21 @@ class FakeOllama(ThreadingHTTPServer):
 
     def script(self, model: str) -> list[dict[str, Any]]:
         if model in self.unknown:
-            return [{"status": "pulling manifest"},
-                    {"error": "pull model manifest: file does not exist"}]
+            return [
+                {"status": "pulling manifest"},
+                {"error": "pull model manifest: file does not exist"},
+            ]
         lines: list[dict[str, Any]] = [{"status": "pulling manifest"}]
         for digest, total in BLOBS.items():
             for completed in (0, total // 2, total):
-                lines.append({"status": f"pulling {digest[7:]}", "digest": digest,
-                              "total": total, "completed": completed})
+                lines.append(
+                    {
+                        "status": f"pulling {digest[7:]}",
+                        "digest": digest,
+                        "total": total,
+                        "completed": completed,
+                    }
+                )
         lines += [{"status": "verifying sha256 digest"}, {"status": "writing manifest"}]
         if self.finish_pull:
             lines.append({"status": "success"})

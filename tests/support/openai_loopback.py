@@ -39,8 +39,10 @@ def sse_events(body: str) -> list[bytes]:
 
 
 def chunk_event(content: str) -> bytes:
-    data = {"object": "chat.completion.chunk", "choices": [
-        {"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    data = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+    }
     return f"data: {json.dumps(data)}\n\n".encode()
 
 
@@ -53,16 +55,22 @@ class _Handler(JsonReplies):
 
     def do_GET(self) -> None:  # noqa: N802 (the library's own name)
         if self.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": m, "object": "model"}
-                                                        for m in self.server.models]})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": m, "object": "model"} for m in self.server.models],
+                },
+            )
         else:
             self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
     def do_POST(self) -> None:  # noqa: N802 (the library's own name)
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
-        self.server.requests.put({"path": self.path, "body": body,
-                                  "authorization": self.headers.get("Authorization")})
+        self.server.requests.put(
+            {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
+        )
         try:
             answer = self.server.script.get_nowait()
         except queue.Empty:
@@ -90,7 +98,6 @@ class _Handler(JsonReplies):
         yield from answer.pieces
         while answer.repeat_forever is not None:
             yield answer.repeat_forever
-
 
 
 class _Server(ThreadingHTTPServer):

@@ -22,15 +22,22 @@ def _ensure_user() -> str:
     if os.geteuid() != 0 or shutil.which("useradd") is None:
         unavailable("creating a second Unix user needs root and useradd")
     if subprocess.run(["id", USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", USER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+            check=True,
+            capture_output=True,
+        )
     return USER
 
 
 def _runnable(python: str, user: str) -> bool:
     try:
-        return subprocess.run([python, "-c", "pass"], user=user, cwd="/",
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                [python, "-c", "pass"], user=user, cwd="/", capture_output=True
+            ).returncode
+            == 0
+        )
     except OSError:  # a venv under a folder that user may not enter
         return False
 
@@ -38,12 +45,24 @@ def _runnable(python: str, user: str) -> bool:
 def run_as_other_user(source: str, *args: str, timeout: float = 60) -> str:
     """Run `source` as the second user; its stdout (a failure raises with its stderr)."""
     user = _ensure_user()
-    python = next((p for p in (sys.executable, getattr(sys, "_base_executable", ""),
-                               "/usr/bin/python3") if p and _runnable(p, user)), None)
+    python = next(
+        (
+            p
+            for p in (sys.executable, getattr(sys, "_base_executable", ""), "/usr/bin/python3")
+            if p and _runnable(p, user)
+        ),
+        None,
+    )
     if python is None:
         unavailable(f"no Python interpreter that the user {user} may run")
-    done = subprocess.run([python, "-c", source, *args], user=user, capture_output=True,
-                          text=True, timeout=timeout, cwd="/")
+    done = subprocess.run(
+        [python, "-c", source, *args],
+        user=user,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd="/",
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -49,8 +49,9 @@ class PaneHost(App):
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self.worker_errors.append(event.worker.error)
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
-               **kwargs: Any) -> None:
+    def notify(
+        self, message: str, *, title: str = "", severity: str = "information", **kwargs: Any
+    ) -> None:
         # The pane's own workers never reach on_worker_state_changed above (StateChanged
         # does not bubble): they report through sparkdeck.ui.worker_failures, i.e. here.
         if severity == "error" and str(title).endswith(" failed"):
@@ -62,8 +63,12 @@ class PaneHost(App):
         return self.query_one(ChatPane)
 
 
-async def wait_until(pilot: Pilot, predicate: Callable[[], bool], timeout: float = 15.0,
-                     what: str | Callable[[], str] = "condition") -> None:
+async def wait_until(
+    pilot: Pilot,
+    predicate: Callable[[], bool],
+    timeout: float = 15.0,
+    what: str | Callable[[], str] = "condition",
+) -> None:
     """Let the app run until predicate() holds; fail after `timeout` seconds (`what`, or
     what it returns then, says what was awaited and what there was instead)."""
     deadline = time.monotonic() + timeout

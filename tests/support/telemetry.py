@@ -36,8 +36,12 @@ some avg10=1.50 avg60=0.70 avg300=0.22 total={some}
 full avg10=0.12 avg60=0.05 avg300=0.01 total={full}
 """
 
-SPARK_RAILS = (PowerRail("spbm0", "gpu", 61.2), PowerRail("spbm0", "dc_input", 97.4),
-               PowerRail("spbm0", "syspl1", 88.0, 140.0), PowerRail("spbm0", "prereg", 9.1))
+SPARK_RAILS = (
+    PowerRail("spbm0", "gpu", 61.2),
+    PowerRail("spbm0", "dc_input", 97.4),
+    PowerRail("spbm0", "syspl1", 88.0, 140.0),
+    PowerRail("spbm0", "prereg", 9.1),
+)
 
 
 def fixed_memory() -> MemorySnapshot:
@@ -53,8 +57,9 @@ class FixedPressure:
 
     def __call__(self) -> PsiSnapshot:
         self.calls += 1
-        text = PSI_TEXT.format(some=4_000_000 + 30_000 * self.calls,
-                               full=900_000 + 2_000 * self.calls)
+        text = PSI_TEXT.format(
+            some=4_000_000 + 30_000 * self.calls, full=900_000 + 2_000 * self.calls
+        )
         return parse_pressure(text, 100.0 + self.calls)
 
 
@@ -62,9 +67,12 @@ def replay_sampler(recording: Path, sample: int, rails: bool = False) -> Telemet
     """A sampler answering from fixed /proc text and one sample of an NVML recording."""
     nvml = RecordedNvml(recording).use(sample)
     return TelemetrySampler(
-        memory=fixed_memory, pressure=FixedPressure(),
+        memory=fixed_memory,
+        pressure=FixedPressure(),
         gpu=NvmlReader(nvml, host_total_bytes=nvml.host_mem_total_bytes),
-        rails=(lambda: SPARK_RAILS) if rails else (lambda: ()), clock=lambda: 1000.0)
+        rails=(lambda: SPARK_RAILS) if rails else (lambda: ()),
+        clock=lambda: 1000.0,
+    )
 
 
 def replay_history(recording: Path, seconds: int = 300) -> History:
@@ -72,8 +80,13 @@ def replay_history(recording: Path, seconds: int = 300) -> History:
     nvml = RecordedNvml(recording)
     reader = NvmlReader(nvml, host_total_bytes=nvml.host_mem_total_bytes)
     clock = [0.0]
-    sampler = TelemetrySampler(memory=fixed_memory, pressure=FixedPressure(), gpu=reader,
-                               rails=lambda: (), clock=lambda: clock[0])
+    sampler = TelemetrySampler(
+        memory=fixed_memory,
+        pressure=FixedPressure(),
+        gpu=reader,
+        rails=lambda: (),
+        clock=lambda: clock[0],
+    )
     history = History()
     for second in range(seconds):
         nvml.use(second // 15 % len(nvml.samples))

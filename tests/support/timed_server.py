@@ -96,14 +96,17 @@ class TimedHandler(JsonReplies):
         benchmark's server-side figures read), for the requests served so far."""
         with self.server.lock:
             ttft, itl = (list(v) for v in self.server.histograms.values())
-        lines = ["# TYPE vllm:time_to_first_token_seconds histogram",
-                 f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft[1]}',
-                 f"vllm:time_to_first_token_seconds_sum {ttft[0]}",
-                 f"vllm:time_to_first_token_seconds_count {ttft[1]}",
-                 "# TYPE vllm:inter_token_latency_seconds histogram",
-                 f'vllm:inter_token_latency_seconds_bucket{{le="+Inf"}} {itl[1]}',
-                 f"vllm:inter_token_latency_seconds_sum {itl[0]}",
-                 f"vllm:inter_token_latency_seconds_count {itl[1]}", ""]
+        lines = [
+            "# TYPE vllm:time_to_first_token_seconds histogram",
+            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft[1]}',
+            f"vllm:time_to_first_token_seconds_sum {ttft[0]}",
+            f"vllm:time_to_first_token_seconds_count {ttft[1]}",
+            "# TYPE vllm:inter_token_latency_seconds histogram",
+            f'vllm:inter_token_latency_seconds_bucket{{le="+Inf"}} {itl[1]}',
+            f"vllm:inter_token_latency_seconds_sum {itl[0]}",
+            f"vllm:inter_token_latency_seconds_count {itl[1]}",
+            "",
+        ]
         body = "\n".join(lines).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -125,14 +128,26 @@ class TimedHandler(JsonReplies):
             self._json(404, {"error": {"message": f"no {self.path}"}})
 
     def _usage(self, prompt: int, completion: int) -> dict[str, int]:
-        return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
 
     def _complete(self, body: dict[str, Any]) -> None:
         prompt = count_tokens(body.get("messages", []))
-        reply: dict[str, Any] = {"id": "x", "object": "chat.completion", "model": MODEL,
-                                 "choices": [{"index": 0, "finish_reason": "length",
-                                              "message": {"role": "assistant", "content": "w"}}]}
+        reply: dict[str, Any] = {
+            "id": "x",
+            "object": "chat.completion",
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length",
+                    "message": {"role": "assistant", "content": "w"},
+                }
+            ],
+        }
         if self.server.variant != "no_usage":
             reply["usage"] = self._usage(prompt, 1)
         self._json(200, reply)
@@ -145,8 +160,12 @@ class TimedHandler(JsonReplies):
         return time.perf_counter()
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "x",
+            "object": "chat.completion.chunk",
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     def _stream(self, body: dict[str, Any], received: float) -> None:
         srv = self.server
@@ -176,15 +195,31 @@ class TimedHandler(JsonReplies):
             self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
             self.wfile.flush()
         if srv.variant in ("timings", "burst") and tokens > 1:
-            self._send({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-                        "choices": [], "timings": {
-                            "predicted_n": tokens, "prompt_n": prompt,
-                            "predicted_per_second": (tokens - 1) / (sent[-1] - sent[0]),
-                            "prompt_per_second": prompt / max(sent[0] - received, 1e-9)}})
+            self._send(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "model": MODEL,
+                    "choices": [],
+                    "timings": {
+                        "predicted_n": tokens,
+                        "prompt_n": prompt,
+                        "predicted_per_second": (tokens - 1) / (sent[-1] - sent[0]),
+                        "prompt_per_second": prompt / max(sent[0] - received, 1e-9),
+                    },
+                }
+            )
         wants_usage = (body.get("stream_options") or {}).get("include_usage")
         if wants_usage and srv.variant != "no_usage":
-            self._send({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-                        "choices": [], "usage": self._usage(prompt, tokens)})
+            self._send(
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "model": MODEL,
+                    "choices": [],
+                    "usage": self._usage(prompt, tokens),
+                }
+            )
         self._send("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
@@ -194,10 +229,17 @@ class TimedHandler(JsonReplies):
             srv.histograms["ttft"][1] += 1
             srv.histograms["itl"][0] += sent[-1] - sent[0]
             srv.histograms["itl"][1] += tokens - 1
-            srv.log.append({"received": received, "first_sent": sent[0], "last_sent": sent[-1],
-                            "planned_first": planned_first,
-                            "planned_last": planned_first + (tokens - 1) / srv.decode_rate,
-                            "prompt_tokens": prompt, "tokens": tokens})
+            srv.log.append(
+                {
+                    "received": received,
+                    "first_sent": sent[0],
+                    "last_sent": sent[-1],
+                    "planned_first": planned_first,
+                    "planned_last": planned_first + (tokens - 1) / srv.decode_rate,
+                    "prompt_tokens": prompt,
+                    "tokens": tokens,
+                }
+            )
 
 
 class TimedServer(ThreadingHTTPServer):
@@ -221,9 +263,21 @@ def running(variant: str, prefill_rate: float, decode_rate: float) -> Iterator[s
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.timed_server", "--port", str(port), "--variant",
-         variant, "--prefill-rate", str(prefill_rate), "--decode-rate", str(decode_rate)],
-        cwd=Path(__file__).resolve().parents[2])
+        [
+            sys.executable,
+            "-m",
+            "tests.support.timed_server",
+            "--port",
+            str(port),
+            "--variant",
+            variant,
+            "--prefill-rate",
+            str(prefill_rate),
+            "--decode-rate",
+            str(decode_rate),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -244,8 +298,11 @@ def running(variant: str, prefill_rate: float, decode_rate: float) -> Iterator[s
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--variant", required=True, choices=(
-        "usage_end", "role_chunk", "no_usage", "timings", "burst", "burst_histograms"))
+    parser.add_argument(
+        "--variant",
+        required=True,
+        choices=("usage_end", "role_chunk", "no_usage", "timings", "burst", "burst_histograms"),
+    )
     parser.add_argument("--prefill-rate", type=float, required=True)
     parser.add_argument("--decode-rate", type=float, required=True)
     args = parser.parse_args()

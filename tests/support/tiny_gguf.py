@@ -17,17 +17,62 @@ CHATML = (
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_WORDS = ("the", "a", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for",
-          "on", "are", "with", "as", "I", "his", "they", "be", "at", "one", "have", "this",
-          "hello", "world", "spark", "deck", "memory", "token", "model", "fast", "engine")
+_WORDS = (
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "it",
+    "you",
+    "that",
+    "he",
+    "was",
+    "for",
+    "on",
+    "are",
+    "with",
+    "as",
+    "I",
+    "his",
+    "they",
+    "be",
+    "at",
+    "one",
+    "have",
+    "this",
+    "hello",
+    "world",
+    "spark",
+    "deck",
+    "memory",
+    "token",
+    "model",
+    "fast",
+    "engine",
+)
 
 
-def write_tiny_gguf(path: Path, seed: int = 1234, n_embd: int = 64, n_layers: int = 2,
-                    n_ff: int = 128, n_head: int = 2, n_head_kv: int = 1) -> Path:
+def write_tiny_gguf(
+    path: Path,
+    seed: int = 1234,
+    n_embd: int = 64,
+    n_layers: int = 2,
+    n_ff: int = 128,
+    n_head: int = 2,
+    n_head_kv: int = 1,
+) -> Path:
     rng = np.random.default_rng(seed)
     tokens: list[str] = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL,
-             gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    types = [
+        gguf.TokenType.UNKNOWN,
+        gguf.TokenType.CONTROL,
+        gguf.TokenType.CONTROL,
+        gguf.TokenType.CONTROL,
+        gguf.TokenType.CONTROL,
+    ]
     tokens += [f"<0x{b:02X}>" for b in range(256)]
     types += [gguf.TokenType.BYTE] * 256
     pieces = ["\u2581"] + [chr(c) for c in range(ord("a"), ord("z") + 1)]

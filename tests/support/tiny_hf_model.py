@@ -94,12 +94,20 @@ def _train_tokenizer(target: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     alphabet = [c for c in string.printable if c not in string.whitespace] + ["\u2581"]
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<unk>", *SPECIAL],
-                                  initial_alphabet=alphabet, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=["<unk>", *SPECIAL],
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
     tok.train_from_iterator([CORPUS] * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
-                                   eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=["<|im_start|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     fast.chat_template = CHATML
     fast.model_max_length = 1024
     fast.save_pretrained(target)
@@ -112,11 +120,20 @@ def _write_model(target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(target)
     special_ids = sorted(set(tokenizer.all_special_ids))
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-        max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False,
-        bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, torch_dtype="float32",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=2048,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
     )
     torch.manual_seed(SEED)
     model = LlamaForCausalLM(config)
@@ -131,8 +148,9 @@ def _write_model(target: Path) -> None:
         model.lm_head.weight[special_ids, 0] = -8.0
     model.save_pretrained(target, safe_serialization=True)
     # vLLM reads sampling defaults from generation_config.json; keep them neutral.
-    (target / "generation_config.json").write_text(json.dumps(
-        {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}))
+    (target / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id})
+    )
 
 
 def ensure_tiny_model(out: Path) -> Path:

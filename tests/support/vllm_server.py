@@ -82,31 +82,51 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_argv(python: Path, model_dir: Path, name: str, port: int,
-                extra: tuple[str, ...] = ()) -> list[str]:
-    return [str(python), "-m", SERVER_MODULE, "--model", str(model_dir),
-            "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
-            "--max-model-len", str(MAX_MODEL_LEN), *FAST_START, *extra]
+def server_argv(
+    python: Path, model_dir: Path, name: str, port: int, extra: tuple[str, ...] = ()
+) -> list[str]:
+    return [
+        str(python),
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        *FAST_START,
+        *extra,
+    ]
 
 
-def wait_healthy(process: subprocess.Popen[bytes], base_url: str, log_path: Path,
-                 timeout: float) -> None:
+def wait_healthy(
+    process: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout: float
+) -> None:
     """Poll /health until 200; raise VllmStartError when the process exits or time runs out."""
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=5.0) as client:
         while True:
             code = process.poll()
             if code is not None:
-                raise VllmStartError(f"vLLM exited with code {code} before it was healthy; "
-                                     f"last lines of {log_path}:\n{log_tail(log_path)}")
+                raise VllmStartError(
+                    f"vLLM exited with code {code} before it was healthy; "
+                    f"last lines of {log_path}:\n{log_tail(log_path)}"
+                )
             try:
                 if client.get(base_url + "/health").status_code == 200:
                     return
             except httpx.TransportError:
                 pass  # refused until the API server listens: not ready yet
             if time.monotonic() > deadline:
-                raise VllmStartError(f"vLLM was not healthy after {timeout:.0f} s; last lines "
-                                     f"of {log_path}:\n{log_tail(log_path)}")
+                raise VllmStartError(
+                    f"vLLM was not healthy after {timeout:.0f} s; last lines "
+                    f"of {log_path}:\n{log_tail(log_path)}"
+                )
             time.sleep(0.5)
 
 
@@ -138,10 +158,15 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> N
 
 
 @contextmanager
-def running_vllm(python: Path, model_dir: Path, log_path: Path, name: str = "sparkdeck-tiny",
-                 timeout: float = START_TIMEOUT,
-                 extra: tuple[str, ...] = (),
-                 unset: tuple[str, ...] = ()) -> Iterator[VllmServer]:
+def running_vllm(
+    python: Path,
+    model_dir: Path,
+    log_path: Path,
+    name: str = "sparkdeck-tiny",
+    timeout: float = START_TIMEOUT,
+    extra: tuple[str, ...] = (),
+    unset: tuple[str, ...] = (),
+) -> Iterator[VllmServer]:
     """Start a vLLM server, wait until it is healthy, yield its handle, stop it afterwards.
 
     Call it from a thread that lives as long as the server (the main thread, as pytest's
@@ -188,7 +213,13 @@ def _die_with_parent() -> None:
 def start_logged(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start `argv` in a session (and process group) of its own, stdout and stderr to a file."""
     with open(log_path, "wb") as log:
-        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                # one prctl call; nothing that could wait on a lock
-                                preexec_fn=_die_with_parent)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # one prctl call; nothing that could wait on a lock
+            preexec_fn=_die_with_parent,
+        )

@@ -9,14 +9,20 @@ code. A command that cannot do its job raises `CommandFailed` (or another error 
 from __future__ import annotations
 
 # Modules listed here are imported when the parser is built, in this order.
-MODULES: tuple[str, ...] = ("sparkdeck.cli.commands.chat", "sparkdeck.cli.commands.conversations",
-                            "sparkdeck.cli.commands.metrics", "sparkdeck.cli.commands.guard",
-                            "sparkdeck.cli.commands.telemetry", "sparkdeck.cli.commands.bench",
-                            "sparkdeck.cli.commands.models", "sparkdeck.cli.commands.service",
-                            "sparkdeck.cli.commands.requests",
-                            "sparkdeck.cli.commands.endpoint",
-                            "sparkdeck.cli.commands.history",
-                            "sparkdeck.cli.commands.web")
+MODULES: tuple[str, ...] = (
+    "sparkdeck.cli.commands.chat",
+    "sparkdeck.cli.commands.conversations",
+    "sparkdeck.cli.commands.metrics",
+    "sparkdeck.cli.commands.guard",
+    "sparkdeck.cli.commands.telemetry",
+    "sparkdeck.cli.commands.bench",
+    "sparkdeck.cli.commands.models",
+    "sparkdeck.cli.commands.service",
+    "sparkdeck.cli.commands.requests",
+    "sparkdeck.cli.commands.endpoint",
+    "sparkdeck.cli.commands.history",
+    "sparkdeck.cli.commands.web",
+)
 
 
 class CommandFailed(Exception):

@@ -53,23 +53,57 @@ def _positive(text: str) -> int:
 def register(subparsers: Any) -> None:
 
     bench = subparsers.add_parser(
-        "bench", help="benchmark the running engine (TTFT, prefill, decode, concurrency)")
+        "bench", help="benchmark the running engine (TTFT, prefill, decode, concurrency)"
+    )
     bench.add_argument("--json", action="store_true", help="machine-readable output")
-    bench.add_argument("--concurrency", type=_levels, default=DEFAULT_CONCURRENCY,
-                       metavar="1,2,4,8", help="requests sent together, per level")
-    bench.add_argument("--prompt-tokens", type=_positive, default=512, metavar="N",
-                       help="prompt size in the server's tokens (default 512)")
-    bench.add_argument("--output-tokens", type=_positive, default=128, metavar="M",
-                       help="tokens generated per request (default 128)")
-    bench.add_argument("--runs", type=_positive, default=3, metavar="K",
-                       help="repeats per level; figures are medians (default 3)")
-    bench.add_argument("--warmup", type=_positive, default=1, metavar="W",
-                       help="unrecorded requests first (default 1)")
-    bench.add_argument("--depth", type=_positive, default=0, metavar="D",
-                       help="context tokens before the prompt (default 0)")
-    bench.add_argument("--prefix-cache", choices=("on", "off"), default="off",
-                       help="on: requests share the context, cached first; off: nothing "
-                            "shared (default)")
+    bench.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=DEFAULT_CONCURRENCY,
+        metavar="1,2,4,8",
+        help="requests sent together, per level",
+    )
+    bench.add_argument(
+        "--prompt-tokens",
+        type=_positive,
+        default=512,
+        metavar="N",
+        help="prompt size in the server's tokens (default 512)",
+    )
+    bench.add_argument(
+        "--output-tokens",
+        type=_positive,
+        default=128,
+        metavar="M",
+        help="tokens generated per request (default 128)",
+    )
+    bench.add_argument(
+        "--runs",
+        type=_positive,
+        default=3,
+        metavar="K",
+        help="repeats per level; figures are medians (default 3)",
+    )
+    bench.add_argument(
+        "--warmup",
+        type=_positive,
+        default=1,
+        metavar="W",
+        help="unrecorded requests first (default 1)",
+    )
+    bench.add_argument(
+        "--depth",
+        type=_positive,
+        default=0,
+        metavar="D",
+        help="context tokens before the prompt (default 0)",
+    )
+    bench.add_argument(
+        "--prefix-cache",
+        choices=("on", "off"),
+        default="off",
+        help="on: requests share the context, cached first; off: nothing shared (default)",
+    )
     bench.add_argument("--model", help="model to ask for (default: the first listed)")
     endpoint_args(bench)
     bench.set_defaults(run=cmd_bench)
@@ -99,8 +133,10 @@ class ProgressPrinter:
             text = "warming up"
         elif p.phase == "measuring":
             run = (p.repeat or 0) + 1
-            text = (f"concurrency {p.concurrency}, run {run}: {p.requests_done}/"
-                    f"{p.requests_total} requests done")
+            text = (
+                f"concurrency {p.concurrency}, run {run}: {p.requests_done}/"
+                f"{p.requests_total} requests done"
+            )
         else:
             text = f"done: {p.requests_done}/{p.requests_total} requests"
         end = "\n" if not self.tty or p.phase == "done" else ""
@@ -131,8 +167,9 @@ def _run_in_thread(session: BenchSession) -> StoredRun:
     return box["run"]
 
 
-def _as_command_failure(func: Callable[[argparse.Namespace], int]
-                        ) -> Callable[[argparse.Namespace], int]:
+def _as_command_failure(
+    func: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
     """Report the benchmark's own expected errors as one line and exit code 1."""
 
     @functools.wraps(func)
@@ -148,14 +185,24 @@ def _as_command_failure(func: Callable[[argparse.Namespace], int]
 @_as_command_failure
 def cmd_bench(args: argparse.Namespace) -> int:
     try:
-        config = BenchConfig(prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                             concurrency=args.concurrency, runs=args.runs, warmup=args.warmup,
-                             depth_tokens=args.depth, prefix_cache=args.prefix_cache == "on",
-                             model=args.model)
+        config = BenchConfig(
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            concurrency=args.concurrency,
+            runs=args.runs,
+            warmup=args.warmup,
+            depth_tokens=args.depth,
+            prefix_cache=args.prefix_cache == "on",
+            model=args.model,
+        )
     except ValueError as exc:
         raise CommandFailed(str(exc)) from None
-    session = BenchSession(config, url=args.endpoint, kind=args.kind, on_progress=(
-        None if args.json else ProgressPrinter(sys.stderr)))
+    session = BenchSession(
+        config,
+        url=args.endpoint,
+        kind=args.kind,
+        on_progress=(None if args.json else ProgressPrinter(sys.stderr)),
+    )
     session.prepare()
     stored = _run_in_thread(session)
     run_id, store = stored.id, session.store
@@ -168,8 +215,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"warning: the decode figures are unreliable: {stored.reason}", file=sys.stderr)
         return 0
     if stored.status != "complete":
-        raise CommandFailed(f"benchmark {stored.status}: {stored.reason}; what was measured "
-                            f"is saved as run {run_id}")
+        raise CommandFailed(
+            f"benchmark {stored.status}: {stored.reason}; what was measured "
+            f"is saved as run {run_id}"
+        )
     return 0
 
 

@@ -33,14 +33,24 @@ def register(subparsers: Any) -> None:
     chat.add_argument("--max-tokens", type=int, metavar="N", help="longest reply in tokens")
     chat.add_argument("--temperature", type=float, metavar="T", help="sampling temperature")
     thinking = chat.add_mutually_exclusive_group()
-    thinking.add_argument("--thinking", dest="thinking", action="store_true", default=None,
-                          help="ask the model to think first (mapped per engine kind)")
-    thinking.add_argument("--no-thinking", dest="thinking", action="store_false",
-                          help="ask the model not to think")
+    thinking.add_argument(
+        "--thinking",
+        dest="thinking",
+        action="store_true",
+        default=None,
+        help="ask the model to think first (mapped per engine kind)",
+    )
+    thinking.add_argument(
+        "--no-thinking", dest="thinking", action="store_false", help="ask the model not to think"
+    )
     chat.add_argument("--model", help="model id (default: the first the server lists)")
     chat.add_argument("--save", action="store_true", help="save as a new conversation")
-    chat.add_argument("--continue", dest="continue_id", metavar="ID",
-                      help="continue a saved conversation (see `sparkdeck conversations`)")
+    chat.add_argument(
+        "--continue",
+        dest="continue_id",
+        metavar="ID",
+        help="continue a saved conversation (see `sparkdeck conversations`)",
+    )
     chat.add_argument("--json", action="store_true", help="print one JSON object at the end")
     endpoint_args(chat)
     chat.set_defaults(run=run_chat)
@@ -100,8 +110,11 @@ def run_chat(args: argparse.Namespace) -> int:
             # the stream's context closed the connection on the way out: the engine stops
             raise CommandFailed("cancelled; the engine was told to stop") from None
         except ConversationError as exc:  # --save on a full disk: one line, what was kept
-            kept = (f"conversation {session.conversation_id} keeps what was written before"
-                    if session.conversation_id else "nothing was saved")
+            kept = (
+                f"conversation {session.conversation_id} keeps what was written before"
+                if session.conversation_id
+                else "nothing was saved"
+            )
             raise CommandFailed(f"{exc}; {kept}") from None
     finally:
         try:
@@ -110,8 +123,17 @@ def run_chat(args: argparse.Namespace) -> int:
             pass
         client.close()
     if args.json:
-        print(json.dumps({**outcome.to_dict(), "endpoint": endpoint.url, "kind": kind.name,
-                          "conversation": session.conversation_id}, indent=2))
+        print(
+            json.dumps(
+                {
+                    **outcome.to_dict(),
+                    "endpoint": endpoint.url,
+                    "kind": kind.name,
+                    "conversation": session.conversation_id,
+                },
+                indent=2,
+            )
+        )
     else:
         if printer is not None:
             printer._end_reasoning()

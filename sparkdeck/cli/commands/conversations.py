@@ -20,14 +20,16 @@ from sparkdeck.config.paths import atomic_write_text
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("conversations", help="list saved chat conversations, or "
-                                                         "export one to Markdown")
+    parser = subparsers.add_parser(
+        "conversations", help="list saved chat conversations, or export one to Markdown"
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable list")
     sub = parser.add_subparsers(dest="conversations_command", metavar="export")
     export = sub.add_parser("export", help="write a conversation as Markdown")
     export.add_argument("id", help="conversation id (a unique prefix is enough)")
-    export.add_argument("-o", "--output", type=Path, metavar="FILE",
-                        help="write here instead of printing")
+    export.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write here instead of printing"
+    )
     parser.set_defaults(run=run_conversations)
 
 
@@ -45,12 +47,28 @@ def run_conversations(args: argparse.Namespace) -> int:
     except ConversationError as exc:
         raise CommandFailed(str(exc)) from None
     if args.json:
-        print(json.dumps([{"id": c.id, "title": c.title, "created": c.created, "model": c.model,
-                           "turns": c.turns, "path": str(c.path)} for c in found], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": c.id,
+                        "title": c.title,
+                        "created": c.created,
+                        "model": c.model,
+                        "turns": c.turns,
+                        "path": str(c.path),
+                    }
+                    for c in found
+                ],
+                indent=2,
+            )
+        )
         return 0
     if not found:
         print(f"no saved conversations in {conversations_dir()}")
     for c in found:
-        print(f"{c.id}  {c.created[:16].replace('T', ' ')}  {c.turns:>3} turns  "
-              f"{c.model[-24:]:<24}  {c.title}")
+        print(
+            f"{c.id}  {c.created[:16].replace('T', ' ')}  {c.turns:>3} turns  "
+            f"{c.model[-24:]:<24}  {c.title}"
+        )
     return 0

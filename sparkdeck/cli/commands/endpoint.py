@@ -17,7 +17,8 @@ from sparkdeck.cli.commands import CommandFailed
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "endpoint", help="the stable OpenAI endpoint: URL, models, ready-to-paste snippets")
+        "endpoint", help="the stable OpenAI endpoint: URL, models, ready-to-paste snippets"
+    )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(run=run)
 

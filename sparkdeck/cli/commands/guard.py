@@ -37,12 +37,17 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "guard", help="run the memory watchdog for the running engine (prints each decision)")
-    parser.add_argument("--duration", type=float, metavar="S",
-                        help="stop watching after S seconds (default: until Ctrl-C or the "
-                             "engine is gone)")
-    parser.add_argument("--history", action="store_true",
-                        help="list the watchdog's recorded actions instead")
+        "guard", help="run the memory watchdog for the running engine (prints each decision)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help="stop watching after S seconds (default: until Ctrl-C or the engine is gone)",
+    )
+    parser.add_argument(
+        "--history", action="store_true", help="list the watchdog's recorded actions instead"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.set_defaults(run=run_guard)
 
@@ -93,8 +98,9 @@ class _Output:
         self.event("stop attempt", attempt.text, done=attempt.done, killed=attempt.killed)
 
 
-def _until_gone(runtime: DockerRuntime, container_id: str, done: threading.Event,
-                dog: Watchdog, out: _Output) -> None:
+def _until_gone(
+    runtime: DockerRuntime, container_id: str, done: threading.Event, dog: Watchdog, out: _Output
+) -> None:
     """Ends the watch when the engine stops by other means (every 2 s: Docker is not free).
 
     A daemon that does not answer ends nothing (the engine may well still be running), and
@@ -107,8 +113,10 @@ def _until_gone(runtime: DockerRuntime, container_id: str, done: threading.Event
             alive = False
         except Exception as exc:  # noqa: BLE001 - not answering or unreachable: keep guarding
             if not silent:
-                out.event("docker", f"cannot ask Docker about the engine ({_first_line(exc)}); "
-                          "still guarding it")
+                out.event(
+                    "docker",
+                    f"cannot ask Docker about the engine ({_first_line(exc)}); still guarding it",
+                )
             silent = True
             continue
         silent = False
@@ -130,13 +138,16 @@ def _history(as_json: bool) -> int:
             print(json.dumps({k: v for k, v in action.items() if k != "window"}))
         else:
             note = f" - {action['note']}" if action.get("note") else ""
-            print(f"{action['at']} {action['action']:15} {action['engine']}: "
-                  f"{action['decision']['text']}{note} ({action['file']})")
+            print(
+                f"{action['at']} {action['action']:15} {action['engine']}: "
+                f"{action['decision']['text']}{note} ({action['file']})"
+            )
     return 0
 
 
-def _front_guard(name: str, dog: Watchdog, done: threading.Event, out: _Output,
-                 hz: Callable[[], float]) -> FrontGuard:
+def _front_guard(
+    name: str, dog: Watchdog, done: threading.Event, out: _Output, hz: Callable[[], float]
+) -> FrontGuard:
     """While the sparkdeck service answers, it guards the engine and its decisions are
     shown (a second watchdog would decide, record and stop twice); while it does not, this
     command's own watchdog guards it (sparkdeck.service.relay.FrontGuard)."""
@@ -147,15 +158,27 @@ def _front_guard(name: str, dog: Watchdog, done: threading.Event, out: _Output,
         done.set()
 
     def silent(life: Liveness) -> None:
-        out.event("unguarded", f"the sparkdeck service is {life.state} ({life.detail}): "
-                  f"this command guards {name} until it answers again", state=life.state)
+        out.event(
+            "unguarded",
+            f"the sparkdeck service is {life.state} ({life.detail}): "
+            f"this command guards {name} until it answers again",
+            state=life.state,
+        )
 
-    return FrontGuard(dog, done, hz, GuardCalls(
-        decision=lambda d: out.event("decision", d.text, level=d.level),
-        attempt=lambda ok, text, killed: out.event("stop attempt", text, done=ok,
-                                                   killed=killed),
-        stopped=stopped,
-        note=lambda text: out.event("note", text), silent=silent))
+    return FrontGuard(
+        dog,
+        done,
+        hz,
+        GuardCalls(
+            decision=lambda d: out.event("decision", d.text, level=d.level),
+            attempt=lambda ok, text, killed: out.event(
+                "stop attempt", text, done=ok, killed=killed
+            ),
+            stopped=stopped,
+            note=lambda text: out.event("note", text),
+            silent=silent,
+        ),
+    )
 
 
 def run_guard(args: argparse.Namespace) -> int:
@@ -165,8 +188,10 @@ def run_guard(args: argparse.Namespace) -> int:
     runtime = connect()
     engine = runtime.current()
     if engine is None or not engine.alive:
-        raise CommandFailed("no sparkdeck engine is running: nothing to guard (engines "
-                            "sparkdeck did not start are never stopped by it)")
+        raise CommandFailed(
+            "no sparkdeck engine is running: nothing to guard (engines "
+            "sparkdeck did not start are never stopped by it)"
+        )
     done = threading.Event()
     out = _Output(args.json, done)
     if args.duration is not None:
@@ -182,17 +207,28 @@ def run_guard(args: argparse.Namespace) -> int:
             out.event("error", f"watchdog: {text}; trying again")
         errors.append(text)
 
-    dog = engine_watchdog(guard, runtime, engine, read=readings, on_decision=out.decision,
-                          on_attempt=out.attempt, on_error=on_error)
+    dog = engine_watchdog(
+        guard,
+        runtime,
+        engine,
+        read=readings,
+        on_decision=out.decision,
+        on_attempt=out.attempt,
+        on_error=on_error,
+    )
     mode = "stops" if guard.mode == "stop" else "only WARNS about (warn-only mode)"
     if not args.json:
-        out._line(f"guarding {engine.name} ({engine.preset_id}) at {guard.running_hz:g} Hz; "
-                  f"it {mode} the engine at MemAvailable < {guard.stop_available_pct:g} % or a "
-                  f"full stall rate > {guard.stop_full_rate_pct:g} % for "
-                  f"{guard.stop_consecutive} samples")
-    threading.Thread(target=_until_gone, daemon=True,
-                     args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done,
-                           dog, out)).start()
+        out._line(
+            f"guarding {engine.name} ({engine.preset_id}) at {guard.running_hz:g} Hz; "
+            f"it {mode} the engine at MemAvailable < {guard.stop_available_pct:g} % or a "
+            f"full stall rate > {guard.stop_full_rate_pct:g} % for "
+            f"{guard.stop_consecutive} samples"
+        )
+    threading.Thread(
+        target=_until_gone,
+        daemon=True,
+        args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done, dog, out),
+    ).start()
     try:
         _front_guard(engine.name, dog, done, out, lambda: guard.running_hz).run()
     except KeyboardInterrupt:
@@ -202,12 +238,17 @@ def run_guard(args: argparse.Namespace) -> int:
     if out.closed:
         return 0
     if readings.psi_error:
-        out.event("note", f"note: no PSI on this kernel, the stall rule was off "
-                  f"({readings.psi_error})")
+        out.event(
+            "note", f"note: no PSI on this kernel, the stall rule was off ({readings.psi_error})"
+        )
     if dog.stopped_by is not None:
-        raise CommandFailed(f"stopped {engine.name}: {'; '.join(dog.stopped_by.reasons)} "
-                            f"(readings saved in {dog.stop_record or '-'})")
+        raise CommandFailed(
+            f"stopped {engine.name}: {'; '.join(dog.stopped_by.reasons)} "
+            f"(readings saved in {dog.stop_record or '-'})"
+        )
     if dog.stop_pending:
-        raise CommandFailed(f"the stop of {engine.name} was not confirmed before the guard "
-                            f"ended: {dog.attempts[-1].text if dog.attempts else 'not tried'}")
+        raise CommandFailed(
+            f"the stop of {engine.name} was not confirmed before the guard "
+            f"ended: {dog.attempts[-1].text if dog.attempts else 'not tried'}"
+        )
     return 0

@@ -24,23 +24,50 @@ from sparkdeck.recorder.query import (
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import RecorderError, default_path
 
-HEADERS = ("time", "available", "avail %", "PSI some", "PSI full", "GPU W", "util",
-           "SM MHz", "throttle", "engine", "tok/s")
+HEADERS = (
+    "time",
+    "available",
+    "avail %",
+    "PSI some",
+    "PSI full",
+    "GPU W",
+    "util",
+    "SM MHz",
+    "throttle",
+    "engine",
+    "tok/s",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "history", help="what the flight recorder kept: memory, PSI, GPU and the engine over "
-                        "a window, or the post-mortem of the last unclean end")
-    parser.add_argument("--since", default="10m", metavar="AGE",
-                        help="how far back: 90s, 10m, 2h, 7d (default 10m)")
-    parser.add_argument("--last-crash", action="store_true",
-                        help="the post-mortem of the last run that did not end cleanly")
+        "history",
+        help="what the flight recorder kept: memory, PSI, GPU and the engine over "
+        "a window, or the post-mortem of the last unclean end",
+    )
+    parser.add_argument(
+        "--since", default="10m", metavar="AGE", help="how far back: 90s, 10m, 2h, 7d (default 10m)"
+    )
+    parser.add_argument(
+        "--last-crash",
+        action="store_true",
+        help="the post-mortem of the last run that did not end cleanly",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--lines", type=int, default=30, metavar="N",
-                        help="most table lines for a long window (default 30)")
-    parser.add_argument("--db", type=Path, default=None, metavar="PATH",
-                        help="a recording other than the data dir's")
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=30,
+        metavar="N",
+        help="most table lines for a long window (default 30)",
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a recording other than the data dir's",
+    )
     parser.set_defaults(run=run)
 
 
@@ -59,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
     except RecorderError as exc:
         raise CommandFailed(str(exc)) from None
     if args.json:
-        print(json.dumps({"path": str(path), "since_s": seconds,
-                          "rows": [r.to_dict() for r in rows]}))
+        print(
+            json.dumps({"path": str(path), "since_s": seconds, "rows": [r.to_dict() for r in rows]})
+        )
         return 0
     _print_window(path, rows, args.since, args.lines)
     return 0
@@ -92,11 +120,19 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def _cells(row: RecordedSample) -> tuple[str, ...]:
-    return (_at(row.t),
-            "-" if row.mem_available is None else gib(row.mem_available),
-            _num(row.available_pct), _num(row.psi_some_avg10, 1), _num(row.psi_full_pct, 1),
-            _num(row.gpu_power_w), _num(row.gpu_util), _num(row.gpu_sm_mhz),
-            row.throttle or "-", row.engine_state or "-", _num(row.tok_s, 1))
+    return (
+        _at(row.t),
+        "-" if row.mem_available is None else gib(row.mem_available),
+        _num(row.available_pct),
+        _num(row.psi_some_avg10, 1),
+        _num(row.psi_full_pct, 1),
+        _num(row.gpu_power_w),
+        _num(row.gpu_util),
+        _num(row.gpu_sm_mhz),
+        row.throttle or "-",
+        row.engine_state or "-",
+        _num(row.tok_s, 1),
+    )
 
 
 def _print_window(path: Path, rows: list[RecordedSample], since: str, lines: int) -> None:
@@ -105,20 +141,33 @@ def _print_window(path: Path, rows: list[RecordedSample], since: str, lines: int
         return
     summary = summarise(rows)
     shown = worst_per_slice(rows, lines)
-    print(f"{summary.rows} readings from {_at(rows[0].t)} to {_at(rows[-1].t)} ({path})"
-          + ("" if len(shown) == len(rows) else
-             f"; each line the worst of ~{len(rows) / len(shown):.0f} readings"))
+    print(
+        f"{summary.rows} readings from {_at(rows[0].t)} to {_at(rows[-1].t)} ({path})"
+        + (
+            ""
+            if len(shown) == len(rows)
+            else f"; each line the worst of ~{len(rows) / len(shown):.0f} readings"
+        )
+    )
     table = [HEADERS, *(_cells(r) for r in shown)]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
     for line in table:
-        print("  ".join(cell.ljust(w) if i in (0, 8, 9) else cell.rjust(w)
-                        for i, (cell, w) in enumerate(zip(line, widths, strict=False))).rstrip())
+        print(
+            "  ".join(
+                cell.ljust(w) if i in (0, 8, 9) else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=False))
+            ).rstrip()
+        )
     low, stall = summary.min_available, summary.max_psi_full
     if low is not None and low.mem_available is not None:
-        print(f"lowest MemAvailable {gib(low.mem_available)} at {_at(low.t)}"
-              + (f" ({low.engine_state})" if low.engine_state else ""))
+        print(
+            f"lowest MemAvailable {gib(low.mem_available)} at {_at(low.t)}"
+            + (f" ({low.engine_state})" if low.engine_state else "")
+        )
     if stall is not None:
         print(f"highest PSI full {_num(stall.psi_full_pct, 1)} % at {_at(stall.t)}")
     if summary.throttled_rows:
-        print(f"GPU throttled ({', '.join(summary.throttle)}) in {summary.throttled_rows} of "
-              f"{summary.rows} readings")
+        print(
+            f"GPU throttled ({', '.join(summary.throttle)}) in {summary.throttled_rows} of "
+            f"{summary.rows} readings"
+        )

@@ -27,12 +27,19 @@ from sparkdeck.presets import load_catalog
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "metrics", help="the engine's live numbers: tok/s, queue, KV cache, TTFT")
+        "metrics", help="the engine's live numbers: tok/s, queue, KV cache, TTFT"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per sample")
-    parser.add_argument("--samples", type=int, metavar="N",
-                        help="stop after N samples (default: until interrupted)")
-    parser.add_argument("--interval", type=float, default=SAMPLE_PERIOD_S, metavar="S",
-                        help=f"seconds between samples (default {SAMPLE_PERIOD_S:g})")
+    parser.add_argument(
+        "--samples", type=int, metavar="N", help="stop after N samples (default: until interrupted)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=SAMPLE_PERIOD_S,
+        metavar="S",
+        help=f"seconds between samples (default {SAMPLE_PERIOD_S:g})",
+    )
     endpoint_args(parser)
     parser.set_defaults(run=run)
 
@@ -55,14 +62,16 @@ def _printer(as_json: bool):
         else:
             stamp = time.strftime("%H:%M:%S", time.localtime(metrics.wall))
             print(f"{stamp}  {summary_line(metrics)}", flush=True)
+
     return show
 
 
 async def _sample(plan: MetricsPlan, args: argparse.Namespace) -> None:
     reader = MetricsReader()
     try:
-        await MetricsSampler(plan, reader).run(_printer(args.json), samples=args.samples,
-                                               period_s=args.interval)
+        await MetricsSampler(plan, reader).run(
+            _printer(args.json), samples=args.samples, period_s=args.interval
+        )
     finally:
         await reader.aclose()
 
@@ -76,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if plan.target is None:
         raise CommandFailed(plan.why_none or "nothing to read")
     if not args.json:
-        print(f"reading {plan.target.url} ({plan.kind}) every {args.interval:g} s",
-              file=sys.stderr)
+        print(f"reading {plan.target.url} ({plan.kind}) every {args.interval:g} s", file=sys.stderr)
     try:
         asyncio.run(_sample(plan, args))
     except KeyboardInterrupt:

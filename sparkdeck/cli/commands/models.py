@@ -23,29 +23,47 @@ from sparkdeck.text_safety import clean
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "models", help="models on this machine (Hugging Face cache, GGUF files) with their "
-                       "size, KV cache per token and the presets that use them")
+        "models",
+        help="models on this machine (Hugging Face cache, GGUF files) with their "
+        "size, KV cache per token and the presets that use them",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--dir", action="append", type=Path, default=[], metavar="DIR",
-                        help="also list the .gguf files in DIR (repeatable)")
+    parser.add_argument(
+        "--dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="also list the .gguf files in DIR (repeatable)",
+    )
     parser.set_defaults(run=run)
     actions = parser.add_subparsers(dest="models_action", metavar="ACTION")
     plan = actions.add_parser(
-        "plan", help="the memory a preset sized from its model will claim: weights + KV "
-                     "cache + the engine's overhead, and the engine flags that follow")
+        "plan",
+        help="the memory a preset sized from its model will claim: weights + KV "
+        "cache + the engine's overhead, and the engine flags that follow",
+    )
     plan.add_argument("preset", help="preset id")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.set_defaults(run=run_plan)
     pull = actions.add_parser(
-        "pull", help="download a model repo into the Hugging Face cache, with progress "
-                     "(resumes an interrupted pull; HF_TOKEN from the environment)")
+        "pull",
+        help="download a model repo into the Hugging Face cache, with progress "
+        "(resumes an interrupted pull; HF_TOKEN from the environment)",
+    )
     pull.add_argument("repo", help="model repo id, e.g. Qwen/Qwen3-8B")
     pull.add_argument("--revision", default=None, help="branch, tag or commit (default main)")
-    pull.add_argument("--include", action="append", default=[], metavar="GLOB",
-                      help="only files matching GLOB (repeatable), e.g. '*.safetensors'")
+    pull.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only files matching GLOB (repeatable), e.g. '*.safetensors'",
+    )
     pull.set_defaults(run=run_pull)
     remove = actions.add_parser(
-        "rm", help="delete a model repo from the Hugging Face cache (asks first)")
+        "rm", help="delete a model repo from the Hugging Face cache (asks first)"
+    )
     remove.add_argument("repo", help="model repo id")
     remove.add_argument("--yes", action="store_true", help="do not ask")
     remove.set_defaults(run=run_rm)
@@ -53,16 +71,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     catalog = load_catalog()
-    library = scan_library(preset_models={p.id: p.model for p in catalog.presets.values()},
-                           gguf_dirs=args.dir)
+    library = scan_library(
+        preset_models={p.id: p.model for p in catalog.presets.values()}, gguf_dirs=args.dir
+    )
     if args.json:
-        print(json.dumps({"models": [m.to_dict() for m in library.models],
-                          "problems": list(library.problems)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "models": [m.to_dict() for m in library.models],
+                    "problems": list(library.problems),
+                },
+                indent=2,
+            )
+        )
         return 0
     if not library.models:
-        print("no models found in the Hugging Face cache"
-              + (" or in " + ", ".join(map(str, args.dir)) if args.dir else "")
-              + " (sparkdeck models --dir DIR lists GGUF files in DIR)")
+        print(
+            "no models found in the Hugging Face cache"
+            + (" or in " + ", ".join(map(str, args.dir)) if args.dir else "")
+            + " (sparkdeck models --dir DIR lists GGUF files in DIR)"
+        )
     else:
         header = tuple(c.upper() for c in COLUMNS)
         rows = [row_cells(m) for m in library.models]
@@ -90,10 +118,20 @@ def run_plan(args: argparse.Namespace) -> int:
     plan, why = plan_or_reason(preset)
     setting = preset.memory_setting()
     if args.json:
-        print(json.dumps({"preset": preset.id, "kind": preset.kind, "model": preset.model,
-                          "sized_from_model": plan is not None, "why_not": why,
-                          "plan": plan.to_dict() if plan else None,
-                          "memory_setting": setting}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "preset": preset.id,
+                    "kind": preset.kind,
+                    "model": preset.model,
+                    "sized_from_model": plan is not None,
+                    "why_not": why,
+                    "plan": plan.to_dict() if plan else None,
+                    "memory_setting": setting,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"{preset.id} ({preset.engine.title}, model {clean(preset.model)})")
     if plan is None:
@@ -139,9 +177,12 @@ def run_pull(args: argparse.Namespace) -> int:
     except PullError as exc:
         print(f"sparkdeck: {clean(str(exc))}", file=sys.stderr)
         return 1
-    print(f"{clean(plan.repo)} @ {plan.commit[:12]}: {len(plan.files)} file(s), "
-          f"{human_bytes(plan.total)} ({human_bytes(plan.needed)} to fetch, "
-          f"{human_bytes(plan.free)} free in {plan.cache_dir})", flush=True)
+    print(
+        f"{clean(plan.repo)} @ {plan.commit[:12]}: {len(plan.files)} file(s), "
+        f"{human_bytes(plan.total)} ({human_bytes(plan.needed)} to fetch, "
+        f"{human_bytes(plan.free)} free in {plan.cache_dir})",
+        flush=True,
+    )
     line = _ProgressLine()
     try:
         snapshot = pull(plan, line)
@@ -162,12 +203,16 @@ def run_rm(args: argparse.Namespace) -> int:
     except NotInCache as exc:
         print(f"sparkdeck: {clean(str(exc))}", file=sys.stderr)
         return 1
-    what = (f"{clean(removal.repo)}: {len(removal.revisions)} revision(s), "
-            f"{human_bytes(removal.freed_bytes)}")
+    what = (
+        f"{clean(removal.repo)}: {len(removal.revisions)} revision(s), "
+        f"{human_bytes(removal.freed_bytes)}"
+    )
     if not args.yes:
         if not sys.stdin.isatty():
-            print(f"sparkdeck: would delete {what}; pass --yes to delete without a terminal",
-                  file=sys.stderr)
+            print(
+                f"sparkdeck: would delete {what}; pass --yes to delete without a terminal",
+                file=sys.stderr,
+            )
             return 1
         if input(f"delete {what}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing deleted")

@@ -19,10 +19,12 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "requests", help="requests the OpenAI endpoint forwarded: model, tokens, TTFT, tok/s")
+        "requests", help="requests the OpenAI endpoint forwarded: model, tokens, TTFT, tok/s"
+    )
     parser.add_argument("--json", action="store_true", help="a JSON list of the records")
-    parser.add_argument("--since", metavar="AGE", type=_age,
-                        help="only requests newer than AGE (30s, 10m, 2h, 1d)")
+    parser.add_argument(
+        "--since", metavar="AGE", type=_age, help="only requests newer than AGE (30s, 10m, 2h, 1d)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -51,14 +53,18 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no requests{' in that time' if args.since else ''} ({log.path})")
         return 0
-    print(f"{'time':19} {'client':21} {'status':>6} {'prompt':>6} {'output':>6} "
-          f"{'ttft ms':>8} {'tok/s':>8}  model")
+    print(
+        f"{'time':19} {'client':21} {'status':>6} {'prompt':>6} {'output':>6} "
+        f"{'ttft ms':>8} {'tok/s':>8}  model"
+    )
     for row in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.get("time", 0)))
         ttft = row.get("ttft_s")
-        print(f"{when:19} {str(row.get('client'))[:21]:21} {_cell(row.get('status')):>6} "
-              f"{_cell(row.get('prompt_tokens')):>6} {_cell(row.get('output_tokens')):>6} "
-              f"{_cell(ttft * 1000 if ttft is not None else None, '.1f'):>8} "
-              f"{_cell(row.get('decode_tps'), '.1f'):>8}  {row.get('model') or '-'}"
-              + (f"  ({row['error']})" if row.get("error") else ""))
+        print(
+            f"{when:19} {str(row.get('client'))[:21]:21} {_cell(row.get('status')):>6} "
+            f"{_cell(row.get('prompt_tokens')):>6} {_cell(row.get('output_tokens')):>6} "
+            f"{_cell(ttft * 1000 if ttft is not None else None, '.1f'):>8} "
+            f"{_cell(row.get('decode_tps'), '.1f'):>8}  {row.get('model') or '-'}"
+            + (f"  ({row['error']})" if row.get("error") else "")
+        )
     return 0

@@ -20,9 +20,11 @@ from sparkdeck.cli.commands import CommandFailed
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "service", help="the background service that owns the engine and guards memory")
-    sub = parser.add_subparsers(dest="service_command", metavar="run|start|stop|status|install",
-                                required=True)
+        "service", help="the background service that owns the engine and guards memory"
+    )
+    sub = parser.add_subparsers(
+        dest="service_command", metavar="run|start|stop|status|install", required=True
+    )
     sub.add_parser("run", help="serve in the foreground (systemd runs this)")
     sub.add_parser("start", help="start the service in the background")
     stop = sub.add_parser("stop", help="stop the service (the engine keeps running)")
@@ -30,14 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="whether it runs, what it guards")
     status.add_argument("--json", action="store_true")
     install = sub.add_parser("install", help="write a systemd unit for the service")
-    install.add_argument("--system", action="store_true",
-                         help="a system unit (root-owned setups) instead of a user unit")
+    install.add_argument(
+        "--system",
+        action="store_true",
+        help="a system unit (root-owned setups) instead of a user unit",
+    )
     parser.set_defaults(run=run_service)
 
 
 def run_service(args: argparse.Namespace) -> int:
-    return {"run": _run, "start": _start, "stop": _stop, "status": _status,
-            "install": _install}[args.service_command](args)
+    return {"run": _run, "start": _start, "stop": _stop, "status": _status, "install": _install}[
+        args.service_command
+    ](args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -52,8 +58,10 @@ def _start(args: argparse.Namespace) -> int:
     client, started = ensure_running()
     with client:
         status = client.status()
-    print(f"the sparkdeck service {'started' if started else 'already runs'} (process "
-          f"{status['pid']})")
+    print(
+        f"the sparkdeck service {'started' if started else 'already runs'} (process "
+        f"{status['pid']})"
+    )
     _print_service_notes(status, warnings_only=True)
     return 0
 
@@ -96,8 +104,10 @@ def _stop(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if _holder_pid() is None:
-            print(f"stopped the sparkdeck service (process {pid}); an engine that runs keeps "
-                  "running, unguarded until the service or a sparkdeck window runs again")
+            print(
+                f"stopped the sparkdeck service (process {pid}); an engine that runs keeps "
+                "running, unguarded until the service or a sparkdeck window runs again"
+            )
             return 0
         time.sleep(0.1)
     raise CommandFailed(f"the service (process {pid}) did not stop within {args.timeout:g} s")
@@ -111,15 +121,21 @@ def _status(args: argparse.Namespace) -> int:
     client = running() if life.answering else None
     if client is None:
         if args.json:
-            print(json.dumps({"running": False, "stale_holder": _holder_pid(),
-                              "liveness": life.to_dict()}))
+            print(
+                json.dumps(
+                    {"running": False, "stale_holder": _holder_pid(), "liveness": life.to_dict()}
+                )
+            )
         elif life.state == NOT_ANSWERING:
-            print(f"the sparkdeck service is NOT ANSWERING: {life.detail}. It guards no "
-                  "engine meanwhile: an open sparkdeck window or `sparkdeck guard` takes "
-                  "over; `kill -CONT` a stopped one, or `sparkdeck service stop` ends it")
+            print(
+                f"the sparkdeck service is NOT ANSWERING: {life.detail}. It guards no "
+                "engine meanwhile: an open sparkdeck window or `sparkdeck guard` takes "
+                "over; `kill -CONT` a stopped one, or `sparkdeck service stop` ends it"
+            )
         else:
-            print(f"the sparkdeck service is not running ({life.detail}; `sparkdeck service "
-                  "start`)")
+            print(
+                f"the sparkdeck service is not running ({life.detail}; `sparkdeck service start`)"
+            )
         # like systemctl status: 3 not running; 4 there but not answering (nothing guards)
         return 4 if life.state == NOT_ANSWERING else 3
     with client:
@@ -137,19 +153,25 @@ def _status(args: argparse.Namespace) -> int:
         print("engine:  none")
     if guard.get("guarding"):
         last = (guard.get("last_decision") or {}).get("text", "no reading yet")
-        print(f"guard:   watching {guard['guarding']} at {guard['hz']:g} Hz ({guard['mode']}); "
-              f"last: {last}")
+        print(
+            f"guard:   watching {guard['guarding']} at {guard['hz']:g} Hz ({guard['mode']}); "
+            f"last: {last}"
+        )
     else:
         print("guard:   idle (no sparkdeck engine runs)")
     stop = guard.get("last_stop")  # kept by the service: a full disk may hold its record
     if stop:
-        print(f"stop:    {stop['at']} the guard {'stopped' if stop['done'] else 'is STOPPING'} "
-              f"{stop['preset_id'] or stop['engine']}: {'; '.join(stop['reasons'])} "
-              f"({stop['result']}; record: {stop['record'] or '-'}"
-              f"{'' if stop['record_written'] else ', not written yet'})")
+        print(
+            f"stop:    {stop['at']} the guard {'stopped' if stop['done'] else 'is STOPPING'} "
+            f"{stop['preset_id'] or stop['engine']}: {'; '.join(stop['reasons'])} "
+            f"({stop['result']}; record: {stop['record'] or '-'}"
+            f"{'' if stop['record_written'] else ', not written yet'})"
+        )
     for held in guard.get("unwritten") or ():
-        print(f"unwritten: {held['at']} {held['action']} {held['engine']} "
-              f"({held['not_written']}; kept in memory until the data dir has room)")
+        print(
+            f"unwritten: {held['at']} {held['action']} {held['engine']} "
+            f"({held['not_written']}; kept in memory until the data dir has room)"
+        )
     if report.get("busy"):
         print(f"busy:    {report['busy']}")
     _print_service_notes(report)

@@ -19,11 +19,17 @@ INTERVAL_S = 1.0
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "telemetry", help="unified memory, memory pressure, GPU and power rails, as the "
-                          "panels show them")
+        "telemetry",
+        help="unified memory, memory pressure, GPU and power rails, as the panels show them",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per sample")
-    parser.add_argument("--samples", type=int, default=1, metavar="N",
-                        help="how many samples, one a second (default 1)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="how many samples, one a second (default 1)",
+    )
     parser.set_defaults(run=run)
 
 

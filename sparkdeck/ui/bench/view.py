@@ -78,25 +78,29 @@ def values_by_level(run: StoredRun, metric: Metric) -> dict[int, float | None]:
 
 def describe_progress(p: BenchProgress) -> str:
     if p.phase == "measuring":
-        return (f"benchmark: concurrency {p.concurrency}, run {(p.repeat or 0) + 1}: "
-                f"{p.requests_done}/{p.requests_total} requests  [x] stop")
-    return {"sizing": "benchmark: sizing the prompt  [x] stop",
-            "warmup": "benchmark: warming up  [x] stop", "ended": ""}.get(
-                p.phase, "benchmark: finishing")
+        return (
+            f"benchmark: concurrency {p.concurrency}, run {(p.repeat or 0) + 1}: "
+            f"{p.requests_done}/{p.requests_total} requests  [x] stop"
+        )
+    return {
+        "sizing": "benchmark: sizing the prompt  [x] stop",
+        "warmup": "benchmark: warming up  [x] stop",
+        "ended": "",
+    }.get(p.phase, "benchmark: finishing")
 
 
 SessionFactory = Callable[[BenchStore, Callable[[BenchProgress], object]], BenchSession]
 
 
-def default_session(store: BenchStore, on_progress: Callable[[BenchProgress], object]
-                    ) -> BenchSession:
+def default_session(
+    store: BenchStore, on_progress: Callable[[BenchProgress], object]
+) -> BenchSession:
     """The CLI's defaults against the engine sparkdeck runs (or the one attached)."""
     return BenchSession(BenchConfig(), store=store, on_progress=on_progress)
 
 
 class BenchComparison(Vertical):
     """Table and bars for the runs it is given; `metric` picks the figure."""
-
 
     runs: reactive[tuple[StoredRun, ...]] = reactive((), always_update=True)
     model: reactive[str | None] = reactive(None)
@@ -124,17 +128,25 @@ class BenchComparison(Vertical):
         better = "higher" if metric.higher_is_better else "lower"
         title = self.query_one("#bench-title", Static)
         if not self.runs:
-            title.update("No benchmark runs stored yet: run `sparkdeck bench` against an "
-                         "engine, then come back.")
+            title.update(
+                "No benchmark runs stored yet: run `sparkdeck bench` against an "
+                "engine, then come back."
+            )
             self.query_one("#bench-table", DataTable).clear(columns=True)
             self.query_one("#bench-bars", Static).update("")
             return
         # Content, not markup: the model name is the server's and the key hints hold square
         # brackets, both shown as they are (markup showed "[\\[ ]] model")
-        title.update(Content.assemble(
-            clean(self.model or "?"),
-            f": {metric.title} ({metric.unit}, {better} is better)  ",
-            ("m", "bold"), " figure  ", ("[ ]", "bold"), " model"))
+        title.update(
+            Content.assemble(
+                clean(self.model or "?"),
+                f": {metric.title} ({metric.unit}, {better} is better)  ",
+                ("m", "bold"),
+                " figure  ",
+                ("[ ]", "bold"),
+                " model",
+            )
+        )
         self._fill_table(metric)
         self.query_one("#bench-bars", Static).update(self._bars(metric))
 
@@ -145,11 +157,21 @@ class BenchComparison(Vertical):
             values = values_by_level(run, metric)
             points = {p.concurrency: p for p in run.points}
             cells = [_cell(values.get(lv), points.get(lv), metric.digits) for lv in levels]
-            rows.append([run.fingerprint.label, run.fingerprint.engine_version or "?",
-                         str(run.id), run.status, *cells])
-        fill_table(self.query_one("#bench-table", DataTable),
-                   ["engine", "version", "run", "status", *(f"c={level}" for level in levels)],
-                   rows, [str(run.id) for run in self.runs])
+            rows.append(
+                [
+                    run.fingerprint.label,
+                    run.fingerprint.engine_version or "?",
+                    str(run.id),
+                    run.status,
+                    *cells,
+                ]
+            )
+        fill_table(
+            self.query_one("#bench-table", DataTable),
+            ["engine", "version", "run", "status", *(f"c={level}" for level in levels)],
+            rows,
+            [str(run.id) for run in self.runs],
+        )
 
     def _bars(self, metric: Metric) -> Text:
         text = Text()
@@ -159,20 +181,23 @@ class BenchComparison(Vertical):
         label_width = max(len(label) for label in labels)
         for level in levels_of(self.runs):
             text.append(f"concurrency {level}\n", style="bold")
-            values = [(label, values_by_level(run, metric).get(level))
-                      for label, run in zip(labels, self.runs, strict=False)]
+            values = [
+                (label, values_by_level(run, metric).get(level))
+                for label, run in zip(labels, self.runs, strict=False)
+            ]
             top = max((v for _, v in values if v is not None), default=0.0)
             for run, (label, value) in zip(self.runs, values, strict=False):
                 shown = "-" if value is None else f"{value:.{metric.digits}f} {metric.unit}"
                 text.append(f"  {label:<{label_width}} ")
                 text.append(bar(value or 0.0, top, width), style="bold")
                 text.append(f" {shown}\n")
-                failed = next((p for p in run.points if p.concurrency == level and p.errors),
-                              None)
+                failed = next((p for p in run.points if p.concurrency == level and p.errors), None)
                 if failed is not None:  # the engine's own words: why the figure is missing
-                    text.append(f"  {'':<{label_width}} {failed.errors}/{failed.requests} "
-                                f"failed: {clean(failed.summary.get('error_message') or '?')}"
-                                "\n")
+                    text.append(
+                        f"  {'':<{label_width}} {failed.errors}/{failed.requests} "
+                        f"failed: {clean(failed.summary.get('error_message') or '?')}"
+                        "\n"
+                    )
         return text
 
 
@@ -224,10 +249,12 @@ class BenchCompareScreen(Screen[None]):
         Binding("escape", "close", "Back", id="bench-close"),
     ]
 
-
-    def __init__(self, store_factory: Callable[[], BenchStore] = BenchStore,
-                 model: str | None = None,
-                 session_factory: SessionFactory = default_session) -> None:
+    def __init__(
+        self,
+        store_factory: Callable[[], BenchStore] = BenchStore,
+        model: str | None = None,
+        session_factory: SessionFactory = default_session,
+    ) -> None:
         super().__init__()
         self._store_factory = store_factory
         self._session_factory = session_factory
@@ -246,9 +273,15 @@ class BenchCompareScreen(Screen[None]):
     def load_history(self, model: str | None) -> None:
         # The worker belongs to the app, so a failure (an unreadable history file) ends in
         # the app's one on_worker_state_changed handler like every other worker's.
-        self.app.run_worker(partial(self._read_history, model), thread=True, exclusive=True,
-                            group="bench-history", exit_on_error=False, name="bench-history",
-                            description="read the benchmark history")
+        self.app.run_worker(
+            partial(self._read_history, model),
+            thread=True,
+            exclusive=True,
+            group="bench-history",
+            exit_on_error=False,
+            name="bench-history",
+            description="read the benchmark history",
+        )
 
     def _read_history(self, model: str | None) -> None:
         store = self._store_factory()
@@ -280,13 +313,20 @@ class BenchCompareScreen(Screen[None]):
         if self._session is not None:
             self.notify("a benchmark is already running", severity="warning")
             return
-        session = self._session_factory(self._store_factory(),
-                                        lambda p: self.post_message(self.Progressed(p)))
+        session = self._session_factory(
+            self._store_factory(), lambda p: self.post_message(self.Progressed(p))
+        )
         self._session = session
         self.query_one("#bench-progress", Static).update("benchmark: finding the engine")
-        self.app.run_worker(partial(self._run_bench, session), thread=True, exclusive=True,
-                            group="bench-run", exit_on_error=False, name="bench-run",
-                            description="benchmark the running engine")
+        self.app.run_worker(
+            partial(self._run_bench, session),
+            thread=True,
+            exclusive=True,
+            group="bench-run",
+            exit_on_error=False,
+            name="bench-run",
+            description="benchmark the running engine",
+        )
 
     def _run_bench(self, session: BenchSession) -> None:
         try:
@@ -303,8 +343,11 @@ class BenchCompareScreen(Screen[None]):
         run = message.run
         self.query_one("#bench-progress", Static).update("")
         why = f": {run.reason}" if run.reason else ""
-        self.notify(f"benchmark run {run.id} {run.status}{why}", markup=False,
-                    severity="information" if run.status == "complete" else "warning")
+        self.notify(
+            f"benchmark run {run.id} {run.status}{why}",
+            markup=False,
+            severity="information" if run.status == "complete" else "warning",
+        )
         self.load_history(run.fingerprint.model)
 
     def action_stop_bench(self) -> None:

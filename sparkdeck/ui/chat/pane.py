@@ -93,22 +93,51 @@ class ChatPane(Vertical):
     """Chat with the engine at `base_url` (of `kind`); optionally continue `conversation`."""
 
     BINDINGS = [
-        Binding("escape", "cancel", "cancel / leave", id="chat-cancel",
-                tooltip="cancel a streaming reply and leave the input: the dashboard's "
-                "keys work again"),
-        Binding("tab", "app.focus_next", "next field", id="chat-next-field",
-                tooltip="move to the next chat field (or out of the chat)"),
+        Binding(
+            "escape",
+            "cancel",
+            "cancel / leave",
+            id="chat-cancel",
+            tooltip="cancel a streaming reply and leave the input: the dashboard's keys work again",
+        ),
+        Binding(
+            "tab",
+            "app.focus_next",
+            "next field",
+            id="chat-next-field",
+            tooltip="move to the next chat field (or out of the chat)",
+        ),
         # Short words: all six fit the footer at 80 columns (with "fold reasoning",
         # "thinking" and "conversations" it was cut at "^o conversa"); the tooltips (in the
         # help and the palette) say them in full.
-        Binding("ctrl+r", "fold_reasoning", "fold", id="chat-fold",
-                tooltip="fold or unfold the last reply's reasoning"),
-        Binding("ctrl+t", "toggle_thinking", "think", id="chat-thinking",
-                tooltip="ask for thinking, or not (the switch)"),
-        Binding("ctrl+o", "open_conversations", "chats", id="chat-open",
-                tooltip="list the saved conversations to reopen one"),
-        Binding("ctrl+n", "new_conversation", "new chat", id="chat-new",
-                tooltip="start a new conversation"),
+        Binding(
+            "ctrl+r",
+            "fold_reasoning",
+            "fold",
+            id="chat-fold",
+            tooltip="fold or unfold the last reply's reasoning",
+        ),
+        Binding(
+            "ctrl+t",
+            "toggle_thinking",
+            "think",
+            id="chat-thinking",
+            tooltip="ask for thinking, or not (the switch)",
+        ),
+        Binding(
+            "ctrl+o",
+            "open_conversations",
+            "chats",
+            id="chat-open",
+            tooltip="list the saved conversations to reopen one",
+        ),
+        Binding(
+            "ctrl+n",
+            "new_conversation",
+            "new chat",
+            id="chat-new",
+            tooltip="start a new conversation",
+        ),
     ]
 
     @dataclass
@@ -136,10 +165,16 @@ class ChatPane(Vertical):
 
         conversation: Conversation
 
-    def __init__(self, base_url: str, kind: EngineKind, *,
-                 conversation: Conversation | None = None,
-                 settings: ChatSettings | None = None, save: bool = True,
-                 id: str | None = "chat-pane") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        kind: EngineKind,
+        *,
+        conversation: Conversation | None = None,
+        settings: ChatSettings | None = None,
+        save: bool = True,
+        id: str | None = "chat-pane",
+    ) -> None:
         super().__init__(id=id)
         self.base_url, self.kind, self.save = base_url, kind, save
         self.client = ChatClient(base_url, api_key=api_key_from_env(kind.api_key_env))
@@ -159,19 +194,28 @@ class ChatPane(Vertical):
         system.border_title = "system prompt"
         yield system
         with Horizontal(id="chat-settings"):
-            temperature = Input("" if s.temperature is None else f"{s.temperature:g}",
-                                placeholder="default", type="number", id="chat-temperature")
+            temperature = Input(
+                "" if s.temperature is None else f"{s.temperature:g}",
+                placeholder="default",
+                type="number",
+                id="chat-temperature",
+            )
             temperature.border_title = "temperature"
             yield temperature
-            max_tokens = Input("" if s.max_tokens is None else str(s.max_tokens),
-                               placeholder="default", type="integer", id="chat-max-tokens")
+            max_tokens = Input(
+                "" if s.max_tokens is None else str(s.max_tokens),
+                placeholder="default",
+                type="integer",
+                id="chat-max-tokens",
+            )
             max_tokens.border_title = "max tokens"
             yield max_tokens
             yield Label("thinking: default", id="chat-thinking-label")
             yield Switch(s.thinking is not False, id="chat-thinking")
         yield VerticalScroll(id="chat-log")
-        yield Input(placeholder=f"ask {self.kind.title} at {self.base_url} (Enter sends)",
-                    id="chat-input")
+        yield Input(
+            placeholder=f"ask {self.kind.title} at {self.base_url} (Enter sends)", id="chat-input"
+        )
 
     def on_mount(self) -> None:
         self.query_one("#chat-log", VerticalScroll).anchor()
@@ -202,10 +246,12 @@ class ChatPane(Vertical):
         if max_tokens is not None and max_tokens < 1:
             self.notify("chat settings: max tokens must be at least 1", severity="error")
             return None
-        thinking = self.query_one("#chat-thinking", Switch).value if (
-            self._thinking_touched) else None
-        return ChatSettings(self.query_one("#chat-system", Input).value, temperature,
-                            max_tokens, thinking)
+        thinking = (
+            self.query_one("#chat-thinking", Switch).value if (self._thinking_touched) else None
+        )
+        return ChatSettings(
+            self.query_one("#chat-system", Input).value, temperature, max_tokens, thinking
+        )
 
     @on(Switch.Changed, "#chat-thinking")
     def _thinking_changed(self) -> None:
@@ -240,9 +286,14 @@ class ChatPane(Vertical):
         log.anchor()  # the user just asked: follow the answer again
         self.streaming = True
         feed = ReplyFeed()
-        self.run_worker(partial(self._reply_worker, prompt, view, feed), thread=True,
-                        name="chat-reply", group="chat", description=f"chat: {prompt[:40]}",
-                        exit_on_error=False)
+        self.run_worker(
+            partial(self._reply_worker, prompt, view, feed),
+            thread=True,
+            name="chat-reply",
+            group="chat",
+            description=f"chat: {prompt[:40]}",
+            exit_on_error=False,
+        )
 
     def _reply_worker(self, prompt: str, view: ReplyView, feed: ReplyFeed) -> None:
         """Thread worker: stream one reply; posts messages, never touches widgets."""
@@ -317,13 +368,17 @@ class ChatPane(Vertical):
         self.query_one("#chat-log", VerticalScroll).remove_children()
 
     def action_open_conversations(self) -> None:
-        self.run_worker(self._list_worker, thread=True, name="chat-list", group="chat-files",
-                        exit_on_error=False)
+        self.run_worker(
+            self._list_worker,
+            thread=True,
+            name="chat-list",
+            group="chat-files",
+            exit_on_error=False,
+        )
 
     def _list_worker(self) -> None:
         found = list_conversations()
-        self.app.call_from_thread(self.app.push_screen, ConversationsScreen(found),
-                                  self._chosen)
+        self.app.call_from_thread(self.app.push_screen, ConversationsScreen(found), self._chosen)
 
     def _chosen(self, path: Path | None) -> None:
         if path is None:
@@ -331,8 +386,13 @@ class ChatPane(Vertical):
         if self.streaming:
             self.notify("a reply is still streaming; Esc cancels it", severity="warning")
             return
-        self.run_worker(partial(self._load_worker, path), thread=True, name="chat-load",
-                        group="chat-files", exit_on_error=False)
+        self.run_worker(
+            partial(self._load_worker, path),
+            thread=True,
+            name="chat-load",
+            group="chat-files",
+            exit_on_error=False,
+        )
 
     def _load_worker(self, path: Path) -> None:
         self.post_message(self.ConversationLoaded(load(path)))
@@ -340,8 +400,9 @@ class ChatPane(Vertical):
     async def on_chat_pane_conversation_loaded(self, message: ConversationLoaded) -> None:
         conversation = message.conversation
         self.session.close()
-        self.session = ChatSession.reopen(self.client, self.kind, conversation,
-                                          self._read_settings() or self._settings)
+        self.session = ChatSession.reopen(
+            self.client, self.kind, conversation, self._read_settings() or self._settings
+        )
         self.query_one("#chat-system", Input).value = self.session.settings.system
         log = self.query_one("#chat-log", VerticalScroll)
         await log.remove_children()
@@ -353,6 +414,9 @@ class ChatPane(Vertical):
                 await log.mount(view)
                 await view.show_saved(turn)
         log.anchor()
-        note = f" ({conversation.skipped_lines} unreadable line(s) skipped)" if (
-            conversation.skipped_lines) else ""
+        note = (
+            f" ({conversation.skipped_lines} unreadable line(s) skipped)"
+            if (conversation.skipped_lines)
+            else ""
+        )
         self.notify(f"reopened {conversation.title}{note}", title="chat", markup=False)

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 class ChatTab(Vertical):
     """Holds the chat pane of the target engine (see the module docstring)."""
 
-
     target: reactive[ChatTarget] = reactive(ChatTarget(None))
 
     def __init__(self, **kwargs: Any) -> None:
@@ -86,7 +85,12 @@ def chat_commands(app: App) -> list[PaletteCommand]:
         else:
             await pane.run_action(action)
 
-    return [PaletteCommand(f"Chat: {b.description}",
-                           f"in the chat tab: {b.tooltip or b.description}",
-                           partial(run, b.action))
-            for b in ChatPane.BINDINGS if isinstance(b, Binding)]
+    return [
+        PaletteCommand(
+            f"Chat: {b.description}",
+            f"in the chat tab: {b.tooltip or b.description}",
+            partial(run, b.action),
+        )
+        for b in ChatPane.BINDINGS
+        if isinstance(b, Binding)
+    ]

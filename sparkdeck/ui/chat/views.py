@@ -50,7 +50,6 @@ _STARTS_NEW_BLOCK = re.compile(r" {0,3}(?![-*+] |\d+[.)] |\s)\S")
 class UserMessage(Static):
     """One question as the user sent it (shown literally, never as markup)."""
 
-
     def __init__(self, text: str) -> None:
         super().__init__(clean(text), markup=False, classes="chat-user")
         self.text = text
@@ -71,7 +70,6 @@ class FrozenMarkdown(Widget):
     the log longer as the reply grew), and its height comes from the same rendering, in the
     layout pass itself, so a new part costs no second layout.
     """
-
 
     def __init__(self) -> None:
         super().__init__(classes="chat-segment")
@@ -101,8 +99,11 @@ class FrozenMarkdown(Widget):
     def _strips_for(self, width: int) -> list[Strip]:
         width = max(20, width)
         if width != self._width:
-            self._strips = [strip for i, part in enumerate(self.parts)
-                            for strip in self._rendered(part, i > 0, width)]
+            self._strips = [
+                strip
+                for i, part in enumerate(self.parts)
+                for strip in self._rendered(part, i > 0, width)
+            ]
             self._width = width
         return self._strips
 
@@ -131,7 +132,6 @@ class FrozenMarkdown(Widget):
 
 class ReplyView(Vertical):
     """One assistant reply; fed while it streams, then captioned with its figures."""
-
 
     def __init__(self) -> None:
         super().__init__(classes="chat-reply")
@@ -182,7 +182,8 @@ class ReplyView(Vertical):
             self.tool_calls += tool_calls
             self.add_class("-has-tools")
             self.query_one(".chat-tools", Static).update(
-                "tool calls (raw):\n" + "\n".join(self.tool_calls))
+                "tool calls (raw):\n" + "\n".join(self.tool_calls)
+            )
         if (content or reasoning) and not self.caption.has_class("-live"):
             self.caption.add_class("-live")
             self.caption.update("streaming… (Esc cancels)")
@@ -219,8 +220,11 @@ class ReplyView(Vertical):
         while at >= 0:
             cut = at + 2
             fenced = (self._live_fences + text[:cut].count("```")) % 2 == 1
-            if (not fenced and _STARTS_NEW_BLOCK.match(text, cut)
-                    and self._live_breaks + text[:cut].count("\n\n") >= SEGMENT_BLOCKS):
+            if (
+                not fenced
+                and _STARTS_NEW_BLOCK.match(text, cut)
+                and self._live_breaks + text[:cut].count("\n\n") >= SEGMENT_BLOCKS
+            ):
                 return cut
             at = text.rfind("\n\n", 0, at)
         return None
@@ -287,9 +291,15 @@ class ConversationsScreen(ModalScreen[Path | None]):
         with Vertical():
             yield Label("Saved conversations — Enter: reopen · e: export Markdown · Esc: close")
             # Content, not a str: a title is the user's first question and may hold [markup]
-            options = [Option(Content(clean(f"{c.created[:16].replace('T', ' ')}  "
-                                            f"{c.turns:>3} turns  {c.title}")), id=c.id)
-                       for c in self.conversations]
+            options = [
+                Option(
+                    Content(
+                        clean(f"{c.created[:16].replace('T', ' ')}  {c.turns:>3} turns  {c.title}")
+                    ),
+                    id=c.id,
+                )
+                for c in self.conversations
+            ]
             yield OptionList(*options) if options else Label("(none saved yet)")
 
     def _selected(self) -> ConversationSummary | None:
@@ -307,15 +317,19 @@ class ConversationsScreen(ModalScreen[Path | None]):
     def action_export(self) -> None:
         chosen = self._selected()
         if chosen is not None:
-            self.run_worker(partial(self._export, chosen.path), thread=True,
-                            name="chat-export", group="chat-files", exit_on_error=False)
+            self.run_worker(
+                partial(self._export, chosen.path),
+                thread=True,
+                name="chat-export",
+                group="chat-files",
+                exit_on_error=False,
+            )
 
     def _export(self, path: Path) -> None:
         """Write the Markdown next to the data (thread worker: file I/O off the UI thread)."""
         target = paths.data_dir() / "exports" / f"{path.stem}.md"
         paths.atomic_write_text(target, export_markdown(load(path)))
-        self.app.call_from_thread(self.notify, f"exported to {target}", title="chat",
-                                  markup=False)
+        self.app.call_from_thread(self.notify, f"exported to {target}", title="chat", markup=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # StateChanged does not bubble: an export that fails must still be reported

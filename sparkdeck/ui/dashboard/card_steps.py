@@ -67,18 +67,28 @@ class CardSteps(LaunchListener):
         self._set(phase=event.phase, detail=event.progress.describe())
 
     def previous_stopping(self, event: PreviousStopping) -> None:
-        self._set(phase=event.phase, pull_fraction=None, previous=event.engine, reading=None,
-                  detail=f"stopping {event.engine.preset_id or event.engine.name}",
-                  stop_deadline=event.at + event.grace if event.engine.alive else None,
-                  stop_grace=event.grace)
+        self._set(
+            phase=event.phase,
+            pull_fraction=None,
+            previous=event.engine,
+            reading=None,
+            detail=f"stopping {event.engine.preset_id or event.engine.name}",
+            stop_deadline=event.at + event.grace if event.engine.alive else None,
+            stop_grace=event.grace,
+        )
 
     def previous_stopped(self, event: PreviousStopped) -> None:
         # The old engine is gone: none of its numbers stay on the card, and how it ended
         # (by itself, or SIGKILL at the end of the grace) is the step.
         name = event.engine.preset_id or event.engine.name
-        self._set(previous=None, reading=None, stop_deadline=None,
-                  detail=end_text(name, self.report.stop_grace, event.seconds)
-                  if self.report.stop_deadline is not None else event.describe())
+        self._set(
+            previous=None,
+            reading=None,
+            stop_deadline=None,
+            detail=end_text(name, self.report.stop_grace, event.seconds)
+            if self.report.stop_deadline is not None
+            else event.describe(),
+        )
 
     def cache_flushed(self, event: CacheFlushed) -> None:
         self._set(phase=event.phase, detail=event.describe())
@@ -87,8 +97,11 @@ class CardSteps(LaunchListener):
         self._set(phase=event.phase, detail=f"page cache kept ({event.reason})")
 
     def container_started(self, event: ContainerStarted) -> None:
-        self._set(phase=event.phase, detail="waiting for the health endpoint",
-                  reading=EngineReading(event.engine, False))
+        self._set(
+            phase=event.phase,
+            detail="waiting for the health endpoint",
+            reading=EngineReading(event.engine, False),
+        )
 
     def engine_ready(self, event: EngineReady) -> None:
         self.report = EngineReport(reading=EngineReading(event.engine, True))

@@ -63,20 +63,31 @@ def failed_report(report: EngineReport, error: str, not_answering: bool) -> Engi
     call and never replied): a launch's own phase keeps its place; otherwise what Docker said
     last is kept only as "last seen", never as a state or an uptime."""
     engine = report.reading.engine if report.reading else None
-    last = (f"{engine.preset_id or engine.name}  {engine.kind}  {engine.base_url}"
-            if engine is not None else report.last_seen)
+    last = (
+        f"{engine.preset_id or engine.name}  {engine.kind}  {engine.base_url}"
+        if engine is not None
+        else report.last_seen
+    )
     if report.phase is not None:
         return replace(report, docker_error=error, docker_not_answering=not_answering)
-    return EngineReport(docker_error=error, docker_not_answering=not_answering,
-                        last_seen=last, guard_stop=report.guard_stop)
+    return EngineReport(
+        docker_error=error,
+        docker_not_answering=not_answering,
+        last_seen=last,
+        guard_stop=report.guard_stop,
+    )
 
 
 def launch_report(report: EngineReport, preset_id: str) -> EngineReport:
     """The card as a launch of `preset_id` begins: the running engine (if any) is the one a
     switch will stop; the `reading` slot waits for the new container."""
     engine = report.reading.engine if report.reading else None
-    return EngineReport(phase="launching", detail="checking the plan", launching=preset_id,
-                        previous=engine if engine is not None and engine.alive else None)
+    return EngineReport(
+        phase="launching",
+        detail="checking the plan",
+        launching=preset_id,
+        previous=engine if engine is not None and engine.alive else None,
+    )
 
 
 def stop_report(report: EngineReport, now: float) -> EngineReport:
@@ -85,9 +96,12 @@ def stop_report(report: EngineReport, now: float) -> EngineReport:
     here corrects it with its SIGTERM's own time)."""
     engine = report.reading.engine if report.reading else None
     alive = engine is not None and engine.alive
-    return EngineReport(phase="stopping", detail="asking Docker to stop it",
-                        previous=engine if alive else None,
-                        stop_deadline=now + DEFAULT_GRACE_S if alive else None)
+    return EngineReport(
+        phase="stopping",
+        detail="asking Docker to stop it",
+        previous=engine if alive else None,
+        stop_deadline=now + DEFAULT_GRACE_S if alive else None,
+    )
 
 
 def uptime_text(seconds: float) -> str:
@@ -115,15 +129,22 @@ def card_state(report: EngineReport) -> tuple[str, str]:
 def docker_content(report: EngineReport) -> Content:
     """The card while Docker cannot be asked: no state, uptime or "ready" it cannot know."""
     if not report.docker_not_answering:
-        return Content.assemble(("Docker unreachable", "bold $error"),
-                                ": no engine can be read (see environment)")
+        return Content.assemble(
+            ("Docker unreachable", "bold $error"), ": no engine can be read (see environment)"
+        )
     rows = [Row("state", "unknown: Docker does not reply", "warning")]
     if report.last_seen:
         rows.append(Row("last", f"seen: {report.last_seen}", "muted"))
-    rows.append(Row("guard", "keeps watching memory; it kills the engine's processes "
-                             "directly if it must", "muted"))
-    return Content("\n").join([Content.styled("Docker is not answering", "bold $error"),
-                               rows_content(rows)])
+    rows.append(
+        Row(
+            "guard",
+            "keeps watching memory; it kills the engine's processes directly if it must",
+            "muted",
+        )
+    )
+    return Content("\n").join(
+        [Content.styled("Docker is not answering", "bold $error"), rows_content(rows)]
+    )
 
 
 def _previous_rows(report: EngineReport) -> list[Row]:
@@ -133,8 +154,10 @@ def _previous_rows(report: EngineReport) -> list[Row]:
     if engine is None:
         return []
     label = "stopping" if report.phase == "stopping" else "running"
-    return [Row(label, f"{engine.preset_id or engine.name}  {engine.kind}"),
-            Row("address", engine.base_url, "muted")]
+    return [
+        Row(label, f"{engine.preset_id or engine.name}  {engine.kind}"),
+        Row("address", engine.base_url, "muted"),
+    ]
 
 
 def engine_content(report: EngineReport, now: float) -> Content:
@@ -154,8 +177,9 @@ def engine_content(report: EngineReport, now: float) -> Content:
         parts.append(rows_content([Row("step", report.detail, "muted")]))
     if report.phase is not None and report.stop_deadline is not None:
         elapsed = now - (report.stop_deadline - report.stop_grace)
-        parts.append(rows_content([Row("grace", grace_text(report.stop_grace, elapsed),
-                                       "warning")]))
+        parts.append(
+            rows_content([Row("grace", grace_text(report.stop_grace, elapsed), "warning")])
+        )
     if report.guard_stop:
         parts.append(rows_content([Row("guard", report.guard_stop, "error")]))
     if report.phase is not None:
@@ -166,11 +190,18 @@ def engine_content(report: EngineReport, now: float) -> Content:
             parts.append(rows_content(rows))
     engine = report.reading.engine if report.reading else None
     if engine is not None:
-        info = [Row("preset", f"{engine.preset_id or '(unlabelled)'}  {engine.kind}"),
-                Row("address", engine.base_url)]
+        info = [
+            Row("preset", f"{engine.preset_id or '(unlabelled)'}  {engine.kind}"),
+            Row("address", engine.base_url),
+        ]
         if engine.on_lan:  # lan = true: the 127.0.0.1 address alone would hide that
-            info.append(Row("LAN", f"also on {engine.published_on}: anyone on the network "
-                                   "can use it", "warning"))
+            info.append(
+                Row(
+                    "LAN",
+                    f"also on {engine.published_on}: anyone on the network can use it",
+                    "warning",
+                )
+            )
         started = docker_time(engine.started_at)
         if engine.alive and started is not None:
             info.append(Row("uptime", uptime_text(now - started)))
@@ -179,8 +210,10 @@ def engine_content(report: EngineReport, now: float) -> Content:
         parts.append(rows_content(info))
         if engine.crashed and engine.log_tail:
             parts.append(rows_content([Row("last log", "")]))
-            parts += [Content.styled(f"  {line}", "$text-muted")
-                      for line in engine.log_tail[-LOG_LINES_SHOWN:]]
+            parts += [
+                Content.styled(f"  {line}", "$text-muted")
+                for line in engine.log_tail[-LOG_LINES_SHOWN:]
+            ]
     return Content("\n").join(parts)
 
 
@@ -191,9 +224,13 @@ def failure_content(failure: str, log: tuple[str, ...] = ()) -> Content:
     if log:
         parts.append(rows_content([Row("last log", "")]))
         parts += [Content(f"  {line}") for line in log]
-    parts.append(Content.styled("  x dismisses this (or `sparkdeck dismiss`); "
-                                "`sparkdeck logs --last-failure` has every kept line",
-                                "$text-muted"))
+    parts.append(
+        Content.styled(
+            "  x dismisses this (or `sparkdeck dismiss`); "
+            "`sparkdeck logs --last-failure` has every kept line",
+            "$text-muted",
+        )
+    )
     return Content("\n").join(parts)
 
 
@@ -215,8 +252,7 @@ class EngineCard(Static):
     def _tick(self) -> None:
         content = engine_content(self.report, self._wall_clock())
         if self.failure:
-            content = Content("\n").join([content, failure_content(self.failure,
-                                                                   self.failure_log)])
+            content = Content("\n").join([content, failure_content(self.failure, self.failure_log)])
         self.update(content)
 
     def watch_failure(self, failure: str | None) -> None:

@@ -86,9 +86,11 @@ class LaunchArea(Vertical):
 
         def can_replace(self, message: Message) -> bool:
             # A pull sends many progress events; only the newest of a run of them matters.
-            return (isinstance(self.event, PullProgress)
-                    and isinstance(message, LaunchArea.Progressed)
-                    and isinstance(message.event, PullProgress))
+            return (
+                isinstance(self.event, PullProgress)
+                and isinstance(message, LaunchArea.Progressed)
+                and isinstance(message.event, PullProgress)
+            )
 
     @dataclass
     class ServiceStepped(Message, bubble=False):
@@ -111,8 +113,7 @@ class LaunchArea(Vertical):
         engine_name: str = "the stopped engine"
 
         def can_replace(self, message: Message) -> bool:
-            return (isinstance(message, LaunchArea.SwitchProgressed)
-                    and not message.progress.done)
+            return isinstance(message, LaunchArea.SwitchProgressed) and not message.progress.done
 
     @dataclass
     class TimelineRecorded(Message):
@@ -137,9 +138,14 @@ class LaunchArea(Vertical):
     failure: var[str | None] = var(None)  # last failed launch, until dismissed
     failure_log: var[tuple[str, ...]] = var(())  # ... and the engine's last lines, cleaned
 
-    def __init__(self, runtime: Callable[[], DockerRuntime], flush: bool | None,
-                 guard: GuardSettings, hand_over: Callable[[EngineState], None],
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        runtime: Callable[[], DockerRuntime],
+        flush: bool | None,
+        guard: GuardSettings,
+        hand_over: Callable[[EngineState], None],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._flow_made: LaunchFlow | None = None
         self._flow_args = (flush, guard)
@@ -157,8 +163,8 @@ class LaunchArea(Vertical):
     def compose(self) -> ComposeResult:
         yield PresetTable(id="preset-table")
         yield EngineCard(id="engine-card").data_bind(
-            report=LaunchArea.report, failure=LaunchArea.failure,
-            failure_log=LaunchArea.failure_log)
+            report=LaunchArea.report, failure=LaunchArea.failure, failure_log=LaunchArea.failure_log
+        )
 
     def watch_rows(self, rows: list[PresetRow]) -> None:
         if not self.is_mounted:
@@ -178,14 +184,12 @@ class LaunchArea(Vertical):
         if self.report.phase is None:  # a running launch reports more than Docker
             self.report = EngineReport(reading=docker, guard_stop=self.report.guard_stop)
         engine = docker.engine
-        self.log_pane.follow(engine.container_id if engine else None,
-                             engine.name if engine else "")
+        self.log_pane.follow(engine.container_id if engine else None, engine.name if engine else "")
         self.log_pane.set_class(engine is None, "-idle")
 
     def guard_stopped(self, reasons: str) -> None:
         """The running watchdog is stopping the engine: the card says why until a launch."""
-        self.report = replace(self.report,
-                              guard_stop=f"stopped by the memory guard: {reasons}")
+        self.report = replace(self.report, guard_stop=f"stopped by the memory guard: {reasons}")
 
     # ----- keys ---------------------------------------------------------------------------
 
@@ -206,9 +210,13 @@ class LaunchArea(Vertical):
             self.notify("a launch or stop is already running", severity="warning")
             return
         if self.report.docker_not_answering:  # the answer takes seconds: say so now
-            self.notify("Docker is not answering; asking it to stop the engine anyway "
-                        "(a reply or a failure within seconds)", title="stop",
-                        severity="warning", markup=False)
+            self.notify(
+                "Docker is not answering; asking it to stop the engine anyway "
+                "(a reply or a failure within seconds)",
+                title="stop",
+                severity="warning",
+                markup=False,
+            )
         self._plan_stop()
 
     def show_last_failure(self) -> None:
@@ -239,18 +247,33 @@ class LaunchArea(Vertical):
 
     # ----- workers --------------------------------------------------------------------------
 
-    @work(thread=True, group="launch", name="plan launch", exit_on_error=False,
-          description="ask Docker what a launch would stop")
+    @work(
+        thread=True,
+        group="launch",
+        name="plan launch",
+        exit_on_error=False,
+        description="ask Docker what a launch would stop",
+    )
     def _plan_launch(self, preset_id: str) -> None:
         self.post_message(self.Planned(self._flow.plan(self.catalog.get(preset_id))))
 
-    @work(thread=True, group="launch", name="plan stop", exit_on_error=False,
-          description="ask Docker what a stop would stop")
+    @work(
+        thread=True,
+        group="launch",
+        name="plan stop",
+        exit_on_error=False,
+        description="ask Docker what a stop would stop",
+    )
     def _plan_stop(self) -> None:
         self.post_message(self.Planned(self._flow.plan_stop()))
 
-    @work(thread=True, group="launch", name="launch", exit_on_error=False,
-          description="pull, stop the running engine, flush, start, wait for health")
+    @work(
+        thread=True,
+        group="launch",
+        name="launch",
+        exit_on_error=False,
+        description="pull, stop the running engine, flush, start, wait for health",
+    )
     def _run_launch(self, plan: LaunchPlan, force: bool, skip: threading.Event) -> None:
         from sparkdeck.service.control import engine_control
 
@@ -259,10 +282,17 @@ class LaunchArea(Vertical):
             # this window: engine_control decides, not this code
             with contextlib.closing(engine_control(lambda: self._flow, start=False)) as control:
                 if control.by:
-                    self.post_message(self.ServiceStepped(
-                        "launching", f"the sparkdeck service launches {plan.preset.id}"))
-                control.launch(plan, functools.partial(self._on_event, by_service=bool(
-                    control.by)), force=force, skip=skip)
+                    self.post_message(
+                        self.ServiceStepped(
+                            "launching", f"the sparkdeck service launches {plan.preset.id}"
+                        )
+                    )
+                control.launch(
+                    plan,
+                    functools.partial(self._on_event, by_service=bool(control.by)),
+                    force=force,
+                    skip=skip,
+                )
         except Exception as exc:
             reasoned = with_engine_reason(exc)
             if reasoned is exc:
@@ -271,8 +301,13 @@ class LaunchArea(Vertical):
         finally:
             self.post_message(self.Finished("launch"))
 
-    @work(thread=True, group="launch", name="stop", exit_on_error=False,
-          description="stop the engine sparkdeck started")
+    @work(
+        thread=True,
+        group="launch",
+        name="stop",
+        exit_on_error=False,
+        description="stop the engine sparkdeck started",
+    )
     def _run_stop(self) -> None:
         from sparkdeck.service.control import engine_control
 
@@ -313,17 +348,21 @@ class LaunchArea(Vertical):
         else:  # "Launch anyway" means force; Cancel (the default) launches nothing
             from sparkdeck.ui.guard.screens import FitModal  # loaded here, not for frame 1
 
-            self.app.push_screen(FitModal(plan.preset.id, fit),
-                                 lambda anyway: self._confirm_launch(plan, True)
-                                 if anyway else None)
+            self.app.push_screen(
+                FitModal(plan.preset.id, fit),
+                lambda anyway: self._confirm_launch(plan, True) if anyway else None,
+            )
 
     def _confirm_launch(self, plan: LaunchPlan, force: bool) -> None:
         verb = "Switch" if plan.is_switch else "Launch"
-        title = (f"Switch to {plan.preset.id}" if plan.is_switch
-                 else f"Launch {plan.preset.id}") + (" anyway?" if force else "?")
+        title = (
+            f"Switch to {plan.preset.id}" if plan.is_switch else f"Launch {plan.preset.id}"
+        ) + (" anyway?" if force else "?")
         lines = plan.lines() + (["forced: the guard's verdict is overridden"] if force else [])
-        self.app.push_screen(ConfirmScreen(title, lines, f"{verb} anyway" if force else verb),
-                             lambda yes: self._start_launch(plan, force) if yes else None)
+        self.app.push_screen(
+            ConfirmScreen(title, lines, f"{verb} anyway" if force else verb),
+            lambda yes: self._start_launch(plan, force) if yes else None,
+        )
 
     def _start_launch(self, plan: LaunchPlan, force: bool = False) -> None:
         self._pull = PullTracker()
@@ -346,16 +385,24 @@ class LaunchArea(Vertical):
             self.log_pane.follow(engine.container_id, engine.name)
 
     def on_launch_area_service_stepped(self, message: ServiceStepped) -> None:
-        self.report = replace(self.report, phase=message.phase or self.report.phase,
-                              detail=message.text or self.report.detail)
+        self.report = replace(
+            self.report,
+            phase=message.phase or self.report.phase,
+            detail=message.text or self.report.detail,
+        )
 
     async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
         from sparkdeck.guard.switch import TIMED_OUT  # loaded with the event that brought it
 
         progress, screen = message.progress, self._switch_screen
         if progress.state == TIMED_OUT:  # the CLI warns too: the launch goes on at a risk
-            self.notify(progress.describe(), title=f"{message.engine_name}: switch wait timed "
-                        "out", severity="warning", timeout=30, markup=False)
+            self.notify(
+                progress.describe(),
+                title=f"{message.engine_name}: switch wait timed out",
+                severity="warning",
+                timeout=30,
+                markup=False,
+            )
         if screen is None:
             if progress.done:  # memory was back at the first look: nothing to wait for
                 return
@@ -373,6 +420,13 @@ class LaunchArea(Vertical):
         if screen is not None and screen.is_attached and screen in self.app.screen_stack:
             screen.dismiss(None)  # no wait screen may outlive its launch
         self.show_last_failure()
-        self.report = replace(self.report, phase=None, detail="", pull_fraction=None,
-                              previous=None, launching="", stop_deadline=None)
+        self.report = replace(
+            self.report,
+            phase=None,
+            detail="",
+            pull_fraction=None,
+            previous=None,
+            launching="",
+            stop_deadline=None,
+        )
         self.post_message(self.RunChanged(False))

@@ -35,8 +35,9 @@ def wrapped(lines: Iterable[str], width: int | None) -> list[str]:
         if len(line) <= width:
             out.append(line)
         else:
-            out += textwrap.wrap(line, width, subsequent_indent=CONTINUATION,
-                                 break_on_hyphens=False) or [""]
+            out += textwrap.wrap(
+                line, width, subsequent_indent=CONTINUATION, break_on_hyphens=False
+            ) or [""]
     return out
 
 
@@ -54,8 +55,7 @@ class LogPane(Log):
         container_id: str
         lines: list[str]
 
-    def __init__(self, runtime: Callable[[], DockerRuntime] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, runtime: Callable[[], DockerRuntime] | None = None, **kwargs: Any) -> None:
         super().__init__(max_lines=MAX_LINES, highlight=False, auto_scroll=True, **kwargs)
         self._runtime = runtime  # None: lines come only through add_lines (tests, tools)
         self._follower: LogFollower | None = None
@@ -85,8 +85,14 @@ class LogPane(Log):
             self._read_log(self._follower)
         return True
 
-    @work(thread=True, exclusive=True, group="logs", name="follow logs", exit_on_error=False,
-          description="follow the engine container's log")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="logs",
+        name="follow logs",
+        exit_on_error=False,
+        description="follow the engine container's log",
+    )
     def _read_log(self, follower: LogFollower) -> None:
         for lines in follower.batches():
             self.post_message(self.LinesRead(follower.container_id, lines))

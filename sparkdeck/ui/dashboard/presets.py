@@ -58,13 +58,26 @@ class PresetTable(DataTable):
         self._rows, self._fitted_to = rows, self._width()
         at = self.COLUMNS.index(ON_DISK)  # the cell comes from the last scan ("…" until one)
         cells = [(*row[:at], self._sizes.get(row[0], "…"), *row[at:]) for row in rows]
-        fill_table(self, self.COLUMNS, cells, [row[0] for row in rows], width=self._fitted_to,
-                   priority=self.PRIORITY, keep_end=("image",))
+        fill_table(
+            self,
+            self.COLUMNS,
+            cells,
+            [row[0] for row in rows],
+            width=self._fitted_to,
+            priority=self.PRIORITY,
+            keep_end=("image",),
+        )
         if selected is not None and selected in {row[0] for row in rows}:
             self.move_cursor(row=self.get_row_index(selected))
 
-    @work(thread=True, exclusive=True, group="model sizes", name="read model sizes",
-          description="look up each preset's model on disk", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="model sizes",
+        name="read model sizes",
+        description="look up each preset's model on disk",
+        exit_on_error=False,
+    )
     def read_model_sizes(self, presets: Sequence[Preset]) -> None:
         """Off the UI thread and after the rows are shown: the first frame never waits for
         a walk of the Hugging Face cache."""

@@ -46,9 +46,11 @@ class Sampling(NamedTuple):
     starting_seconds: float | None = None
 
 
-GUARD_NOTE = ("Memory from launch to ready, drawn after each launch (phases from the engine's "
-              "log). The line at the bottom is the watchdog of the running engine: it stops "
-              "sparkdeck's own engine at the thresholds in settings.toml [guard].")
+GUARD_NOTE = (
+    "Memory from launch to ready, drawn after each launch (phases from the engine's "
+    "log). The line at the bottom is the watchdog of the running engine: it stops "
+    "sparkdeck's own engine at the thresholds in settings.toml [guard]."
+)
 
 
 class SideTabs(Vertical):
@@ -59,15 +61,26 @@ class SideTabs(Vertical):
     chat_target: var[ChatTarget] = var(ChatTarget(None))  # chat and metrics
     timeline: var[StartupTimeline | None] = var(None)  # the last launch's start-up
 
-    def __init__(self, sampling: Sampling, guard: GuardSettings,
-                 preset: Callable[[str], Preset | None], strip: GlanceStrip,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        sampling: Sampling,
+        guard: GuardSettings,
+        preset: Callable[[str], Preset | None],
+        strip: GlanceStrip,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         # Held by reference: workers' messages reach them while a dialog is the screen.
         self.machine_tab = MachineTab(
-            sampling.sampler or TelemetrySampler(), sampling.history or History(), guard,
-            (sampling.seconds or SAMPLE_SECONDS,
-             sampling.starting_seconds or STARTING_SAMPLE_SECONDS), id="machine-body")
+            sampling.sampler or TelemetrySampler(),
+            sampling.history or History(),
+            guard,
+            (
+                sampling.seconds or SAMPLE_SECONDS,
+                sampling.starting_seconds or STARTING_SAMPLE_SECONDS,
+            ),
+            id="machine-body",
+        )
         self.metrics_tab = MetricsTab(preset, id="metrics-body")
         self.chat_tab = ChatTab(id="chat-tab-body")
         self.timeline_chart = TimelineChart(id="timeline-chart")
@@ -79,8 +92,9 @@ class SideTabs(Vertical):
     def compose(self) -> ComposeResult:
         with TabbedContent(id="side-tabs"):
             with TabPane("machine", id="machine-tab"):
-                yield self.machine_tab.data_bind(fast=SideTabs.fast_sampling,
-                                                 environment=SideTabs.environment)
+                yield self.machine_tab.data_bind(
+                    fast=SideTabs.fast_sampling, environment=SideTabs.environment
+                )
             with TabPane("metrics", id="metrics-tab"):
                 yield self.metrics_tab.data_bind(target=SideTabs.chat_target)
             with TabPane("chat", id="chat-tab"):

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from sparkdeck.presets import PresetCatalog
 
 
-def open_connect(app: App[Any], settings: EndpointSettings,
-                 catalog_loader: Callable[[], PresetCatalog]) -> None:
+def open_connect(
+    app: App[Any], settings: EndpointSettings, catalog_loader: Callable[[], PresetCatalog]
+) -> None:
     """Push the connect screen unless it is already the one shown."""
     from sparkdeck.ui.endpoint.view import ConnectScreen
 

@@ -32,8 +32,7 @@ REFRESH_S = 3.0
 SHOWN = 200  # rows in the table: the newest
 # in priority order too: at 80 columns the first six fit; the wait for a switch, the prompt
 # size, the client and the error join as room allows
-LABELS = ("time", "model", "status", "out", "TTFT ms", "tok/s", "waited s", "in", "client",
-          "error")
+LABELS = ("time", "model", "status", "out", "TTFT ms", "tok/s", "waited s", "in", "client", "error")
 
 
 def _number(value: Any, spec: str, scale: float = 1.0) -> str:
@@ -52,12 +51,18 @@ def request_cells(row: Mapping[str, Any], now: float) -> list[str]:
     else:
         shown = "-"
     waited = row.get("waited_s")
-    return [shown, clean(str(row.get("model") or "-")), _number(row.get("status"), ""),
-            _number(row.get("output_tokens"), ""), _number(row.get("ttft_s"), ".0f", 1000),
-            _number(row.get("decode_tps"), ".1f"),
-            _number(waited, ".1f") if waited else "-",
-            _number(row.get("prompt_tokens"), ""), clean(str(row.get("client") or "-")),
-            clean(str(row.get("error") or ""))]
+    return [
+        shown,
+        clean(str(row.get("model") or "-")),
+        _number(row.get("status"), ""),
+        _number(row.get("output_tokens"), ""),
+        _number(row.get("ttft_s"), ".0f", 1000),
+        _number(row.get("decode_tps"), ".1f"),
+        _number(waited, ".1f") if waited else "-",
+        _number(row.get("prompt_tokens"), ""),
+        clean(str(row.get("client") or "-")),
+        clean(str(row.get("error") or "")),
+    ]
 
 
 def _arrival(row: Mapping[str, Any]) -> float:
@@ -88,8 +93,9 @@ class RequestsPane(Vertical):
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, RequestsPane.Read)  # only the newest matters
 
-    def __init__(self, log_path: Path | None = None, refresh_s: float = REFRESH_S,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, log_path: Path | None = None, refresh_s: float = REFRESH_S, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.request_log = RequestLog(log_path)
         self._refresh_s = refresh_s
@@ -104,8 +110,14 @@ class RequestsPane(Vertical):
         self.read_log()
         self.set_interval(self._refresh_s, self.read_log, name="request log refresh")
 
-    @work(thread=True, exclusive=True, group="request-log", name="read the request log",
-          description="read the endpoint's request log (JSONL)", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="request-log",
+        name="read the request log",
+        description="read the endpoint's request log (JSONL)",
+        exit_on_error=False,
+    )
     def read_log(self) -> None:
         stamp = log_stamp(self.request_log)
         if stamp == self._stamp:
@@ -123,7 +135,8 @@ class RequestsPane(Vertical):
         self.query_one("#requests-status", Static).update(
             f"{message.total} request{'s' * (message.total != 1)} in {self.request_log.path}"
             + (f", the newest {SHOWN} shown" if message.total > SHOWN else "")
-            + (" (newest first)" if message.total else ": none forwarded yet"))
+            + (" (newest first)" if message.total else ": none forwarded yet")
+        )
         self._fill()
 
     def on_resize(self) -> None:

@@ -44,8 +44,11 @@ from sparkdeck.ui.worker_failures import report_worker_failure
 def summary_rows(info: ConnectInfo) -> list[tuple[str, str]]:
     """The lines above the snippets as (label, text): URL, key, service and endpoint,
     models; text cleaned (a model name is the server's)."""
-    rows = [("base URL", info.base_url), ("API key", key_line(info)),
-            ("status", service_line(info))]
+    rows = [
+        ("base URL", info.base_url),
+        ("API key", key_line(info)),
+        ("status", service_line(info)),
+    ]
     if info.endpoint_problem:
         rows.append(("", info.endpoint_problem))
     rows += [("models" if i == 0 else "", line) for i, line in enumerate(model_lines(info))]
@@ -69,10 +72,20 @@ class ConnectScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="connect-back"),
-        Binding("c", "copy", "Copy", tooltip="Copy the focused snippet (the base URL when "
-                "none is focused) to the clipboard", id="connect-copy"),
-        Binding("f5", "reload", "Reload", tooltip="Ask the service and the endpoint again",
-                id="connect-reload"),
+        Binding(
+            "c",
+            "copy",
+            "Copy",
+            tooltip="Copy the focused snippet (the base URL when none is focused) to the clipboard",
+            id="connect-copy",
+        ),
+        Binding(
+            "f5",
+            "reload",
+            "Reload",
+            tooltip="Ask the service and the endpoint again",
+            id="connect-reload",
+        ),
         Binding("1", "tab('connect-pane')", "Connect", id="connect-tab"),
         Binding("2", "tab('requests-pane')", "Requests", id="connect-requests"),
     ]
@@ -81,9 +94,12 @@ class ConnectScreen(Screen[None]):
     class InfoRead(Message):
         info: ConnectInfo
 
-    def __init__(self, settings: EndpointSettings,
-                 catalog_loader: Callable[[], PresetCatalog] | None = None,
-                 log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: EndpointSettings,
+        catalog_loader: Callable[[], PresetCatalog] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         super().__init__()
         self._settings = settings
         self._catalog_loader = catalog_loader
@@ -95,8 +111,9 @@ class ConnectScreen(Screen[None]):
         with TabbedContent(id="connect-tabs"):
             with TabPane("connect", id="connect-pane"):
                 with VerticalScroll(id="connect-scroll"):
-                    yield Static("asking the service and the endpoint…", id="connect-summary",
-                                 markup=False)
+                    yield Static(
+                        "asking the service and the endpoint…", id="connect-summary", markup=False
+                    )
             with TabPane("requests", id="requests-pane"):
                 yield RequestsPane(self._log_path, id="requests-view")
         yield Footer()
@@ -104,14 +121,20 @@ class ConnectScreen(Screen[None]):
     def on_mount(self) -> None:
         self.read_info()
 
-    @work(thread=True, exclusive=True, group="connect-info", name="read the endpoint",
-          description="ask the service, the endpoint's /v1/models and the presets",
-          exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="connect-info",
+        name="read the endpoint",
+        description="ask the service, the endpoint's /v1/models and the presets",
+        exit_on_error=False,
+    )
     def read_info(self) -> None:
         from sparkdeck.service.client import service_state
 
-        info = read_connect_info(self._settings, self._catalog_loader or load_catalog,
-                                 service_state=service_state)
+        info = read_connect_info(
+            self._settings, self._catalog_loader or load_catalog, service_state=service_state
+        )
         self.post_message(self.InfoRead(info))
 
     async def on_connect_screen_info_read(self, message: InfoRead) -> None:
@@ -122,11 +145,19 @@ class ConnectScreen(Screen[None]):
         scroll = self.query_one("#connect-scroll", VerticalScroll)
         await scroll.query(".connect-snippet, .connect-snippet-title").remove()
         for index, snippet in enumerate(info.snippets):
-            await scroll.mount(Static(clean(snippet.title), classes="connect-snippet-title",
-                                      markup=False))
-            await scroll.mount(TextArea(snippet.text, read_only=True, soft_wrap=True,
-                                        show_line_numbers=False, id=f"connect-snippet-{index}",
-                                        classes="connect-snippet"))
+            await scroll.mount(
+                Static(clean(snippet.title), classes="connect-snippet-title", markup=False)
+            )
+            await scroll.mount(
+                TextArea(
+                    snippet.text,
+                    read_only=True,
+                    soft_wrap=True,
+                    show_line_numbers=False,
+                    id=f"connect-snippet-{index}",
+                    classes="connect-snippet",
+                )
+            )
 
     def snippet_texts(self) -> list[str]:
         """What the snippet blocks hold now (tests read it as a user would copy it)."""

@@ -14,8 +14,10 @@ from textual.widgets import Button, ProgressBar, Static
 from sparkdeck.guard.fit import FitCheck
 from sparkdeck.guard.switch import SwitchProgress
 
-SKIP_RISK = ("Skip anyway? The next engine may not find its memory: starting it before the "
-             "old one's memory is back is how a Spark wedges. Press Skip again to go on.")
+SKIP_RISK = (
+    "Skip anyway? The next engine may not find its memory: starting it before the "
+    "old one's memory is back is how a Spark wedges. Press Skip again to go on."
+)
 
 
 class FitModal(ModalScreen[bool]):
@@ -33,8 +35,10 @@ class FitModal(ModalScreen[bool]):
         with Vertical():
             yield Static(f"{self.preset_id} {self.fit.verdict}", classes="guard-title")
             yield Static("\n".join(self.fit.lines()), classes="guard-numbers", markup=False)
-            yield Static("Launching anyway can freeze the whole Spark: unified memory that "
-                         "runs out often wedges it with no OOM kill.")
+            yield Static(
+                "Launching anyway can freeze the whole Spark: unified memory that "
+                "runs out often wedges it with no OOM kill."
+            )
             with Horizontal():
                 yield Button("Launch anyway", id="launch-anyway", variant="error")
                 yield Button("Cancel", id="cancel", variant="primary")
@@ -64,8 +68,9 @@ class SwitchWaitScreen(ModalScreen[SwitchProgress | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"waiting for {self.engine_name}'s memory to come back",
-                         classes="guard-title")
+            yield Static(
+                f"waiting for {self.engine_name}'s memory to come back", classes="guard-title"
+            )
             yield ProgressBar(total=100, show_eta=False, id="switch-bar")
             yield Static("", id="switch-detail", classes="guard-numbers", markup=False)
             # The risk is a line of its own, not the button's label: a label that long was

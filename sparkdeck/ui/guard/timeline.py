@@ -59,8 +59,11 @@ def chart_rows(timeline: StartupTimeline, width: int, height: int) -> list[str]:
 def phase_row(timeline: StartupTimeline, width: int) -> str:
     """A line under the chart with the first letter of each phase where it began."""
     line = [" "] * width
-    span = max(timeline.points[-1].t if timeline.points else 0.0,
-               max((m.t for m in timeline.marks), default=0.0), 1e-9)
+    span = max(
+        timeline.points[-1].t if timeline.points else 0.0,
+        max((m.t for m in timeline.marks), default=0.0),
+        1e-9,
+    )
     for mark in timeline.marks:
         col = min(max(int(mark.t / span * (width - 1)), 0), width - 1)
         line[col] = mark.phase[0].upper()
@@ -114,8 +117,14 @@ class TimelineChart(Widget):
             self._folder_seen = stamp
             self._read(folder)
 
-    @work(thread=True, exclusive=True, group="guard-timeline", name="read launch record",
-          exit_on_error=False, description="read the newest launch record's timeline")
+    @work(
+        thread=True,
+        exclusive=True,
+        group="guard-timeline",
+        name="read launch record",
+        exit_on_error=False,
+        description="read the newest launch record's timeline",
+    )
     def _read(self, folder: os.PathLike[str]) -> None:
         from pathlib import Path
 
@@ -135,8 +144,10 @@ class TimelineChart(Widget):
         """The timeline to draw and its record (None: this window's own, not read back)."""
         bound, recorded = self.timeline, self.recorded
         if recorded is not None and (
-                bound is None or recorded.saved_at >= self._bound_at
-                or recorded.timeline == StartupTimeline.from_dict(bound.to_dict())):
+            bound is None
+            or recorded.saved_at >= self._bound_at
+            or recorded.timeline == StartupTimeline.from_dict(bound.to_dict())
+        ):
             return recorded.timeline, recorded
         return bound, None
 
@@ -148,15 +159,22 @@ class TimelineChart(Widget):
         title = []
         if recorded is not None:
             saved = time.strftime("%H:%M:%S", time.localtime(recorded.saved_at))
-            title = [Content.styled(f"{recorded.preset_id} ({recorded.container_name}), "
-                                    f"saved {saved}", "bold")]
+            title = [
+                Content.styled(
+                    f"{recorded.preset_id} ({recorded.container_name}), saved {saved}", "bold"
+                )
+            ]
         rows = chart_rows(timeline, width, max(self.content_size.height - 2 - len(title), 1))
         peak = timeline.peak_used / 2**30
         legend = ", ".join(f"{m.phase[0].upper()} {m.phase} {m.t:.1f} s" for m in timeline.marks)
-        return Content("\n").join([
-            *title,
-            *(Content.styled(r, "$accent") for r in rows),
-            Content.styled(phase_row(timeline, width), "bold $warning"),
-            Content(f"peak {peak:.1f} GiB of {timeline.total / 2**30:.1f}; "
-                    f"{legend or 'no phases seen in the log'}"),
-        ])
+        return Content("\n").join(
+            [
+                *title,
+                *(Content.styled(r, "$accent") for r in rows),
+                Content.styled(phase_row(timeline, width), "bold $warning"),
+                Content(
+                    f"peak {peak:.1f} GiB of {timeline.total / 2**30:.1f}; "
+                    f"{legend or 'no phases seen in the log'}"
+                ),
+            ]
+        )

@@ -45,8 +45,9 @@ def guarded(engine: EngineState | None, launch_guards: str | None) -> EngineStat
     return engine
 
 
-def follow_engine(docker: object, busy: bool,
-                  launch_guards: str | None) -> tuple[bool, EngineState | None]:
+def follow_engine(
+    docker: object, busy: bool, launch_guards: str | None
+) -> tuple[bool, EngineState | None]:
     """Whether telemetry samples fast (a launch or stop runs, or the engine starts) and the
     engine the running watchdog follows, from Docker's latest word (an EngineReading, or a
     failure: then no engine is known)."""
@@ -75,8 +76,10 @@ class WatchdogLine(Static):
         decision: RemoteDecision
 
         def can_replace(self, message: Message) -> bool:
-            return (isinstance(message, WatchdogLine.ServiceDecided)
-                    and message.decision.level != "stop")
+            return (
+                isinstance(message, WatchdogLine.ServiceDecided)
+                and message.decision.level != "stop"
+            )
 
     @dataclass
     class ServiceSilent(Message, bubble=False):
@@ -93,8 +96,12 @@ class WatchdogLine(Static):
     engine: var[EngineState | None] = var(None, always_update=True, init=False)
     launching: var[bool] = var(False)  # a launch or stop runs (it reports its own)
 
-    def __init__(self, guard: Callable[[], GuardSettings] = GuardSettings,
-                 runtime: Callable[[], DockerRuntime] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        guard: Callable[[], GuardSettings] = GuardSettings,
+        runtime: Callable[[], DockerRuntime] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__("memory guard: not running", markup=False, **kwargs)
         self._guard = guard  # read at each wait: settings may change while it runs
         self._runtime = runtime  # None: a line that only shows what it is given
@@ -123,8 +130,11 @@ class WatchdogLine(Static):
         (then a new one starts): a stop in progress is never abandoned."""
         container = engine.container_id if engine is not None else None
         if engine is None:
-            self.off("the launch's own watchdog guards the engine it starts" if self.launching
-                     else "not running (no sparkdeck engine is running)")
+            self.off(
+                "the launch's own watchdog guards the engine it starts"
+                if self.launching
+                else "not running (no sparkdeck engine is running)"
+            )
         if container == self.watched and (container is None or self._alive()):
             return
         self.watched = container
@@ -135,17 +145,27 @@ class WatchdogLine(Static):
         from sparkdeck.guard.watchdog import engine_watchdog
 
         watchdog = self._watchdog = engine_watchdog(
-            self._guard(), self._runtime(), engine,
+            self._guard(),
+            self._runtime(),
+            engine,
             on_decision=lambda d: self.post_message(GuardDecisionMade(d)),
             on_attempt=lambda a: self.post_message(self.StopAttempted(a, a.text)),
-            on_error=lambda e: self.post_message(self.StopAttempted(
-                None, f"cannot read the host ({e}); trying again")))
+            on_error=lambda e: self.post_message(
+                self.StopAttempted(None, f"cannot read the host ({e}); trying again")
+            ),
+        )
         done = self._done = threading.Event()
         self._stop_told = self._stop_failure_told = False
         self.reset(f"watching {engine.preset_id or engine.name}…")
-        self.run_worker(partial(self._guard_or_relay, watchdog, done), thread=True,
-                        name="memory watchdog", group="guard", exclusive=True,
-                        exit_on_error=False, description=f"guard {engine.name}'s memory")
+        self.run_worker(
+            partial(self._guard_or_relay, watchdog, done),
+            thread=True,
+            name="memory watchdog",
+            group="guard",
+            exclusive=True,
+            exit_on_error=False,
+            description=f"guard {engine.name}'s memory",
+        )
 
     def _guard_or_relay(self, watchdog: Watchdog, done: threading.Event) -> None:
         """The worker: the sparkdeck service guards the engine (started now when none runs)
@@ -154,11 +174,18 @@ class WatchdogLine(Static):
         it (sparkdeck.service.relay.FrontGuard)."""
         from sparkdeck.service.relay import FrontGuard, GuardCalls
 
-        FrontGuard(watchdog, done, lambda: self._guard().running_hz, GuardCalls(
-            decision=self._remote_decision, attempt=self._remote_attempt,
-            stopped=lambda why: self.post_message(self.EngineStopped(why)),
-            note=lambda text: self.post_message(self.StopAttempted(None, text)),
-            silent=lambda life: self.post_message(self.ServiceSilent(life)))).run()
+        FrontGuard(
+            watchdog,
+            done,
+            lambda: self._guard().running_hz,
+            GuardCalls(
+                decision=self._remote_decision,
+                attempt=self._remote_attempt,
+                stopped=lambda why: self.post_message(self.EngineStopped(why)),
+                note=lambda text: self.post_message(self.StopAttempted(None, text)),
+                silent=lambda life: self.post_message(self.ServiceSilent(life)),
+            ),
+        ).run()
 
     def _remote_decision(self, decision: RemoteDecision) -> None:
         self.post_message(self.ServiceDecided(decision))
@@ -171,8 +198,10 @@ class WatchdogLine(Static):
     def on_watchdog_line_service_silent(self, message: ServiceSilent) -> None:
         message.stop()
         life = message.liveness
-        self._takeover = (f"the sparkdeck service is {life.state} ({life.detail}): the "
-                          "engine is not guarded by it, THIS WINDOW guards it")
+        self._takeover = (
+            f"the sparkdeck service is {life.state} ({life.detail}): the "
+            "engine is not guarded by it, THIS WINDOW guards it"
+        )
         if self._stop is None:
             self.level = "warn"
             self.set_class(False, "-ok", "-stop")
@@ -229,13 +258,20 @@ class WatchdogLine(Static):
         if self.launching:  # a stop during a launch is reported as the launch's failure
             return
         if attempt.done:
-            self.notify(f"the memory guard stopped the engine: {self._stop_reasons} "
-                        f"({attempt.text})", title="memory guard", severity="error",
-                        markup=False)
+            self.notify(
+                f"the memory guard stopped the engine: {self._stop_reasons} ({attempt.text})",
+                title="memory guard",
+                severity="error",
+                markup=False,
+            )
         elif attempt.killed or not self._stop_failure_told:
             self._stop_failure_told = True
-            self.notify(attempt.text, title="memory guard: the stop is not done yet",
-                        severity="error", markup=False)
+            self.notify(
+                attempt.text,
+                title="memory guard: the stop is not done yet",
+                severity="error",
+                markup=False,
+            )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report_worker_failure(self.app, event)  # StateChanged does not bubble
@@ -266,21 +302,34 @@ class WatchdogLine(Static):
         self.level = "stop"
         self.set_class(False, "-ok", "-warn")
         self.set_class(True, "-stop")
-        self.update(("memory guard STOPPED the engine: " if done else
-                     "memory guard is STOPPING the engine: ") + text)
+        self.update(
+            (
+                "memory guard STOPPED the engine: "
+                if done
+                else "memory guard is STOPPING the engine: "
+            )
+            + text
+        )
 
     def show(self, decision: Decision) -> None:
         if self._stop is not None:  # the stop's progress stays in front of the numbers
-            self.update(("memory guard STOPPED the engine: " if self._stopped else
-                         "memory guard is STOPPING the engine: ") + self._stop +
-                        f" | now {decision.describe()}")
+            self.update(
+                (
+                    "memory guard STOPPED the engine: "
+                    if self._stopped
+                    else "memory guard is STOPPING the engine: "
+                )
+                + self._stop
+                + f" | now {decision.describe()}"
+            )
             return
         self.level = decision.level
         takeover = self._takeover is not None and decision.level == "ok"
         for level in ("ok", "warn", "stop"):  # taken over: the warning colour, even at OK
             self.set_class(level == ("warn" if takeover else decision.level), f"-{level}")
-        prefix = "memory guard is STOPPING the engine: " if decision.level == "stop" else \
-            "memory guard "
+        prefix = (
+            "memory guard is STOPPING the engine: " if decision.level == "stop" else "memory guard "
+        )
         if self._takeover is not None:
             prefix += "(this window; the service does not answer) "
         self.update(prefix + decision.describe())

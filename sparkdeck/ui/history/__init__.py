@@ -62,8 +62,13 @@ class HistoryKeeper:
                 app.post_message(PostMortemFound(*found))
 
         self.postmortem_check = app.run_worker(
-            look, thread=True, group="postmortem", name="look for a post-mortem",
-            description="read the flight recording's last post-mortem", exit_on_error=False)
+            look,
+            thread=True,
+            group="postmortem",
+            name="look for a post-mortem",
+            description="read the flight recording's last post-mortem",
+            exit_on_error=False,
+        )
 
     def show(self, message: PostMortemFound) -> None:
         """Show the post-mortem the check found; dismissed, it is marked seen."""
@@ -72,9 +77,13 @@ class HistoryKeeper:
         app, postmortem, file = self._app, message.postmortem, message.file
 
         def closed(history: bool | None) -> None:
-            app.run_worker(lambda: mark_seen(postmortem, file), thread=True,
-                           group="postmortem", name="remember the post-mortem was seen",
-                           exit_on_error=False)
+            app.run_worker(
+                lambda: mark_seen(postmortem, file),
+                thread=True,
+                group="postmortem",
+                name="remember the post-mortem was seen",
+                exit_on_error=False,
+            )
             if history:  # the end of that run (or now, when nothing was recorded in it)
                 self.open(end=postmortem.ended_at)
 

@@ -18,8 +18,13 @@ from textual.widget import Widget
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def bar_lines(values: Sequence[float | None], width: int, height: int, ceiling: float,
-              worst: Callable[[Sequence[float]], float]) -> list[str]:
+def bar_lines(
+    values: Sequence[float | None],
+    width: int,
+    height: int,
+    ceiling: float,
+    worst: Callable[[Sequence[float]], float],
+) -> list[str]:
     """`height` lines of `width` cells, top line first; each cell the worst value of its
     share of `values` (a dip is never averaged away), at least the lowest bar when recorded,
     blank where its values are all None (not recorded)."""
@@ -54,11 +59,19 @@ class ScaledBars(Widget):
     values: reactive[tuple[float | None, ...]] = reactive(tuple)
     ceiling: reactive[float] = reactive(1.0)
 
-    def __init__(self, worst: Callable[[Sequence[float]], float], *, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self,
+        worst: Callable[[Sequence[float]], float],
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(id=id, classes=classes)
         self.worst = worst
 
     def render(self) -> Content:
-        return Content("\n".join(bar_lines(self.values, self.size.width, self.size.height,
-                                           self.ceiling, self.worst)))
+        return Content(
+            "\n".join(
+                bar_lines(self.values, self.size.width, self.size.height, self.ceiling, self.worst)
+            )
+        )

@@ -24,7 +24,12 @@ from sparkdeck.recorder.rows import RecordedSample
 
 # (label, seconds): the windows the view's keys 1-5 choose
 WINDOWS: tuple[tuple[str, float], ...] = (
-    ("10m", 600.0), ("1h", 3600.0), ("6h", 21600.0), ("24h", 86400.0), ("7d", 604800.0))
+    ("10m", 600.0),
+    ("1h", 3600.0),
+    ("6h", 21600.0),
+    ("24h", 86400.0),
+    ("7d", 604800.0),
+)
 WINDOW_SECONDS = dict(WINDOWS)
 PSI_CEILING = 10.0
 SLICES = 120  # more than a sparkline is wide at 120 columns; Sparkline buckets the rest
@@ -49,13 +54,19 @@ def _pct(value: float) -> str:
 
 
 SERIES: tuple[SeriesSpec, ...] = (
-    SeriesSpec("mem", "MemAvailable", lambda r: r.mem_available, min, lambda v: gib(int(v)),
-               lambda r: r.mem_total),
+    SeriesSpec(
+        "mem",
+        "MemAvailable",
+        lambda r: r.mem_available,
+        min,
+        lambda v: gib(int(v)),
+        lambda r: r.mem_total,
+    ),
     # PSI's bars reach the top at 10 % or more: a 0.3 % blip is not drawn as a wall
-    SeriesSpec("psi-some", "PSI some (avg10)", lambda r: r.psi_some_avg10, max, _pct,
-               lambda r: PSI_CEILING),
-    SeriesSpec("psi-full", "PSI full", lambda r: r.psi_full_pct, max, _pct,
-               lambda r: PSI_CEILING),
+    SeriesSpec(
+        "psi-some", "PSI some (avg10)", lambda r: r.psi_some_avg10, max, _pct, lambda r: PSI_CEILING
+    ),
+    SeriesSpec("psi-full", "PSI full", lambda r: r.psi_full_pct, max, _pct, lambda r: PSI_CEILING),
     SeriesSpec("power", "GPU power", lambda r: r.gpu_power_w, max, lambda v: f"{v:.0f} W"),
     SeriesSpec("tok-s", "tok/s", lambda r: r.tok_s, max, lambda v: f"{v:.1f}"),
 )
@@ -74,7 +85,7 @@ class Series:
     ceiling: float  # the top of the bars
 
     def figures(self) -> str:
-        """"min 3.1 GiB  max 98.0 GiB  latest 40.2 GiB", or why there is no figure."""
+        """ "min 3.1 GiB  max 98.0 GiB  latest 40.2 GiB", or why there is no figure."""
         if self.latest is None or self.low is None or self.high is None:
             return "n/a: not recorded in this window"
         text = self.spec.text
@@ -122,14 +133,17 @@ class _Accumulator:
         self.latest = values[-1]
 
     def done(self) -> Series:
-        return Series(self.spec, tuple(self.values), self.low, self.high, self.latest,
-                      self.ceiling)
+        return Series(self.spec, tuple(self.values), self.low, self.high, self.latest, self.ceiling)
 
 
-def read_window(path: Path, label: str, end: float, slices: int = SLICES,
-                cancelled: Callable[[], bool] = lambda: False,
-                progress: Callable[[float], object] = lambda share: None,
-                ) -> HistoryWindow | None:
+def read_window(
+    path: Path,
+    label: str,
+    end: float,
+    slices: int = SLICES,
+    cancelled: Callable[[], bool] = lambda: False,
+    progress: Callable[[float], object] = lambda share: None,
+) -> HistoryWindow | None:
     """The window `label` (a WINDOWS label) ending at `end` (epoch seconds); None when
     `cancelled` said so between slices; `progress` hears the share read every tenth of the
     way (7 days at 1 Hz take seconds). RecorderError when the file is missing or broken."""
@@ -144,8 +158,11 @@ def read_window(path: Path, label: str, end: float, slices: int = SLICES,
         if i and i % max(1, slices // 10) == 0:
             progress(i / slices)
         low = start + seconds * i / slices
-        high = end if i == slices - 1 else math.nextafter(start + seconds * (i + 1) / slices,
-                                                          -math.inf)
+        high = (
+            end
+            if i == slices - 1
+            else math.nextafter(start + seconds * (i + 1) / slices, -math.inf)
+        )
         rows = rows_between(path, low, high)
         if not rows:
             continue
@@ -159,6 +176,16 @@ def read_window(path: Path, label: str, end: float, slices: int = SLICES,
         throttled += summary.throttled_rows
         kinds += [k for k in summary.throttle if k not in kinds]
     overall = summarise(sorted(extremes, key=lambda r: r.t))
-    return HistoryWindow(label, start, end, count, first_t, last_t,
-                         tuple(a.done() for a in accumulators), overall.min_available,
-                         overall.max_psi_full, throttled, tuple(kinds))
+    return HistoryWindow(
+        label,
+        start,
+        end,
+        count,
+        first_t,
+        last_t,
+        tuple(a.done() for a in accumulators),
+        overall.min_available,
+        overall.max_psi_full,
+        throttled,
+        tuple(kinds),
+    )

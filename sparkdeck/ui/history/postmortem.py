@@ -75,11 +75,13 @@ class PostMortemScreen(ModalScreen[bool]):
         with Vertical(id="postmortem-dialog"):
             yield Static("The last run did not end cleanly", id="postmortem-title")
             yield Static(self.postmortem.text(), id="postmortem-text", markup=False)
-            yield Static(f"kept in {self.file}; `sparkdeck history --last-crash` shows it "
-                         "again", id="postmortem-file", markup=False)
+            yield Static(
+                f"kept in {self.file}; `sparkdeck history --last-crash` shows it again",
+                id="postmortem-file",
+                markup=False,
+            )
             with Horizontal(id="postmortem-buttons"):
-                yield Button("History at the end (h)", id="postmortem-history",
-                             variant="primary")
+                yield Button("History at the end (h)", id="postmortem-history", variant="primary")
                 yield Button("Dismiss (esc)", id="postmortem-dismiss")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -28,9 +28,11 @@ from sparkdeck.ui.history.bars import ScaledBars
 from sparkdeck.ui.history.figures import SERIES, WINDOWS, HistoryWindow, read_window
 from sparkdeck.ui.worker_failures import report_worker_failure
 
-HOW_TO_RECORD = ("the flight recorder runs in the sparkdeck service, whether or not a window "
-                 "is open: start it with `sparkdeck service start` (or `sparkdeck service "
-                 "install` to have it run at login)")
+HOW_TO_RECORD = (
+    "the flight recorder runs in the sparkdeck service, whether or not a window "
+    "is open: start it with `sparkdeck service start` (or `sparkdeck service "
+    "install` to have it run at login)"
+)
 
 
 # binding ids of keys 1-5, in the ids' style (letters and dashes: tests/test_ui_keymap.py)
@@ -46,15 +48,21 @@ def moments(window: HistoryWindow) -> str:
     lines = []
     low = window.lowest
     if low is not None and low.mem_available is not None:
-        lines.append(f"worst: MemAvailable {gib(low.mem_available)} at {clock(low.t)} "
-                     f"({low.engine_state or 'no engine running'})")
+        lines.append(
+            f"worst: MemAvailable {gib(low.mem_available)} at {clock(low.t)} "
+            f"({low.engine_state or 'no engine running'})"
+        )
     stall = window.stall
     if stall is not None and stall.psi_full_pct:  # 0 % all along is no moment to name
-        lines.append(f"most stall: PSI full {stall.psi_full_pct:.1f} % at {clock(stall.t)} "
-                     f"({stall.engine_state or 'no engine running'})")
+        lines.append(
+            f"most stall: PSI full {stall.psi_full_pct:.1f} % at {clock(stall.t)} "
+            f"({stall.engine_state or 'no engine running'})"
+        )
     if window.throttled_rows:
-        lines.append(f"GPU throttled ({', '.join(window.throttle)}) in "
-                     f"{window.throttled_rows} of {window.rows} readings")
+        lines.append(
+            f"GPU throttled ({', '.join(window.throttle)}) in "
+            f"{window.throttled_rows} of {window.rows} readings"
+        )
     return "\n".join(lines)
 
 
@@ -64,8 +72,10 @@ class HistoryScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="history-back"),
-        *(Binding(str(n), f"window('{label}')", label, id=f"history-{name}")
-          for n, ((label, _), name) in enumerate(zip(WINDOWS, WINDOW_IDS, strict=False), start=1)),
+        *(
+            Binding(str(n), f"window('{label}')", label, id=f"history-{name}")
+            for n, ((label, _), name) in enumerate(zip(WINDOWS, WINDOW_IDS, strict=False), start=1)
+        ),
         Binding("f5", "reload", "Reload", id="history-reload"),
     ]
 
@@ -98,10 +108,10 @@ class HistoryScreen(Screen[None]):
             yield Static("", id="history-worst", markup=False)
             yield Static("", id="history-hint", markup=False)
             for spec in SERIES:
-                yield Static("", id=f"history-{spec.key}-figures", classes="history-figures",
-                             markup=False)
-                yield ScaledBars(spec.worst, id=f"history-{spec.key}-line",
-                                 classes="history-line")
+                yield Static(
+                    "", id=f"history-{spec.key}-figures", classes="history-figures", markup=False
+                )
+                yield ScaledBars(spec.worst, id=f"history-{spec.key}-line", classes="history-line")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -119,16 +129,26 @@ class HistoryScreen(Screen[None]):
     def action_reload(self) -> None:
         self.read()
 
-    @work(thread=True, exclusive=True, group="history", name="read the flight recording",
-          description="read a window of the flight recording", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="history",
+        name="read the flight recording",
+        description="read a window of the flight recording",
+        exit_on_error=False,
+    )
     def read(self) -> None:
         worker = get_current_worker()
         end = self.end if self.end is not None else time.time()
         label = self.window_label
         try:
-            window = read_window(self.path, label, end, cancelled=lambda: worker.is_cancelled,
-                                 progress=lambda share: self.post_message(
-                                     self.ReadAdvanced(label, share)))
+            window = read_window(
+                self.path,
+                label,
+                end,
+                cancelled=lambda: worker.is_cancelled,
+                progress=lambda share: self.post_message(self.ReadAdvanced(label, share)),
+            )
         except RecorderError as exc:
             self.post_message(self.ReadFailed(str(exc)))
             return
@@ -156,13 +176,15 @@ class HistoryScreen(Screen[None]):
             self._hint(f"nothing recorded in this window ({self.path}).\n\n{HOW_TO_RECORD}")
             return
         assert window.first_t is not None and window.last_t is not None
-        self._title(f"{head}\n{window.rows} readings from {clock(window.first_t)} to "
-                    f"{clock(window.last_t)}")
+        self._title(
+            f"{head}\n{window.rows} readings from {clock(window.first_t)} to {clock(window.last_t)}"
+        )
         self._hint(None)
         for series in window.series:
             key = series.spec.key
             self.query_one(f"#history-{key}-figures", Static).update(
-                f"{series.spec.title}: {series.figures()}")
+                f"{series.spec.title}: {series.figures()}"
+            )
             line = self.query_one(f"#history-{key}-line", ScaledBars)
             line.values, line.ceiling = series.values, series.ceiling
             line.display = series.latest is not None

@@ -50,8 +50,9 @@ def environment_content(report: EnvironmentReport) -> Content:
     elif report.docker_reachable:
         docker = _line("Docker", ("reachable", "$success"))
     else:
-        docker = _line("Docker", ("unreachable: ", "bold $error"),
-                       report.docker_error or "unknown error")
+        docker = _line(
+            "Docker", ("unreachable: ", "bold $error"), report.docker_error or "unknown error"
+        )
     lines = [docker]
 
     if report.preset_count is None:
@@ -62,14 +63,16 @@ def environment_content(report: EnvironmentReport) -> Content:
             lines.append(_line("Presets", count))
         else:
             noun = "problem" if len(report.problems) == 1 else "problems"
-            lines.append(_line("Presets", count, ", ",
-                               (f"{len(report.problems)} {noun}:", "bold $warning")))
-            lines += [Content.assemble(f"  • {text}", end="\n")
-                      for text in report.problems[:MAX_PROBLEMS_SHOWN]]
+            lines.append(
+                _line("Presets", count, ", ", (f"{len(report.problems)} {noun}:", "bold $warning"))
+            )
+            lines += [
+                Content.assemble(f"  • {text}", end="\n")
+                for text in report.problems[:MAX_PROBLEMS_SHOWN]
+            ]
             hidden = len(report.problems) - MAX_PROBLEMS_SHOWN
             if hidden > 0:
-                lines.append(Content.assemble((f"  … and {hidden} more", "$text-muted"),
-                                              end="\n"))
+                lines.append(Content.assemble((f"  … and {hidden} more", "$text-muted"), end="\n"))
     return Content("").join(lines).rstrip()
 
 

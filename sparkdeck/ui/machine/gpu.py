@@ -31,8 +31,7 @@ class GpuPanel(Vertical):
 
     def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
         has_gpu = bool(snapshot.gpu.gpus)
-        self._rows.set_text(
-            rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
+        self._rows.set_text(rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
         self._util_spark.display = self._power_spark.display = has_gpu
         if has_gpu:
             self._util_spark.show(history["gpu_util_pct"], 100.0)
@@ -40,5 +39,4 @@ class GpuPanel(Vertical):
             limit = snapshot.gpu.gpus[0].power_limit_w
             # A GB10 has no power limit to scale to: its 140 W SoC TDP (SPARK.md) or the
             # highest draw seen, whichever is more.
-            self._power_spark.show(
-                power, limit or max(140.0, *power) if power else 140.0)
+            self._power_spark.show(power, limit or max(140.0, *power) if power else 140.0)

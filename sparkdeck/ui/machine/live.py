@@ -14,26 +14,37 @@ LABEL_WIDTH = 9
 BAR_WIDTH = 10
 
 # The level words of sparkdeck.telemetry.view, as theme-variable styles.
-LEVEL_STYLE = {"": "", "muted": "$text-muted", "success": "$success", "warning": "$warning",
-               "error": "bold $error"}
+LEVEL_STYLE = {
+    "": "",
+    "muted": "$text-muted",
+    "success": "$success",
+    "warning": "$warning",
+    "error": "bold $error",
+}
 
 
 def rows_content(rows: list[Row], label_width: int = LABEL_WIDTH) -> Content:
     """Label in bold, then the text in its level's colour; one row a line. A label as long
     as the column still gets a space after it (a rail's ` dc_input` ran into its watts)."""
     return Content("\n").join(
-        Content.assemble((f"{row.label:<{label_width - 1}} ", "bold"),
-                         (row.value, LEVEL_STYLE[row.level]))
-        for row in rows)
+        Content.assemble(
+            (f"{row.label:<{label_width - 1}} ", "bold"), (row.value, LEVEL_STYLE[row.level])
+        )
+        for row in rows
+    )
 
 
 def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH) -> Content:
     """`label ███████░░░ text`: the filled part in the bar's level colour."""
     filled = max(0, min(width, round(bar.fraction * width)))
     style = {"": "$primary", "muted": "$secondary"}.get(bar.level, LEVEL_STYLE[bar.level])
-    return Content.assemble((bar.label.ljust(label_width), "bold"), ("█" * filled, style),
-                            ("░" * (width - filled), "$text-disabled"), " ",
-                            (bar.text, LEVEL_STYLE[bar.level] if bar.level == "error" else ""))
+    return Content.assemble(
+        (bar.label.ljust(label_width), "bold"),
+        ("█" * filled, style),
+        ("░" * (width - filled), "$text-disabled"),
+        " ",
+        (bar.text, LEVEL_STYLE[bar.level] if bar.level == "error" else ""),
+    )
 
 
 class LiveText(Static):
@@ -73,9 +84,12 @@ class SparkRow(LiveText):
         self._draw()
 
     def _draw(self) -> None:
-        now = f" {self._values[-1]:5.1f}{self.unit}" if self._values else " " * (6 + len(
-            self.unit))
+        now = f" {self._values[-1]:5.1f}{self.unit}" if self._values else " " * (6 + len(self.unit))
         width = self.content_size.width - LABEL_WIDTH - 1 - len(now)
-        self.set_text(Content.assemble((self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
-                                      (spark_text(self._values, width, self._high),
-                                       "$primary"), now))
+        self.set_text(
+            Content.assemble(
+                (self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
+                (spark_text(self._values, width, self._high), "$primary"),
+                now,
+            )
+        )

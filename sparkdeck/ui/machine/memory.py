@@ -47,11 +47,13 @@ class MemoryPanel(Vertical):
         else:
             # a narrow column (80x24) gets shorter bars so each figure stays on its line
             width = 10 if self._bars.content_size.width >= 40 else 5
-            self._bars.set_text(Content("\n").join(
-                bar_content(bar, width, label_width=10)
-                for bar in memory_bars(snapshot.memory, self.guard)))
-        self._pressure.set_text(
-            rows_content(pressure_rows(snapshot, self.guard), 7))
+            self._bars.set_text(
+                Content("\n").join(
+                    bar_content(bar, width, label_width=10)
+                    for bar in memory_bars(snapshot.memory, self.guard)
+                )
+            )
+        self._pressure.set_text(rows_content(pressure_rows(snapshot, self.guard), 7))
         self._used_spark.show(history["memory_used_pct"], 100.0)
         psi = history["psi_some_pct"]
         # Stalls are small numbers that matter: scale to 10 % unless they go higher.

@@ -52,15 +52,25 @@ class MachineTab(Vertical):
     fast: var[bool] = var(False)  # an engine is starting: sample twice a second
     environment: var[EnvironmentReport] = var(EnvironmentReport())
 
-    def __init__(self, sampler: TelemetrySampler, history: History, guard: GuardSettings,
-                 periods: tuple[float, float] = (SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS),
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        sampler: TelemetrySampler,
+        history: History,
+        guard: GuardSettings,
+        periods: tuple[float, float] = (SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._sampler, self._history, self._guard, self._periods = (
-            sampler, history, guard, periods)
+            sampler,
+            history,
+            guard,
+            periods,
+        )
         # Who else draws each sample (the at-a-glance strip): one sampler for both.
-        self.also_show: Callable[[TelemetrySnapshot, Mapping[str, tuple[float, ...]]],
-                                 None] | None = None
+        self.also_show: (
+            Callable[[TelemetrySnapshot, Mapping[str, tuple[float, ...]]], None] | None
+        ) = None
 
     def compose(self) -> ComposeResult:
         # Kept as attributes: a sample that lands while the app shuts down finds them still.
@@ -68,15 +78,20 @@ class MachineTab(Vertical):
         self._gpu = GpuPanel(id="gpu-panel")
         yield self._memory
         yield self._gpu
-        yield EnvironmentPanel(id="environment-panel").data_bind(
-            report=MachineTab.environment)
+        yield EnvironmentPanel(id="environment-panel").data_bind(report=MachineTab.environment)
 
     def start(self) -> None:
         """Begin sampling (the app calls this after its first frame: a reader's thread would
         otherwise compete with that frame for the interpreter)."""
-        self.run_worker(partial(self._sample, self.fast), thread=True, exclusive=True,
-                        group="telemetry", name="sample telemetry", exit_on_error=False,
-                        description="read memory, PSI, NVML and power rails")
+        self.run_worker(
+            partial(self._sample, self.fast),
+            thread=True,
+            exclusive=True,
+            group="telemetry",
+            name="sample telemetry",
+            exit_on_error=False,
+            description="read memory, PSI, NVML and power rails",
+        )
 
     def watch_fast(self, fast: bool) -> None:
         if any(w.group == "telemetry" for w in self.workers):
@@ -87,10 +102,13 @@ class MachineTab(Vertical):
         period = self._periods[1 if fast else 0]
         # is_running too: a loop started while the app shuts down is never cancelled, and
         # an endless thread would keep the process from exiting.
-        self._sampler.run(self._history, lambda: period,
-                          lambda snapshot, history: self.post_message(
-                              self.TelemetrySampled(snapshot, history)),
-                          worker.cancelled_event, lambda: self.app.is_running)
+        self._sampler.run(
+            self._history,
+            lambda: period,
+            lambda snapshot, history: self.post_message(self.TelemetrySampled(snapshot, history)),
+            worker.cancelled_event,
+            lambda: self.app.is_running,
+        )
 
     def on_machine_tab_telemetry_sampled(self, message: TelemetrySampled) -> None:
         self._memory.show(message.snapshot, message.history)

@@ -36,24 +36,37 @@ def rates_content(trail: Trail) -> Content:
     late = [(f"  late: {text.late_words(m)}", "$warning")] if m.late else []
     if not m.ok:
         style = "$warning" if m.status in ("metrics-off", "no-map") else "$error"
-        words = {"metrics-off": "metrics are off", "unreachable": "metrics unreachable",
-                 "invalid": "metrics page refused", "no-map": "no metrics to read"}
-        return Content.assemble((words.get(m.status, m.status), f"bold {style}"), ": ",
-                                m.reason or "", *late)
+        words = {
+            "metrics-off": "metrics are off",
+            "unreachable": "metrics unreachable",
+            "invalid": "metrics page refused",
+            "no-map": "no metrics to read",
+        }
+        return Content.assemble(
+            (words.get(m.status, m.status), f"bold {style}"), ": ", m.reason or "", *late
+        )
     restarted = [("  counters reset: engine restarted", "$warning")] if m.restarted else []
-    return _line("tok/s", (text.rate(m.generation_tps), "bold"),
-                 (f"  1 min {text.rate(m.generation_tps_avg)}"
-                  f" · per stream {text.rate(m.stream_tps)}"
-                  f" · prompt {text.rate(m.prompt_tps)}", "$text-muted"),
-                 *restarted, *late).rstrip()
+    return _line(
+        "tok/s",
+        (text.rate(m.generation_tps), "bold"),
+        (
+            f"  1 min {text.rate(m.generation_tps_avg)}"
+            f" · per stream {text.rate(m.stream_tps)}"
+            f" · prompt {text.rate(m.prompt_tps)}",
+            "$text-muted",
+        ),
+        *restarted,
+        *late,
+    ).rstrip()
 
 
 def queue_content(trail: Trail) -> Content:
     m = trail[-1] if trail else None
     if m is None or not m.ok:
         return Content("")
-    return _line("queue", f"{text.count(m.running)} running · {text.count(m.waiting)} waiting"
-                 ).rstrip()
+    return _line(
+        "queue", f"{text.count(m.running)} running · {text.count(m.waiting)} waiting"
+    ).rstrip()
 
 
 def details_content(trail: Trail) -> Content:
@@ -61,22 +74,33 @@ def details_content(trail: Trail) -> Content:
     m = trail[-1] if trail else None
     if m is None or not m.ok:
         return Content("")
-    lines = [_line("KV cache", text.percent(m.kv_usage),
-                   ("   prefix hits ", "bold"), text.percent(m.prefix_hit_rate)),
-             _line("TTFT 1 min", f"p50 {text.seconds(m.ttft_p50_s)} · "
-                                 f"p90 {text.seconds(m.ttft_p90_s)}")]
+    lines = [
+        _line(
+            "KV cache",
+            text.percent(m.kv_usage),
+            ("   prefix hits ", "bold"),
+            text.percent(m.prefix_hit_rate),
+        ),
+        _line("TTFT 1 min", f"p50 {text.seconds(m.ttft_p50_s)} · p90 {text.seconds(m.ttft_p90_s)}"),
+    ]
     if m.spec_acceptance is not None:
         lines.append(_line("spec accept", text.percent(m.spec_acceptance)))
     if m.memory_bytes is not None:
         models = f"  {', '.join(m.models)}" if m.models else ""
-        lines.append(_line("memory", f"{m.memory_bytes / 2**30:.1f} GiB",
-                           (models, "$text-muted")))
+        lines.append(_line("memory", f"{m.memory_bytes / 2**30:.1f} GiB", (models, "$text-muted")))
     if m.ceiling_tps is not None:
-        share = (text.percent(m.ceiling_share) if m.ceiling_share is not None
-                 else "n/a (no single-stream speed yet)")
-        lines.append(_line("ceiling", (share, "bold"),
-                           (f" of {text.rate(m.ceiling_tps)} tok/s (273 GB/s bandwidth)",
-                            "$text-muted")))
+        share = (
+            text.percent(m.ceiling_share)
+            if m.ceiling_share is not None
+            else "n/a (no single-stream speed yet)"
+        )
+        lines.append(
+            _line(
+                "ceiling",
+                (share, "bold"),
+                (f" of {text.rate(m.ceiling_tps)} tok/s (273 GB/s bandwidth)", "$text-muted"),
+            )
+        )
     if m.note:
         lines.append(Content.assemble((m.note, "$text-muted"), end="\n"))
     return Content("").join(lines).rstrip()
@@ -88,8 +112,11 @@ def tps_series(trail: Trail) -> list[float]:
 
 
 def queue_series(trail: Trail) -> list[float]:
-    return [(m.running or 0.0) + (m.waiting or 0.0) for m in trail
-            if m.ok and (m.running is not None or m.waiting is not None)]
+    return [
+        (m.running or 0.0) + (m.waiting or 0.0)
+        for m in trail
+        if m.ok and (m.running is not None or m.waiting is not None)
+    ]
 
 
 class EngineMetricsPanel(Vertical):

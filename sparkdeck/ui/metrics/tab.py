@@ -53,8 +53,9 @@ class MetricsTab(Vertical):
     trail: var[Trail] = var((), always_update=True)  # what the panel shows
     shown: var[bool] = var(False)
 
-    def __init__(self, preset: Callable[[str], Preset | None] = lambda _id: None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, preset: Callable[[str], Preset | None] = lambda _id: None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self._preset = preset  # the catalog's preset of a managed engine, for its plan
         self._reader: MetricsReader | None = None
@@ -87,9 +88,14 @@ class MetricsTab(Vertical):
             self._reader = MetricsReader()  # one shared HTTP client for the tab's life
         preset = self._preset(endpoint.preset_id) if endpoint.preset_id else None
         plan = get_kind(endpoint.kind).metrics_plan(endpoint.url, endpoint.metrics_path, preset)
-        self.run_worker(sample_forever(MetricsSampler(plan, self._reader), self.post_message),
-                        name="engine metrics", group="metrics", exclusive=True,
-                        exit_on_error=False, description=f"read {endpoint.name}'s metrics")
+        self.run_worker(
+            sample_forever(MetricsSampler(plan, self._reader), self.post_message),
+            name="engine metrics",
+            group="metrics",
+            exclusive=True,
+            exit_on_error=False,
+            description=f"read {endpoint.name}'s metrics",
+        )
 
     def on_metrics_tab_trail_sampled(self, message: TrailSampled) -> None:
         if self._sampled is None:  # a reading that raced a stop is dropped

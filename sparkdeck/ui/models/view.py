@@ -62,8 +62,11 @@ class ModelsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="models-table", cursor_type="row", zebra_stripes=True)
-        yield Input(placeholder="model repo to pull, e.g. Qwen/Qwen3-8B, then Enter "
-                                "(HF_TOKEN from the environment)", id="models-pull-input")
+        yield Input(
+            placeholder="model repo to pull, e.g. Qwen/Qwen3-8B, then Enter "
+            "(HF_TOKEN from the environment)",
+            id="models-pull-input",
+        )
         yield ProgressBar(id="models-pull-bar", show_eta=False)
         yield Static("", id="models-pull-status", markup=False)
         yield Footer()
@@ -79,19 +82,34 @@ class ModelsScreen(Screen[None]):
 
     # ----- the library ---------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="models-scan", name="scan models",
-          description="read the Hugging Face cache and GGUF files", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="models-scan",
+        name="scan models",
+        description="read the Hugging Face cache and GGUF files",
+        exit_on_error=False,
+    )
     def scan(self) -> None:
-        self.post_message(self.LibraryRead(scan_library(
-            preset_models=self._preset_models, gguf_dirs=self._gguf_dirs)))
+        self.post_message(
+            self.LibraryRead(
+                scan_library(preset_models=self._preset_models, gguf_dirs=self._gguf_dirs)
+            )
+        )
 
     def on_models_screen_library_read(self, message: LibraryRead) -> None:
         models = message.library.models
-        fill_table(self.query_one(DataTable), COLUMNS, [row_cells(m) for m in models],
-                   [f"{m.origin}:{m.path}" for m in models])
+        fill_table(
+            self.query_one(DataTable),
+            COLUMNS,
+            [row_cells(m) for m in models],
+            [f"{m.origin}:{m.path}" for m in models],
+        )
         if not models:
-            self._status("no models in the Hugging Face cache yet: type a repo in the "
-                         "\"model repo to pull\" box, then Enter, to pull it")
+            self._status(
+                "no models in the Hugging Face cache yet: type a repo in the "
+                '"model repo to pull" box, then Enter, to pull it'
+            )
 
     def action_rescan(self) -> None:
         self.scan()
@@ -112,17 +130,29 @@ class ModelsScreen(Screen[None]):
         self._status(f"asking the Hub about {repo}…")
         self.pull_repo(repo, self._cancel)
 
-    @work(thread=True, exclusive=True, group="models-pull", name="pull model",
-          description="download a model repo into the Hugging Face cache", exit_on_error=False)
+    @work(
+        thread=True,
+        exclusive=True,
+        group="models-pull",
+        name="pull model",
+        description="download a model repo into the Hugging Face cache",
+        exit_on_error=False,
+    )
     def pull_repo(self, repo: str, cancel: threading.Event) -> None:
         try:
             plan = plan_pull(repo)
             if plan.needed == 0:
-                self.post_message(self.PullEnded(
-                    f"{repo} is already in the cache ({human_bytes(plan.total)})", True))
+                self.post_message(
+                    self.PullEnded(
+                        f"{repo} is already in the cache ({human_bytes(plan.total)})", True
+                    )
+                )
                 return
-            self.post_message(self.PullAdvanced(PullProgress(
-                "", 0, 0, plan.total - plan.needed, plan.total, 0.0, None)))
+            self.post_message(
+                self.PullAdvanced(
+                    PullProgress("", 0, 0, plan.total - plan.needed, plan.total, 0.0, None)
+                )
+            )
             snapshot = pull(plan, lambda p: self.post_message(self.PullAdvanced(p)), cancel)
             self.post_message(self.PullEnded(f"done: {repo} in {snapshot}", True))
         except PullError as exc:

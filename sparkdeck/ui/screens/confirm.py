@@ -27,8 +27,9 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
             yield Static(self.title_text, id="confirm-title")
-            yield Static(Content("\n").join(Content(f"• {line}") for line in self.lines),
-                         id="confirm-steps")
+            yield Static(
+                Content("\n").join(Content(f"• {line}") for line in self.lines), id="confirm-steps"
+            )
             with Horizontal(id="confirm-buttons"):
                 yield Button(f"{self.yes_label} (y)", id="confirm-yes", variant="primary")
                 yield Button("Cancel (n)", id="confirm-no")

@@ -16,8 +16,12 @@ HelpRow = tuple[str, str]
 """One line of the help: the key as shown, and what it does."""
 
 
-def key_rows(app: App, bindings: Sequence[BindingType], where: str = "",
-             keymap: Mapping[str, str] | None = None) -> list[HelpRow]:
+def key_rows(
+    app: App,
+    bindings: Sequence[BindingType],
+    where: str = "",
+    keymap: Mapping[str, str] | None = None,
+) -> list[HelpRow]:
     """One line per binding, with the key the user's keymap gives it (settings.toml
     [keys]); `where` names the pane or dialog the keys work in."""
     rows: list[HelpRow] = []
@@ -25,10 +29,13 @@ def key_rows(app: App, bindings: Sequence[BindingType], where: str = "",
     for binding in bindings:
         assert isinstance(binding, Binding)
         key_string = keymap.get(binding.id or "", binding.key)
-        keys = [app.get_key_display(replace(binding, key=key.strip(), key_display=None))
-                for key in key_string.split(",")]
-        what = f"{binding.description}: {binding.tooltip}" if binding.tooltip \
-            else binding.description
+        keys = [
+            app.get_key_display(replace(binding, key=key.strip(), key_display=None))
+            for key in key_string.split(",")
+        ]
+        what = (
+            f"{binding.description}: {binding.tooltip}" if binding.tooltip else binding.description
+        )
         rows.append((" / ".join(keys), f"{where}: {what}" if where else what))
     return rows
 
@@ -42,19 +49,21 @@ def pane_rows(app: App, keymap: Mapping[str, str] | None = None) -> list[HelpRow
     from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
     from sparkdeck.ui.history.view import HistoryScreen
 
-    return [("enter", "in chat: send the message"),
-            *key_rows(app, ChatPane.BINDINGS, "in chat", keymap),
-            ("tab", "in the fit dialog: Launch anyway / Cancel (the default)"),
-            *key_rows(app, FitModal.BINDINGS, "in the fit dialog", keymap),
-            *key_rows(app, SwitchWaitScreen.BINDINGS, "waiting for memory (press twice)",
-                      keymap),
-            *key_rows(app, BenchCompareScreen.BINDINGS, "in the benchmark screen", keymap),
-            *key_rows(app, ConnectScreen.BINDINGS, "in the connect screen", keymap),
-            *key_rows(app, HistoryScreen.BINDINGS, "in the history view", keymap)]
+    return [
+        ("enter", "in chat: send the message"),
+        *key_rows(app, ChatPane.BINDINGS, "in chat", keymap),
+        ("tab", "in the fit dialog: Launch anyway / Cancel (the default)"),
+        *key_rows(app, FitModal.BINDINGS, "in the fit dialog", keymap),
+        *key_rows(app, SwitchWaitScreen.BINDINGS, "waiting for memory (press twice)", keymap),
+        *key_rows(app, BenchCompareScreen.BINDINGS, "in the benchmark screen", keymap),
+        *key_rows(app, ConnectScreen.BINDINGS, "in the connect screen", keymap),
+        *key_rows(app, HistoryScreen.BINDINGS, "in the history view", keymap),
+    ]
 
 
-def binding_rows(app: App, bindings: Sequence[BindingType],
-                 keymap: Mapping[str, str] | None = None) -> list[HelpRow]:
+def binding_rows(
+    app: App, bindings: Sequence[BindingType], keymap: Mapping[str, str] | None = None
+) -> list[HelpRow]:
     """One line per key: the app's bindings, then keys that widgets and Textual add."""
     rows = key_rows(app, bindings, keymap=keymap)
     rows += [
@@ -75,18 +84,23 @@ def binding_rows(app: App, bindings: Sequence[BindingType],
 def help_content(rows: list[HelpRow]) -> Content:
     """The key table as text, keys in a column of their own."""
     width = max((len(key) for key, _ in rows), default=0) + 2
-    return Content("").join(
-        Content.assemble((key.ljust(width), "bold $accent"), what, end="\n")
-        for key, what in rows
-    ).rstrip()
+    return (
+        Content("")
+        .join(
+            Content.assemble((key.ljust(width), "bold $accent"), what, end="\n")
+            for key, what in rows
+        )
+        .rstrip()
+    )
 
 
 class HelpScreen(ModalScreen[None]):
     """Lists the keys given to it; escape (or the help key again) closes it."""
 
     BINDINGS = [
-        Binding("escape,question_mark,f1", "close", "Close help", key_display="esc",
-                id="help-close"),
+        Binding(
+            "escape,question_mark,f1", "close", "Close help", key_display="esc", id="help-close"
+        ),
     ]
 
     def __init__(self, rows: list[HelpRow]) -> None:

@@ -35,15 +35,19 @@ def without_duplicates(system: Iterable[Any], ours: Iterable[PaletteCommand]) ->
     return (c for c in system if c.title.casefold() not in names)
 
 
-def key_and_theme_commands(app: App[Any], bindings: Iterable[BindingType]
-                           ) -> list[PaletteCommand]:
+def key_and_theme_commands(app: App[Any], bindings: Iterable[BindingType]) -> list[PaletteCommand]:
     """Every key action of `bindings`, and each of the app's themes by name."""
-    commands = [PaletteCommand(b.description, b.tooltip or b.description,
-                               partial(app.run_action, b.action))
-                for b in bindings if isinstance(b, Binding)]
-    return commands + [PaletteCommand(f"Theme: {name}", f"switch to the {name} theme",
-                                      partial(setattr, app, "theme", name))
-                       for name in sorted(app.available_themes)]
+    commands = [
+        PaletteCommand(b.description, b.tooltip or b.description, partial(app.run_action, b.action))
+        for b in bindings
+        if isinstance(b, Binding)
+    ]
+    return commands + [
+        PaletteCommand(
+            f"Theme: {name}", f"switch to the {name} theme", partial(setattr, app, "theme", name)
+        )
+        for name in sorted(app.available_themes)
+    ]
 
 
 class SparkdeckCommands(Provider):
@@ -62,5 +66,4 @@ class SparkdeckCommands(Provider):
         for command in self._commands():
             score = matcher.match(command.name)
             if score > 0:
-                yield Hit(score, matcher.highlight(command.name), command.run,
-                          help=command.help)
+                yield Hit(score, matcher.highlight(command.name), command.run, help=command.help)

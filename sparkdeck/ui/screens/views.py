@@ -37,7 +37,10 @@ def _connect(app: SparkdeckApp) -> None:
 
 
 VIEWS: dict[str, Callable[[SparkdeckApp], None]] = {
-    "help": _help, "bench": _bench, "models": _models, "connect": _connect,
+    "help": _help,
+    "bench": _bench,
+    "models": _models,
+    "connect": _connect,
     "history": lambda app: app.flight_history.open(),
 }
 

@@ -47,8 +47,11 @@ class Part:
     high: float = 100.0
 
     def content(self, spark: int) -> Content:
-        parts: list[str | tuple[str, str]] = [(self.label, "bold"), " ",
-                                              (self.value, LEVEL_STYLE[self.level])]
+        parts: list[str | tuple[str, str]] = [
+            (self.label, "bold"),
+            " ",
+            (self.value, LEVEL_STYLE[self.level]),
+        ]
         if spark and self.series:
             parts += [" ", (spark_text(self.series, spark, self.high), "$primary")]
         return Content.assemble(*parts)
@@ -57,42 +60,60 @@ class Part:
         return self.content(spark).cell_length
 
 
-def memory_part(snapshot: TelemetrySnapshot | None, history: History,
-                guard: GuardSettings) -> Part:
+def memory_part(snapshot: TelemetrySnapshot | None, history: History, guard: GuardSettings) -> Part:
     if snapshot is None:
         return Part("avail", "…", "muted")
     memory = snapshot.memory
     if memory is None:
         return Part("avail", snapshot.memory_error or NA, "error")
     pct = 100.0 * memory.available / memory.total if memory.total else 0.0
-    level = ("error" if pct < guard.stop_available_pct
-             else "warning" if pct < guard.warn_available_pct else "success")
+    level = (
+        "error"
+        if pct < guard.stop_available_pct
+        else "warning"
+        if pct < guard.warn_available_pct
+        else "success"
+    )
     available = [100.0 - used for used in history.get("memory_used_pct", ())]
     return Part("avail", f"{memory.available / 2**30:.1f} GiB {pct:.0f}%", level, available)
 
 
-def pressure_part(snapshot: TelemetrySnapshot | None, history: History,
-                  guard: GuardSettings) -> Part:
+def pressure_part(
+    snapshot: TelemetrySnapshot | None, history: History, guard: GuardSettings
+) -> Part:
     if snapshot is None or snapshot.pressure_rates is None:
         why = snapshot.pressure_error if snapshot is not None else None
         return Part("PSI", why or "…", "warning" if why else "muted")
     rates = snapshot.pressure_rates
-    level = ("error" if rates.full_pct > guard.stop_full_rate_pct
-             else "warning" if rates.some_pct > guard.warn_some_avg10 or rates.full_pct > 0
-             else "")
+    level = (
+        "error"
+        if rates.full_pct > guard.stop_full_rate_pct
+        else "warning"
+        if rates.some_pct > guard.warn_some_avg10 or rates.full_pct > 0
+        else ""
+    )
     some = history.get("psi_some_pct", ())
     # stalls are small numbers that matter: the scale is 10 % unless they go higher
-    return Part("PSI", f"{rates.some_pct:.1f}/{rates.full_pct:.1f}%", level, some,
-                max(10.0, *some) if some else 10.0)
+    return Part(
+        "PSI",
+        f"{rates.some_pct:.1f}/{rates.full_pct:.1f}%",
+        level,
+        some,
+        max(10.0, *some) if some else 10.0,
+    )
 
 
-def engine_part(docker: EngineReading | DockerFailure | None,
-                trail: Sequence[EngineMetrics]) -> Part:
+def engine_part(
+    docker: EngineReading | DockerFailure | None, trail: Sequence[EngineMetrics]
+) -> Part:
     from sparkdeck.ui.readers import EngineReading
 
     if not isinstance(docker, EngineReading):
-        return Part("engine", "Docker unreachable" if docker is not None else "…",
-                    "warning" if docker is not None else "muted")
+        return Part(
+            "engine",
+            "Docker unreachable" if docker is not None else "…",
+            "warning" if docker is not None else "muted",
+        )
     if docker.engine is None:
         latest = trail[-1] if trail else None  # an attached engine: metrics, no container
         if latest is None:
@@ -107,8 +128,10 @@ def engine_part(docker: EngineReading | DockerFailure | None,
     from sparkdeck.metrics import text
 
     rates = [m.generation_tps for m in trail if m.ok and m.generation_tps is not None]
-    value = (f"{state} {text.rate(latest.generation_tps)} tok/s "
-             f"q {text.count(latest.running)}+{text.count(latest.waiting)}")
+    value = (
+        f"{state} {text.rate(latest.generation_tps)} tok/s "
+        f"q {text.count(latest.running)}+{text.count(latest.waiting)}"
+    )
     return Part("engine", value, level, rates, max(rates, default=1.0) or 1.0)
 
 
@@ -128,11 +151,19 @@ def gpu_part(snapshot: TelemetrySnapshot | None, history: History) -> Part:
     return Part("GPU", f"{clock} {power} {temp}{held}", verdict.level, series, top)
 
 
-def glance_parts(snapshot: TelemetrySnapshot | None, history: History,
-                 docker: EngineReading | DockerFailure | None,
-                 trail: Sequence[EngineMetrics], guard: GuardSettings) -> list[Part]:
-    return [memory_part(snapshot, history, guard), pressure_part(snapshot, history, guard),
-            engine_part(docker, trail), gpu_part(snapshot, history)]
+def glance_parts(
+    snapshot: TelemetrySnapshot | None,
+    history: History,
+    docker: EngineReading | DockerFailure | None,
+    trail: Sequence[EngineMetrics],
+    guard: GuardSettings,
+) -> list[Part]:
+    return [
+        memory_part(snapshot, history, guard),
+        pressure_part(snapshot, history, guard),
+        engine_part(docker, trail),
+        gpu_part(snapshot, history),
+    ]
 
 
 def glance_content(parts: Sequence[Part], width: int) -> Content:
@@ -185,8 +216,10 @@ class GlanceStrip(Static):
         width = self.content_size.width
         if not width:
             return
-        content = glance_content(glance_parts(self._snapshot, self._history, self.docker,
-                                              self._trail, self._guard), width)
+        content = glance_content(
+            glance_parts(self._snapshot, self._history, self.docker, self._trail, self._guard),
+            width,
+        )
         if content != self._shown:  # identical text: no repaint (idle CPU)
             lines_before = self._shown.plain.count("\n") if self._shown is not None else -1
             self._shown = content
