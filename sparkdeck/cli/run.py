@@ -7,13 +7,10 @@ clear message on stderr; `--json` output goes to stdout and is stable for script
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import importlib
 import json
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,9 +18,8 @@ from typing import Any
 from sparkdeck import __version__
 from sparkdeck.cli import commands
 from sparkdeck.cli.args import endpoint_args
+from sparkdeck.cli.commands.engine import cmd_launch, cmd_stop
 from sparkdeck.cli.output import (
-    StopPrinter,
-    confirm,
     print_failure_log,
     print_presets,
     print_status,
@@ -33,14 +29,11 @@ from sparkdeck.config.file_lock import LockBusy
 from sparkdeck.config.settings import SettingsError, load_settings
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for, resolve
 from sparkdeck.engines import KINDS
-from sparkdeck.guard import records
 from sparkdeck.guard.own_memory import settle_orphans
 from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.host.meminfo import MemInfoError, read_meminfo
 from sparkdeck.host.pagecache import FlushNotPermitted
 from sparkdeck.launch.failure import clear_failure, last_failure
-from sparkdeck.launch.plan import LaunchFlow
-from sparkdeck.launch.printer import LaunchPrinter
 from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, LaunchInterrupted
 from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
 from sparkdeck.runtime import connect
@@ -49,7 +42,6 @@ from sparkdeck.runtime.errors import (
     DockerNotAnswering,
     DockerRuntimeError,
     DockerUnavailable,
-    EngineExited,
 )
 from sparkdeck.service.errors import ServiceError
 from sparkdeck.text_safety import clean
@@ -203,100 +195,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             print(exc, file=sys.stderr)
     return 1 if bad else 0
-
-
-def cmd_launch(args: argparse.Namespace) -> int:
-    from sparkdeck.service.control import LaunchCancelled, engine_control
-
-    @functools.cache
-    def flow() -> LaunchFlow:  # made once; first by engine_control with the service off
-        runtime = functools.cache(_runtime)
-        return LaunchFlow(
-            runtime, flush=False if args.no_flush else None, guard=load_settings().guard
-        )
-
-    try:  # who runs it: the service (started if need be; what keeps it from starting is
-        control = engine_control(flow)  # said first), or this process with it switched off
-    except ServiceError as exc:
-        raise CommandFailed(str(exc)) from None
-    with contextlib.closing(control):
-        for note in control.notes:
-            print(
-                note, file=sys.stderr if note.startswith("sparkdeck:") else sys.stdout, flush=True
-            )
-        catalog = load_catalog()
-        try:
-            preset = catalog.get(args.preset)
-        except KeyError as exc:
-            broken = [str(p) for p in catalog.problems if p.path.stem == args.preset]
-            raise CommandFailed("\n".join([exc.args[0], *broken])) from None
-        plan = flow().plan(preset)  # the same plan the TUI's confirmation shows
-        print("\n".join(["launch plan:", *(f"  {line}" for line in plan.lines())]), flush=True)
-        if plan.fit is not None and not plan.fit.allowed and not args.force:
-            raise DoesNotFit(preset.id, plan.fit)  # before anything is pulled or stopped
-        if plan.is_switch and not args.yes:
-            what = ", ".join(f"{e.preset_id} ({e.image})" for e in plan.stopping if e.alive)
-            if not confirm("Continue?"):
-                raise CommandFailed(f"not launched: {what} is running; pass --yes to replace it")
-        skip = threading.Event()
-        if args.no_switch_wait:
-            skip.set()
-        if control.by:
-            print(f"launching {preset.id} (by {control.by})", flush=True)
-        try:
-            engine = control.launch(
-                plan,
-                LaunchPrinter(sys.stdout),
-                force=args.force,
-                timeout=args.timeout,
-                skip=skip,
-                on_interrupt=_say_cancelling,
-            )
-        except EngineExited as exc:
-            tail = "\n".join(f"  | {line}" for line in exc.log_tail)
-            raise CommandFailed(f"{exc}; its last log lines:\n{tail}") from None
-        except LaunchCancelled as exc:
-            raise CommandFailed(f"cancelled: {exc}") from None
-        except ServiceError as exc:
-            raise CommandFailed(str(exc)) from None
-        if control.by:
-            print(
-                f"the sparkdeck service guards {engine.name} from now on (`sparkdeck "
-                "service status`)"
-            )
-    return 0
-
-
-def _say_cancelling() -> None:
-    print("cancelling the launch…", file=sys.stderr, flush=True)
-
-
-def cmd_stop(args: argparse.Namespace) -> int:
-    from sparkdeck.service.control import engine_control
-
-    # the service stops it when it runs (a stop never starts one), else this process
-    flow = LaunchFlow(functools.cache(_runtime), stop_grace=args.grace)
-    try:
-        with contextlib.closing(engine_control(lambda: flow, start=False)) as control:
-            stopped = control.stop(StopPrinter(), args.grace)
-    except ServiceError as exc:
-        raise CommandFailed(str(exc)) from None
-    if not stopped:
-        print(
-            "no sparkdeck engine is running (engines sparkdeck did not start are never "
-            "stopped by it)"
-        )
-    returning = {r.container_id: r for r in records.load_returning()}
-    by = f" (by {control.by})" if control.by else ""
-    for engine in stopped:
-        print(f"stopped and removed {engine.name} ({engine.preset_id}){by}")
-        if engine.container_id in returning:
-            held = returning[engine.container_id]
-            print(
-                f"  it held {held.held / 2**30:.1f} GiB itself ({held.source}); that memory "
-                "can take a minute or more to come back; the next launch waits for it"
-            )
-    return 0
 
 
 def cmd_dismiss(args: argparse.Namespace) -> int:
