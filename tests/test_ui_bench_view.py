@@ -173,3 +173,17 @@ def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
         asyncio.run(scenario())
     [run] = store.runs()
     assert run.status == "stopped" and run.reason == "stopped from the comparison screen"
+
+
+def test_every_key_of_the_view_is_in_an_80_column_footer(tmp_path: Path) -> None:
+    """At 80x24 the footer was cut at `x Stop benchma`: Back was not on screen."""
+
+    async def scenario() -> None:
+        app = Host(BenchStore(tmp_path / "none.sqlite3"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.3)
+            footer = app.screen._compositor.render_strips()[-1].text  # the drawn last row
+            for item in ("m Figure", "] Next", "[ Prev", "r Reload", "b Run", "x Stop", "esc Back"):
+                assert item in footer, (item, footer)
+
+    asyncio.run(scenario())

@@ -240,12 +240,25 @@ class BenchCompareScreen(Screen[None]):
         run: StoredRun
 
     BINDINGS = [
-        Binding("m", "next_metric", "Figure", id="bench-metric"),
-        Binding("right_square_bracket", "model(1)", "Next model", id="bench-next-model"),
-        Binding("left_square_bracket", "model(-1)", "Previous model", id="bench-prev-model"),
-        Binding("r", "reload", "Reload", id="bench-reload"),
-        Binding("b", "run_bench", "Benchmark", id="bench-run"),
-        Binding("x", "stop_bench", "Stop benchmark", id="bench-stop"),
+        # short words: all seven fit an 80-column footer; the help shows the tooltips
+        Binding("m", "next_metric", "Figure", id="bench-metric", tooltip="The next figure"),
+        Binding(
+            "right_square_bracket",
+            "model(1)",
+            "Next",
+            id="bench-next-model",
+            tooltip="The next model",
+        ),
+        Binding(
+            "left_square_bracket",
+            "model(-1)",
+            "Prev",
+            id="bench-prev-model",
+            tooltip="The previous model",
+        ),
+        Binding("r", "reload", "Reload", id="bench-reload", tooltip="Read the history again"),
+        Binding("b", "run_bench", "Run", id="bench-run", tooltip="Benchmark the running engine"),
+        Binding("x", "stop_bench", "Stop", id="bench-stop", tooltip="Stop the benchmark"),
         Binding("escape", "close", "Back", id="bench-close"),
     ]
 
