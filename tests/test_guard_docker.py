@@ -22,7 +22,8 @@ from sparkdeck.guard.stopper import ContainerStopper
 from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
 from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.launch.events import FitChecked, GuardDecided, SwitchWaited, TimelineSaved
-from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, Launcher
+from sparkdeck.launch.failure import DoesNotFit, GuardStoppedEngine
+from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
 from sparkdeck.runtime.errors import NotManaged
 from tests.conftest import (

@@ -33,8 +33,13 @@ from sparkdeck.guard.own_memory import settle_orphans
 from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.host.meminfo import MemInfoError, read_meminfo
 from sparkdeck.host.pagecache import FlushNotPermitted
-from sparkdeck.launch.failure import clear_failure, last_failure
-from sparkdeck.launch.sequence import DoesNotFit, GuardStoppedEngine, LaunchInterrupted
+from sparkdeck.launch.failure import (
+    DoesNotFit,
+    GuardStoppedEngine,
+    LaunchInterrupted,
+    clear_failure,
+    last_failure,
+)
 from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.client import DockerRuntime

@@ -1,4 +1,5 @@
-"""The last failed launch, kept in the data dir until the user dismisses it.
+"""How a launch fails (DoesNotFit, GuardStoppedEngine, LaunchInterrupted), and the last
+failed launch, kept in the data dir until the user dismisses it.
 
 A launch that fails after it stopped the running engine leaves nothing running; a toast that
 fades in seconds is not enough for that. The failure is written here (atomically) and shown
@@ -11,15 +12,47 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.config import paths
 from sparkdeck.text_safety import clean, excerpt
+
+if TYPE_CHECKING:
+    from sparkdeck.guard.fit import FitCheck
+    from sparkdeck.guard.policy import Decision
 
 # The engine's own last lines say why it failed ("error: invalid argument: ..."): the card
 # has room for a few, `status` for more, `logs --last-failure` for all that were kept.
 CARD_LOG_LINES = 4
 STATUS_LOG_LINES = 10
+
+
+class DoesNotFit(Exception):
+    """The preset's claim does not fit in memory; `fit` carries the numbers."""
+
+    def __init__(self, preset_id: str, fit: FitCheck):
+        super().__init__(
+            f"{preset_id} {fit.verdict}; not launched (the running engine, if "
+            "any, keeps running). Pass --force to launch anyway.\n  " + "\n  ".join(fit.lines())
+        )
+        self.fit = fit
+
+
+class GuardStoppedEngine(Exception):
+    """The watchdog stopped the engine during its start-up, before the host ran out."""
+
+    def __init__(self, preset_id: str, decision: Decision, record: Path | None):
+        where = f"; readings saved in {record}" if record else ""
+        super().__init__(
+            f"the memory guard stopped {preset_id} while it started: "
+            f"{'; '.join(decision.reasons)}{where}"
+        )
+        self.decision = decision
+        self.record = record
+
+
+class LaunchInterrupted(Exception):
+    """Ctrl-C ended a launch; the message says what is left running, as Docker reports it."""
 
 
 def _failure_path() -> Path:

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from sparkdeck.config.file_lock import FileLock
@@ -25,7 +24,6 @@ from sparkdeck.config.settings import GuardSettings
 from sparkdeck.engines import KINDS
 from sparkdeck.guard import own_memory, records
 from sparkdeck.guard.fit import FitCheck, check_fit
-from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.startup import StartupGuard
 from sparkdeck.guard.switch import SwitchProgress
@@ -52,7 +50,13 @@ from sparkdeck.launch.events import (
     PullStarted,
     TimelineSaved,
 )
-from sparkdeck.launch.failure import clear_failure, record_failure
+from sparkdeck.launch.failure import (
+    DoesNotFit,
+    GuardStoppedEngine,
+    LaunchInterrupted,
+    clear_failure,
+    record_failure,
+)
 from sparkdeck.launch.lock_holder import lock_busy
 from sparkdeck.launch.returning import still_returning, wait_for_memory
 from sparkdeck.presets import Preset
@@ -62,34 +66,6 @@ from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import EngineState
 
 LAUNCH_LOCK = "launch"  # one launch or stop at a time, across every sparkdeck process
-
-
-class DoesNotFit(Exception):
-    """The preset's claim does not fit in memory; `fit` carries the numbers."""
-
-    def __init__(self, preset_id: str, fit: FitCheck):
-        super().__init__(
-            f"{preset_id} {fit.verdict}; not launched (the running engine, if "
-            "any, keeps running). Pass --force to launch anyway.\n  " + "\n  ".join(fit.lines())
-        )
-        self.fit = fit
-
-
-class GuardStoppedEngine(Exception):
-    """The watchdog stopped the engine during its start-up, before the host ran out."""
-
-    def __init__(self, preset_id: str, decision: Decision, record: Path | None):
-        where = f"; readings saved in {record}" if record else ""
-        super().__init__(
-            f"the memory guard stopped {preset_id} while it started: "
-            f"{'; '.join(decision.reasons)}{where}"
-        )
-        self.decision = decision
-        self.record = record
-
-
-class LaunchInterrupted(Exception):
-    """Ctrl-C ended a launch; the message says what is left running, as Docker reports it."""
 
 
 def nvml_pids() -> set[int] | None:

@@ -14,9 +14,9 @@ from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import StopPrinter, confirm
 from sparkdeck.config.settings import load_settings
 from sparkdeck.guard import records
+from sparkdeck.launch.failure import DoesNotFit
 from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.launch.printer import LaunchPrinter
-from sparkdeck.launch.sequence import DoesNotFit
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.errors import EngineExited
