@@ -16,10 +16,12 @@ What a broken endpoint gets wrong here:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -149,15 +151,41 @@ async def _paused_ttfts(direct: str, through: str, pairs: int, pause: float
     return ttfts
 
 
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` onto `cpus` (threads made later inherit it)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
 def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
-    ttfts = asyncio.run(_paused_ttfts(attached_llama["direct"], attached_llama["through"],
-                                      pairs=9, pause=2.0))
-    direct, through = statistics.median(ttfts["direct"]), statistics.median(ttfts["through"])
+    # placed as endpoint_overhead.py measures the 2 ms promise: on a Spark the engine
+    # decodes on the GPU, never on the service's cores; here the engine computes on the
+    # first CPU, the service and this client on the others
+    cpus = sorted(os.sched_getaffinity(0))
+    mine = set(cpus)
+    if len(cpus) > 1:
+        attached_llama["container"].update(cpuset_cpus=str(cpus[0]))
+        status = run_cli("service", "status", "--json", env=attached_llama["env"])
+        _pin(json.loads(status.stdout)["pid"], set(cpus[1:]))
+        os.sched_setaffinity(0, set(cpus[1:]))
+    try:
+        ttfts = asyncio.run(_paused_ttfts(attached_llama["direct"], attached_llama["through"],
+                                          pairs=15, pause=2.0))
+    finally:
+        os.sched_setaffinity(0, mine)
+    # judged on the pairs (one request each way, 2 s apart): a moment when other work on
+    # the host slows both is compared with itself, not with a quiet moment of the other way
+    added = statistics.median(t - d for t, d in zip(ttfts["through"], ttfts["direct"],
+                                                         strict=True))
     shown = {k: [round(t * 1000, 2) for t in v] for k, v in ttfts.items()}
-    print(f"added TTFT after 2 s: {(through - direct) * 1000:+.2f} ms at the median {shown}")
-    assert through - direct <= 0.002, (
-        f"added TTFT after a 2 s pause {(through - direct) * 1000:.2f} ms at the median "
-        f"(through {through * 1000:.2f} ms, direct {direct * 1000:.2f} ms): {shown}")
+    print(f"added TTFT after 2 s: {added * 1000:+.2f} ms at the median {shown}")
+    assert added <= 0.002, (
+        f"added TTFT after a 2 s pause {added * 1000:.2f} ms at the median of 15 pairs "
+        f"(medians: through {statistics.median(ttfts['through']) * 1000:.2f} ms, direct "
+        f"{statistics.median(ttfts['direct']) * 1000:.2f} ms): {shown}")
 
 
 def test_a_detach_and_an_attach_reach_the_endpoint_without_a_restart(attached_llama):
