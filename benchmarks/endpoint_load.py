@@ -132,14 +132,20 @@ def tree_cpu(pid: int) -> float:
 
 
 async def one_stream(session: aiohttp.ClientSession, way: Way, tokens: int) -> Stream:
-    body = {"model": way.model, "messages": [{"role": "user", "content": "count to ten"}],
-            "max_tokens": tokens, "stream": True, "ignore_eos": True}
+    body = {
+        "model": way.model,
+        "messages": [{"role": "user", "content": "count to ten"}],
+        "max_tokens": tokens,
+        "stream": True,
+        "ignore_eos": True,
+    }
     headers = {"Authorization": f"Bearer {way.key}"} if way.key else None
     sent = time.perf_counter()
     first, events, done = None, 0, False
     try:
-        async with session.post(way.base + "/v1/chat/completions", json=body,
-                                headers=headers) as answer:
+        async with session.post(
+            way.base + "/v1/chat/completions", json=body, headers=headers
+        ) as answer:
             if answer.status != 200:
                 return Stream(error=f"HTTP {answer.status}")
             async for line in answer.content:
@@ -163,7 +169,8 @@ def _session(connections: int) -> aiohttp.ClientSession:
     301 of 652 direct requests failed with a keep-alive pool at 50 streams)."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections, force_close=True),
-        timeout=aiohttp.ClientTimeout(total=300))
+        timeout=aiohttp.ClientTimeout(total=300),
+    )
 
 
 async def load(way: Way, streams: int, seconds: float, tokens: int) -> Load:
@@ -194,18 +201,20 @@ async def gaps(ways: list[Way], runs: int, tokens: int) -> dict[float, dict[str,
         for gap in GAPS_S:
             ttfts: dict[str, list[float]] = {way.name: [] for way in ways}
             for i in range(runs):
-                for way in ways[i % len(ways):] + ways[:i % len(ways)]:  # taking turns
+                for way in ways[i % len(ways) :] + ways[: i % len(ways)]:  # taking turns
                     await asyncio.sleep(gap)
                     stream = await one_stream(session, way, tokens)
                     if stream.error is None:
                         ttfts[way.name].append(stream.ttft)
-            medians[gap] = {k: statistics.median(v) if v else float("nan")
-                            for k, v in ttfts.items()}
+            medians[gap] = {
+                k: statistics.median(v) if v else float("nan") for k, v in ttfts.items()
+            }
     return medians
 
 
-def start_litellm(binary: str, engine_port: int, root: Path, cpus: set[int] | None
-                  ) -> tuple[subprocess.Popen[bytes], int, str]:
+def start_litellm(
+    binary: str, engine_port: int, root: Path, cpus: set[int] | None
+) -> tuple[subprocess.Popen[bytes], int, str]:
     """LiteLLM's proxy as a user runs it, configured for the engine: (process, its port,
     its master key). It refuses to start without a master key (LITELLM_MASTER_KEY): one is
     made for the run and given in its environment, never written to a file."""
@@ -219,14 +228,32 @@ def start_litellm(binary: str, engine_port: int, root: Path, cpus: set[int] | No
         f"      api_base: http://127.0.0.1:{engine_port}/v1\n"
         "      api_key: none\n"
         "litellm_settings:\n"
-        "  telemetry: false\n")
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR",
-           "LITELLM_MASTER_KEY": key}
+        "  telemetry: false\n"
+    )
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_MASTER_KEY": key,
+    }
     with open(root / "litellm.log", "wb") as log:  # the child keeps its own descriptor
-        process = subprocess.Popen([binary, "--config", str(config), "--host", "127.0.0.1",
-                                    "--port", str(port), "--num_workers", "1"], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=log,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [
+                binary,
+                "--config",
+                str(config),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--num_workers",
+                "1",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -250,28 +277,40 @@ def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.2f}"
 
 
-def report(loads: dict[str, Load], medians: dict[float, dict[str, float]],
-           streams: int, seconds: float, tokens: int) -> None:
+def report(
+    loads: dict[str, Load],
+    medians: dict[float, dict[str, float]],
+    streams: int,
+    seconds: float,
+    tokens: int,
+) -> None:
     direct = loads["direct"]
     print(f"\n{streams} concurrent streams for {seconds:.0f} s each way, {tokens} tokens a reply\n")
-    print("| way | requests | errors | TTFT p50 ms | TTFT p99 ms | added p50 ms | added p99 ms "
-          "| requests/s | tokens/s | proxy CPU s / 1,000 requests |")
+    print(
+        "| way | requests | errors | TTFT p50 ms | TTFT p99 ms | added p50 ms | added p99 ms "
+        "| requests/s | tokens/s | proxy CPU s / 1,000 requests |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, figures in loads.items():
         added = name != "direct"
-        print(f"| {name} | {len(figures.streams)} | {len(figures.streams) - len(figures.ok)} "
-              f"| {ms(figures.ttft(50))} | {ms(figures.ttft(99))} "
-              f"| {ms(figures.ttft(50) - direct.ttft(50)) if added else '-'} "
-              f"| {ms(figures.ttft(99) - direct.ttft(99)) if added else '-'} "
-              f"| {figures.per_s:.1f} | {figures.tokens_per_s:.0f} "
-              f"| {'-' if figures.cpu_per_1000 is None else f'{figures.cpu_per_1000:.1f}'} |")
+        print(
+            f"| {name} | {len(figures.streams)} | {len(figures.streams) - len(figures.ok)} "
+            f"| {ms(figures.ttft(50))} | {ms(figures.ttft(99))} "
+            f"| {ms(figures.ttft(50) - direct.ttft(50)) if added else '-'} "
+            f"| {ms(figures.ttft(99) - direct.ttft(99)) if added else '-'} "
+            f"| {figures.per_s:.1f} | {figures.tokens_per_s:.0f} "
+            f"| {'-' if figures.cpu_per_1000 is None else f'{figures.cpu_per_1000:.1f}'} |"
+        )
     names = [n for n in loads if n != "direct"]
     print("\nsingle requests after a pause (median TTFT direct; what each way adds)\n")
     print("| pause | direct ms | " + " | ".join(f"{n} added ms" for n in names) + " |")
     print("|---|---|" + "---|" * len(names))
     for gap, by_way in medians.items():
-        print(f"| {gap:g} s | {ms(by_way['direct'])} | " + " | ".join(
-            f"{(by_way[n] - by_way['direct']) * 1000:+.2f}" for n in names) + " |")
+        print(
+            f"| {gap:g} s | {ms(by_way['direct'])} | "
+            + " | ".join(f"{(by_way[n] - by_way['direct']) * 1000:+.2f}" for n in names)
+            + " |"
+        )
     errors = {s.error for f in loads.values() for s in f.streams if s.error}
     if errors:
         print(f"\nerrors seen: {sorted(errors)}")
@@ -283,29 +322,49 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--gap-runs", type=int, default=5)
-    parser.add_argument("--litellm", default=LITELLM,
-                        help="LiteLLM's `litellm` command (pip install 'litellm[proxy]'); "
-                        "'' leaves LiteLLM out")
+    parser.add_argument(
+        "--litellm",
+        default=LITELLM,
+        help="LiteLLM's `litellm` command (pip install 'litellm[proxy]'); '' leaves LiteLLM out",
+    )
     parser.add_argument("--no-pin", action="store_true")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="sdload-"))
     scope = "load" + uuid.uuid4().hex[:8]
     endpoint_port, engine_port = free_port(), free_port()
-    env = {**os.environ, "SPARKDECK_CONFIG_DIR": str(root / "config"),
-           "SPARKDECK_DATA_DIR": str(root / "data"), "SPARKDECK_RUNTIME_DIR": str(root / "run"),
-           "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto",
-           "SPARKDECK_ENDPOINT_PORT": str(endpoint_port)}
+    env = {
+        **os.environ,
+        "SPARKDECK_CONFIG_DIR": str(root / "config"),
+        "SPARKDECK_DATA_DIR": str(root / "data"),
+        "SPARKDECK_RUNTIME_DIR": str(root / "run"),
+        "SPARKDECK_SCOPE": scope,
+        "SPARKDECK_SERVICE": "auto",
+        "SPARKDECK_ENDPOINT_PORT": str(endpoint_port),
+    }
     client = docker.from_env(timeout=120)
-    image = ensure_llama_image(client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]),
-                               write_tiny_gguf(root / "tiny.gguf"))
+    image = ensure_llama_image(
+        client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), write_tiny_gguf(root / "tiny.gguf")
+    )
     (root / "config" / "presets").mkdir(parents=True)
     # a slot for every stream, each with room for the prompt and the reply
-    (root / "config" / "presets" / "load-ep.toml").write_text(tomli_w.dumps(
-        {"id": "load-ep", **llama_preset_fields(
-            image, engine_port, llamacpp={"context": 256 * args.streams, "gpu_layers": 0,
-                                          "parallel": args.streams,
-                                          "no_mmap_flag": ["--load-mode", "none"]},
-            **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}))}))
+    (root / "config" / "presets" / "load-ep.toml").write_text(
+        tomli_w.dumps(
+            {
+                "id": "load-ep",
+                **llama_preset_fields(
+                    image,
+                    engine_port,
+                    llamacpp={
+                        "context": 256 * args.streams,
+                        "gpu_layers": 0,
+                        "parallel": args.streams,
+                        "no_mmap_flag": ["--load-mode", "none"],
+                    },
+                    **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}),
+                ),
+            }
+        )
+    )
     litellm = None
     try:
         launched = cli(env, "launch", "load-ep", "--no-flush", "--timeout", "60")
@@ -314,8 +373,13 @@ def main() -> int:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
             try:
-                if httpx.post(through + "/v1/completions", json={
-                        "model": MODEL, "prompt": "x", "max_tokens": 1}).status_code == 200:
+                if (
+                    httpx.post(
+                        through + "/v1/completions",
+                        json={"model": MODEL, "prompt": "x", "max_tokens": 1},
+                    ).status_code
+                    == 200
+                ):
                     break
             except httpx.HTTPError:
                 pass
@@ -325,20 +389,24 @@ def main() -> int:
         if not args.no_pin:
             print(place(client, scope, service))
             cpus = set(os.sched_getaffinity(0))
-        ways = [Way("direct", f"http://127.0.0.1:{engine_port}", MODEL, None),
-                Way("sparkdeck", through, MODEL, service)]
+        ways = [
+            Way("direct", f"http://127.0.0.1:{engine_port}", MODEL, None),
+            Way("sparkdeck", through, MODEL, service),
+        ]
         if args.litellm:
             litellm, port, key = start_litellm(args.litellm, engine_port, root, cpus)
-            ways.append(Way("litellm", f"http://127.0.0.1:{port}", LITELLM_MODEL, litellm.pid,
-                            key))
+            ways.append(Way("litellm", f"http://127.0.0.1:{port}", LITELLM_MODEL, litellm.pid, key))
         loads: dict[str, Load] = {}
         for way in ways:
             print(f"load through {way.name} ...", flush=True)
             loads[way.name] = asyncio.run(load(way, args.streams, args.seconds, args.tokens))
         print("single requests after pauses ...", flush=True)
         medians = asyncio.run(gaps(ways, args.gap_runs, args.tokens))
-        print(time.strftime("%Y-%m-%d"), "llama-server b11434 (tiny GGUF, CPU),",
-              f"{os.cpu_count()} CPUs")
+        print(
+            time.strftime("%Y-%m-%d"),
+            "llama-server b11434 (tiny GGUF, CPU),",
+            f"{os.cpu_count()} CPUs",
+        )
         report(loads, medians, args.streams, args.seconds, args.tokens)
     finally:
         if litellm is not None:

@@ -66,8 +66,13 @@ class UpstreamFinder:
     """Which engine runs: found again only when the owner's state, the attached registry
     or the engine's answering changed (see the module's docstring)."""
 
-    def __init__(self, follower: GuardFollower, pool: UpstreamPool,
-                 catalog: Callable[[], Any], attached: Path | None = None) -> None:
+    def __init__(
+        self,
+        follower: GuardFollower,
+        pool: UpstreamPool,
+        catalog: Callable[[], Any],
+        attached: Path | None = None,
+    ) -> None:
         self._follower = follower
         self._pool = pool
         self._catalog = catalog
@@ -94,8 +99,12 @@ class UpstreamFinder:
     async def find(self, fresh: bool = False) -> tuple[Upstream | None, str]:
         """The engine, or None and what the user should do (`fresh`: after a switch)."""
         found, basis = self._found, self._basis()
-        if not fresh and found is not None and found.basis == basis and (
-                found.kept or time.monotonic() - found.at < FIND_EVERY_S):
+        if (
+            not fresh
+            and found is not None
+            and found.basis == basis
+            and (found.kept or time.monotonic() - found.at < FIND_EVERY_S)
+        ):
             return found.upstream, found.why
         # the basis is read before the state it covers: a change made while this looks
         # moves it again, and the next request looks again
@@ -113,10 +122,14 @@ class UpstreamFinder:
         else:
             resolved = await run_in_threadpool(resolve, None)  # the attached engine, if one
             endpoint, instance = resolved.endpoint, resolved.instance
-            why = (f"sparkdeck's engine {engine.preset_id or engine.name} is starting: retry "
-                   "when it is ready" if engine is not None
-                   else resolved.why_none or "no engine is running: launch one with "
-                "`sparkdeck launch PRESET` (or attach one: `sparkdeck attach URL`)")
+            why = (
+                f"sparkdeck's engine {engine.preset_id or engine.name} is starting: retry "
+                "when it is ready"
+                if engine is not None
+                else resolved.why_none
+                or "no engine is running: launch one with "
+                "`sparkdeck launch PRESET` (or attach one: `sparkdeck attach URL`)"
+            )
         upstream = None
         if endpoint is not None:
             # an engine's models and its preset's names for them are asked once per engine
@@ -130,12 +143,16 @@ class UpstreamFinder:
                     aliases = (endpoint.preset_id, *((preset.model,) if preset else ()))
                 if models:
                     self._models = {key: (models, aliases)}  # the current engine's only
-            upstream = Upstream(endpoint.url, endpoint.name, models, endpoint.preset_id,
-                                aliases)
+            upstream = Upstream(endpoint.url, endpoint.name, models, endpoint.preset_id, aliases)
         # kept until the basis moves: an engine found (sparkdeck's ready one, or the
         # attached one that answered) whose model list was read
-        self._found = _Found(upstream, why, basis, time.monotonic(),
-                             kept and upstream is not None and bool(upstream.models))
+        self._found = _Found(
+            upstream,
+            why,
+            basis,
+            time.monotonic(),
+            kept and upstream is not None and bool(upstream.models),
+        )
         return upstream, why
 
     async def _ask_models(self, url: str) -> tuple[dict[str, Any], ...]:
@@ -144,4 +161,3 @@ class UpstreamFinder:
             return tuple(m for m in data if isinstance(m, dict) and "id" in m)
         except (UpstreamError, ValueError, AttributeError):
             return ()
-

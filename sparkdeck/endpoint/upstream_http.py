@@ -100,8 +100,9 @@ class UpstreamPool:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = _session(_reuse_traced(), keepalive_timeout=KEEPALIVE_S,
-                                     limit=0)  # no cap below what 32+ streams need
+            self._session = _session(
+                _reuse_traced(), keepalive_timeout=KEEPALIVE_S, limit=0
+            )  # no cap below what 32+ streams need
         return self._session
 
     def _open_fresh(self) -> aiohttp.ClientSession:
@@ -109,8 +110,9 @@ class UpstreamPool:
             self._fresh = _session(None, force_close=True, limit=0)
         return self._fresh
 
-    async def send(self, method: str, url: str, headers: list[tuple[bytes, bytes]],
-                   body: bytes | bytearray) -> UpstreamAnswer:
+    async def send(
+        self, method: str, url: str, headers: list[tuple[bytes, bytes]], body: bytes | bytearray
+    ) -> UpstreamAnswer:
         """Send a request as given; the answer once its headers are in (UpstreamError when
         the engine does not answer). A pooled connection the engine closed before the
         answer began is no answer: the request goes again, once, on a new connection."""
@@ -121,8 +123,13 @@ class UpstreamPool:
         try:
             try:
                 response = await self._open().request(
-                    method, url, headers=pairs, data=body, allow_redirects=False,
-                    trace_request_ctx=attempt)
+                    method,
+                    url,
+                    headers=pairs,
+                    data=body,
+                    allow_redirects=False,
+                    trace_request_ctx=attempt,
+                )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                 # a refused or failed connect (ClientConnectorError) is never a reused
                 # connection: only a connection the engine closed under us is tried again
@@ -130,7 +137,8 @@ class UpstreamPool:
                     raise
                 self.retried += 1
                 response = await self._open_fresh().request(
-                    method, url, headers=pairs, data=body, allow_redirects=False)
+                    method, url, headers=pairs, data=body, allow_redirects=False
+                )
         except (TimeoutError, aiohttp.ClientError) as exc:
             self.failures += 1
             raise UpstreamError(type(exc).__name__) from exc
@@ -143,7 +151,8 @@ class UpstreamPool:
 
         try:
             async with self._open().get(
-                    url, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S)) as response:
+                url, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S)
+            ) as response:
                 return await response.json(content_type=None)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise UpstreamError(type(exc).__name__) from exc
@@ -160,8 +169,11 @@ def _session(traces: aiohttp.TraceConfig | None, **connector: Any) -> aiohttp.Cl
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(**connector),
         timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S),
-        cookie_jar=aiohttp.DummyCookieJar(), skip_auto_headers=_AUTO_HEADERS,
-        auto_decompress=False, trace_configs=[traces] if traces is not None else None)
+        cookie_jar=aiohttp.DummyCookieJar(),
+        skip_auto_headers=_AUTO_HEADERS,
+        auto_decompress=False,
+        trace_configs=[traces] if traces is not None else None,
+    )
 
 
 def _reuse_traced() -> aiohttp.TraceConfig:
