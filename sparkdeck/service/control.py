@@ -153,16 +153,25 @@ class ServiceControl:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 asked["error"] = exc
 
-        with self.client.events(read_timeout=SILENT_S) as events:
-            if next(events)[0] != "hello":  # the stream is live before the stop begins
-                raise ServiceError("the service's event stream did not begin with hello")
-            request = threading.Thread(target=ask, name="stop request", daemon=True)
-            request.start()
-            for kind, data in events:  # telemetry comes every second: checked that often
-                if kind == "stop-event":
-                    on_event(event_from_dict(data["event"]))
-                if kind == "stop-result" or "error" in asked:
-                    break
+        import httpx
+
+        try:
+            with self.client.events(read_timeout=SILENT_S) as events:
+                if next(events)[0] != "hello":  # the stream is live before the stop begins
+                    raise ServiceError("the service's event stream did not begin with hello")
+                request = threading.Thread(target=ask, name="stop request", daemon=True)
+                request.start()
+                for kind, data in events:  # telemetry comes every second: checked that often
+                    if kind == "stop-event":
+                        on_event(event_from_dict(data["event"]))
+                    if kind == "stop-result" or "error" in asked:
+                        break
+        except httpx.TransportError as exc:  # it ended or went silent mid-stop
+            from sparkdeck.service.launch_follow import running_now
+
+            raise ServiceError(
+                f"the sparkdeck service stopped answering during the stop ({exc}); {running_now()}"
+            ) from None
         request.join()
         if "error" in asked:
             raise asked["error"]
