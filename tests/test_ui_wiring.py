@@ -398,7 +398,7 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
                 "in chat: new chat",
                 "in the fit dialog: Cancel",
                 "waiting for memory (press twice): Skip the wait",
-                "in the benchmark screen: Benchmark",
+                "in the benchmark screen: Run: Benchmark the running engine",
                 "Bench: Benchmark",
             ):
                 assert expected in keys, expected
