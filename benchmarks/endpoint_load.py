@@ -35,24 +35,18 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
-import docker
 import httpx
-import tomli_w
 
-from benchmarks.endpoint_overhead import pin, place
-from benchmarks.service_cost import TICK, clean_up, cli, service_pid
-from tests.conftest import free_port, llama_preset_fields
-from tests.support.images import ensure_llama_image
-from tests.support.tiny_gguf import write_tiny_gguf
+from benchmarks.endpoint_overhead import TinyEngine, pin, place
+from benchmarks.service_cost import TICK, clean_up, service_pid
+from tests.conftest import free_port
 
 MODEL = "/models/tiny.gguf"  # llama-server's id of its model (and sparkdeck's)
 LITELLM_MODEL = "tiny"  # LiteLLM's name for it (its config's model_name)
@@ -329,61 +323,19 @@ def main() -> int:
     )
     parser.add_argument("--no-pin", action="store_true")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="sdload-"))
-    scope = "load" + uuid.uuid4().hex[:8]
-    endpoint_port, engine_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "SPARKDECK_CONFIG_DIR": str(root / "config"),
-        "SPARKDECK_DATA_DIR": str(root / "data"),
-        "SPARKDECK_RUNTIME_DIR": str(root / "run"),
-        "SPARKDECK_SCOPE": scope,
-        "SPARKDECK_SERVICE": "auto",
-        "SPARKDECK_ENDPOINT_PORT": str(endpoint_port),
-    }
-    client = docker.from_env(timeout=120)
-    image = ensure_llama_image(
-        client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), write_tiny_gguf(root / "tiny.gguf")
-    )
-    (root / "config" / "presets").mkdir(parents=True)
     # a slot for every stream, each with room for the prompt and the reply
-    (root / "config" / "presets" / "load-ep.toml").write_text(
-        tomli_w.dumps(
-            {
-                "id": "load-ep",
-                **llama_preset_fields(
-                    image,
-                    engine_port,
-                    llamacpp={
-                        "context": 256 * args.streams,
-                        "gpu_layers": 0,
-                        "parallel": args.streams,
-                        "no_mmap_flag": ["--load-mode", "none"],
-                    },
-                    **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}),
-                ),
-            }
-        )
+    bench = TinyEngine.set_up(
+        "load",
+        "load-ep",
+        context=256 * args.streams,
+        parallel=args.streams,
+        pinned=not args.no_pin,
     )
+    root, env, scope, client = bench.root, bench.env, bench.scope, bench.client
+    engine_port, through = bench.engine_port, bench.through
     litellm = None
     try:
-        launched = cli(env, "launch", "load-ep", "--no-flush", "--timeout", "60")
-        assert launched.returncode == 0, launched.stderr
-        through = f"http://127.0.0.1:{endpoint_port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
-            try:
-                if (
-                    httpx.post(
-                        through + "/v1/completions",
-                        json={"model": MODEL, "prompt": "x", "max_tokens": 1},
-                    ).status_code
-                    == 200
-                ):
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+        bench.launch()
         service = service_pid(env)
         cpus = None
         if not args.no_pin:

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -85,6 +86,86 @@ async def one_stream(http: httpx.AsyncClient, base: str, tokens: int) -> tuple[f
     if not done or first is None or last is None or last <= first:
         raise RuntimeError(f"{base}: the stream did not end with [DONE]")
     return first - sent, (events - 1) / (last - first)
+
+
+@dataclass
+class TinyEngine:
+    """The tiny llama-server test image as a sparkdeck preset behind a real service and its
+    endpoint, in dirs of its own (the endpoint benchmarks' common set-up)."""
+
+    root: Path
+    env: dict[str, str]
+    scope: str
+    client: docker.DockerClient
+    preset_id: str
+    engine_port: int
+    endpoint_port: int
+
+    @property
+    def direct(self) -> str:
+        return f"http://127.0.0.1:{self.engine_port}"
+
+    @property
+    def through(self) -> str:
+        return f"http://127.0.0.1:{self.endpoint_port}"
+
+    @classmethod
+    def set_up(
+        cls, prefix: str, preset_id: str, context: int, parallel: int, pinned: bool
+    ) -> TinyEngine:
+        """Dirs, environment, image and preset; nothing started yet (clean_up(env, client,
+        scope) undoes what `launch` starts)."""
+        root = Path(tempfile.mkdtemp(prefix=f"sd{prefix}-"))
+        scope = prefix + uuid.uuid4().hex[:8]
+        endpoint_port, engine_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "SPARKDECK_CONFIG_DIR": str(root / "config"),
+            "SPARKDECK_DATA_DIR": str(root / "data"),
+            "SPARKDECK_RUNTIME_DIR": str(root / "run"),
+            "SPARKDECK_SCOPE": scope,
+            "SPARKDECK_SERVICE": "auto",
+            "SPARKDECK_ENDPOINT_PORT": str(endpoint_port),
+        }
+        client = docker.from_env(timeout=120)
+        image = ensure_llama_image(
+            client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), write_tiny_gguf(root / "tiny.gguf")
+        )
+        llamacpp = {
+            "context": context,
+            "gpu_layers": 0,
+            "parallel": parallel,
+            "no_mmap_flag": ["--load-mode", "none"],
+        }
+        # pinned: one compute thread, so the engine keeps to the core place() gives it
+        extra = {"args": ["-t", "1", "-tb", "1"]} if pinned else {}
+        (root / "config" / "presets").mkdir(parents=True)
+        (root / "config" / "presets" / f"{preset_id}.toml").write_text(
+            tomli_w.dumps(
+                {
+                    "id": preset_id,
+                    **llama_preset_fields(image, engine_port, llamacpp=llamacpp, **extra),
+                }
+            )
+        )
+        return cls(root, env, scope, client, preset_id, engine_port, endpoint_port)
+
+    def launch(self) -> None:
+        """`sparkdeck launch` it, then wait until the endpoint serves it."""
+        launched = cli(self.env, "launch", self.preset_id, "--no-flush", "--timeout", "60")
+        assert launched.returncode == 0, launched.stderr
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
+            try:
+                answer = httpx.post(
+                    self.through + "/v1/completions",
+                    json={"model": MODEL, "prompt": "x", "max_tokens": 1},
+                )
+                if answer.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -203,59 +284,13 @@ def main() -> int:
         "scheduler puts them (see the docstring)",
     )
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="sdbench-"))
-    scope = "bench" + uuid.uuid4().hex[:8]
-    endpoint_port, engine_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "SPARKDECK_CONFIG_DIR": str(root / "config"),
-        "SPARKDECK_DATA_DIR": str(root / "data"),
-        "SPARKDECK_RUNTIME_DIR": str(root / "run"),
-        "SPARKDECK_SCOPE": scope,
-        "SPARKDECK_SERVICE": "auto",
-        "SPARKDECK_ENDPOINT_PORT": str(endpoint_port),
-    }
-    client = docker.from_env(timeout=120)
-    image = ensure_llama_image(
-        client, Path(os.environ["SPARKDECK_LLAMA_SERVER"]), write_tiny_gguf(root / "tiny.gguf")
+    bench = TinyEngine.set_up(
+        "bench", "bench-ep", context=32768, parallel=8, pinned=not args.no_pin
     )
-    (root / "config" / "presets").mkdir(parents=True)
-    (root / "config" / "presets" / "bench-ep.toml").write_text(
-        tomli_w.dumps(
-            {
-                "id": "bench-ep",
-                **llama_preset_fields(
-                    image,
-                    engine_port,
-                    llamacpp={
-                        "context": 32768,
-                        "gpu_layers": 0,
-                        "parallel": 8,
-                        "no_mmap_flag": ["--load-mode", "none"],
-                    },
-                    **({} if args.no_pin else {"args": ["-t", "1", "-tb", "1"]}),
-                ),
-            }
-        )
-    )
+    env, scope, client = bench.env, bench.scope, bench.client
+    engine_port, direct, through = bench.engine_port, bench.direct, bench.through
     try:
-        launched = cli(env, "launch", "bench-ep", "--no-flush", "--timeout", "60")
-        assert launched.returncode == 0, launched.stderr
-        direct, through = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{endpoint_port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the endpoint serves once the engine is ready
-            try:
-                if (
-                    httpx.post(
-                        through + "/v1/completions",
-                        json={"model": MODEL, "prompt": "x", "max_tokens": 1},
-                    ).status_code
-                    == 200
-                ):
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+        bench.launch()
         service_cpus = set(os.sched_getaffinity(0))
         if not args.no_pin:
             print(place(client, scope, service_pid(env)))
