@@ -14,7 +14,7 @@ from sparkdeck.engines import EndpointProbe, identify
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.presets import load_file
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
-from tests.test_cli_engine import run_cli
+from tests.support.cli import run_cli
 
 
 class _OpenAIOnly(BaseHTTPRequestHandler):

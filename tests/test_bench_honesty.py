@@ -14,32 +14,16 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from sparkdeck.bench.store import BenchStore
+from tests.support.cli import sparkdeck
 from tests.support.timed_server import running
 
 DECODE_RATE = 400.0
-
-
-def sparkdeck(*args: str, env_dirs: dict[str, Path], **popen: object):
-    env = {
-        **os.environ,
-        "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
-        "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
-        "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10],
-    }  # never sees anyone's engine
-    command = [sys.executable, "-m", "sparkdeck", *args]
-    if popen.pop("background", False):
-        return subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
-        )
-    return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
 
 
 def bench(url: str, env_dirs: dict[str, Path], *extra: str) -> subprocess.CompletedProcess:

@@ -15,8 +15,9 @@ from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.ui.bench.view import BenchComparison
 from tests.conftest import free_port, llama_preset_fields, write_preset
-from tests.test_cli_engine import cli_env, run_cli  # noqa: F401  (fixture)
-from tests.test_ui_bench_view import Host, settle
+from tests.support.bench_view_host import Host, settle
+from tests.support.cli import run_cli
+from tests.support.cli_env import cli_env  # noqa: F401 - a fixture
 
 
 def show_in_tui(store: BenchStore) -> list[tuple]:

@@ -24,7 +24,7 @@ from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import EngineState
 from sparkdeck.ui.bench.view import BenchComparison
 from tests.conftest import free_port, llama_preset_fields, write_preset
-from tests.test_ui_bench_view import Host, settle
+from tests.support.bench_view_host import Host, settle
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 

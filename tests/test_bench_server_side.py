@@ -24,8 +24,8 @@ from sparkdeck.bench.server_side import (
 from sparkdeck.bench.stats import BEHIND_SHARE, RequestFigures
 from sparkdeck.engines import get_kind
 from sparkdeck.metrics.exposition import parse_body
+from tests.support.cli import sparkdeck
 from tests.support.timed_server import running
-from tests.test_bench_honesty import sparkdeck
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 VLLM_MAP = get_kind("vllm").metrics_map

@@ -31,8 +31,8 @@ from sparkdeck.presets import load_file
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.chat.pane import ChatPane
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
+from tests.support.chat_pane_pilot import SIZE, send_message, sync
 from tests.support.pane_host import PaneHost, wait_until
-from tests.test_chat_pane import SIZE, _send, sync
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = 8  # tokens: a few milliseconds of the tiny model's decode, on a machine not starved
@@ -232,7 +232,7 @@ async def test_chat_pane_shows_the_servers_rate_for_a_short_reply(llama_url):
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:
         app.query_one("#chat-max-tokens", Input).value = str(SHORT)
         for _ in range(TRIES):  # see the CLI's test: until one reply is too short to time
-            view = await _send(pilot, "hello")
+            view = await send_message(pilot, "hello")
             await wait_until(
                 pilot, lambda: not app.pane.streaming, timeout=60, what="the reply to end"
             )

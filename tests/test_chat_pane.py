@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 from pathlib import Path
 
@@ -17,11 +15,11 @@ from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
 from sparkdeck.ui.chat.pane import MAX_FEED_GAP, MIN_FEED_GAP, ReplyFeed, feed_gap
 from sparkdeck.ui.chat.views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
+from tests.support.chat_pane_pilot import SIZE, send_message, sync
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
 
 SSE = Path(__file__).parent / "fixtures" / "sse"
-SIZE = (100, 40)
 
 
 @pytest.fixture
@@ -34,25 +32,6 @@ def _recorded(name: str) -> Scripted:
     return Scripted(sse_events((SSE / name).read_text(encoding="utf-8")))
 
 
-def sync(test):
-    """Run an async Pilot test with asyncio.run (the suite has no async plugin)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-async def _send(pilot, text: str) -> ReplyView:
-    before = len(pilot.app.query(ReplyView))
-    pilot.app.query_one("#chat-input", Input).value = text
-    pilot.app.query_one("#chat-input", Input).focus()
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: len(pilot.app.query(ReplyView)) > before, what="reply view")
-    return list(pilot.app.query(ReplyView))[-1]
-
-
 async def _finished(pilot) -> None:
     await wait_until(pilot, lambda: not pilot.app.pane.streaming, what="reply to end")
 
@@ -62,7 +41,7 @@ async def test_send_streams_reasoning_and_answer_and_saves_them(server, isolated
     server.answer(_recorded("vllm_new_reasoning.sse"))
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "hello")
+        view = await send_message(pilot, "hello")
         await _finished(pilot)
         assert view.content_text == "Hello!" and view.content.source == "Hello!"
         assert view.reasoning_text == "The user greets me." and view.has_class("-has-reasoning")
@@ -89,7 +68,7 @@ async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
     )
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "go on forever")
+        view = await send_message(pilot, "go on forever")
         await wait_until(pilot, lambda: view.content_text.count("word") >= 3, what="tokens")
         await pilot.press("escape")
         await _finished(pilot)
@@ -97,7 +76,7 @@ async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
         assert server.disconnected.wait(5)
         # the pane takes the next question
         server.answer(_recorded("vllm_old_reasoning_content.sse"))
-        second = await _send(pilot, "2+2?")
+        second = await send_message(pilot, "2+2?")
         await _finished(pilot)
         assert second.content_text == "4"
     sent = [server.next_request()["body"] for _ in range(2)][1]
@@ -112,7 +91,7 @@ async def test_fold_reasoning_with_ctrl_r(server):
     server.answer(_recorded("sglang_reasoning_content.sse"))
     app = PaneHost(server.url, kind="sglang")
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "hi")
+        view = await send_message(pilot, "hi")
         await _finished(pilot)
         assert view.reasoning_text == "Okay, the user says hi."
         assert view.reasoning_block.collapsed is False
@@ -129,12 +108,12 @@ async def test_thinking_switch_is_sent_only_once_touched_and_mapped_per_kind(ser
         label = app.query_one("#chat-thinking-label", Label)
         assert str(label.render()) == "thinking: default"
         server.answer(_recorded("vllm_new_reasoning.sse"))
-        await _send(pilot, "one")
+        await send_message(pilot, "one")
         await _finished(pilot)
         await pilot.press("ctrl+t")
         assert str(label.render()) == "thinking: off"
         server.answer(_recorded("vllm_new_reasoning.sse"))
-        await _send(pilot, "two")
+        await send_message(pilot, "two")
         await _finished(pilot)
     first, second = server.next_request()["body"], server.next_request()["body"]
     assert "chat_template_kwargs" not in first and "reasoning_effort" not in first
@@ -150,7 +129,7 @@ async def test_settings_inputs_shape_the_request(server):
         app.query_one("#chat-system", Input).value = "answer in French"
         app.query_one("#chat-temperature", Input).value = "0.3"
         app.query_one("#chat-max-tokens", Input).value = "64"
-        await _send(pilot, "hello")
+        await send_message(pilot, "hello")
         await _finished(pilot)
     body = server.next_request()["body"]
     assert body["messages"][0] == {"role": "system", "content": "answer in French"}
@@ -172,7 +151,7 @@ async def test_http_error_is_shown_in_the_conversation(server):
     )
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "hi")
+        view = await send_message(pilot, "hi")
         await _finished(pilot)
         assert view.has_class("-failed")
         error = str(view.query_one(".chat-error").render())
@@ -192,7 +171,7 @@ async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
         log = app.query_one("#chat-log", VerticalScroll)
-        view = await _send(pilot, "long")
+        view = await send_message(pilot, "long")
         await wait_until(pilot, lambda: log.max_scroll_y > 20, what="overflow")
         await wait_until(pilot, lambda: log.scroll_y >= log.max_scroll_y - 1, what="following")
         log.scroll_home(animate=False)  # the reader scrolls up to read
@@ -247,7 +226,7 @@ async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs
         assert old.content_text == "**4**" and old.reasoning_text == "Simple sum."
         assert "TTFT 0.10 s" in str(old.caption.render())
         assert app.query_one("#chat-system", Input).value == "be brief"
-        await _send(pilot, "And 3+3?")
+        await send_message(pilot, "And 3+3?")
         await _finished(pilot)
     body = server.next_request()["body"]
     assert body["messages"] == [
@@ -287,7 +266,7 @@ async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
     server.answer(Scripted([chunk_event(p + "\n\n") for p in paragraphs], pause=0.005))
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "long")
+        view = await send_message(pilot, "long")
         await _finished(pilot)
         await pilot.pause(0.2)
         frozen = list(view.query(FrozenMarkdown))
@@ -332,7 +311,7 @@ async def test_a_fast_stream_is_applied_in_batches_and_nothing_is_lost(server, m
     monkeypatch.setattr(ReplyView, "feed", counted)
     app = PaneHost(server.url)
     async with app.run_test(size=SIZE) as pilot:
-        view = await _send(pilot, "fast")
+        view = await send_message(pilot, "fast")
         await _finished(pilot)
     assert "".join(batches) == view.content_text == "".join(pieces)
     assert 3 <= len([b for b in batches if b]) < len(pieces) // 4

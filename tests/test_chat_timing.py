@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
+from tests.support.chat_pane_pilot import SIZE, send_message, sync
 from tests.support.pane_host import PaneHost, wait_until
 from tests.support.timed_server import running
-from tests.test_chat_pane import SIZE, _send, sync
 
 DECODE_RATE = 3000.0
 TOKENS = 6000  # a reply of about 2 s: the reader's stamp 40 ms late (its GIL held by a
@@ -94,7 +94,7 @@ async def test_chat_pane_figure_matches_the_servers_under_cpu_load(server, cpu_h
     app = PaneHost(server, kind="openai", save=False)
     async with app.run_test(size=SIZE) as pilot:
         app.query_one("#chat-max-tokens", Input).value = str(TOKENS)
-        view = await _send(pilot, "count")
+        view = await send_message(pilot, "count")
         await wait_until(
             pilot, lambda: not app.pane.streaming, timeout=120, what="the reply to end"
         )

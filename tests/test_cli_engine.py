@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,20 +12,13 @@ import pytest
 from tests.conftest import (
     free_port,
     llama_preset_fields,
-    remove_scope,
     scope_containers,
     write_preset,
 )
 from tests.support.cli import run_cli
+from tests.support.cli_env import SECRET, cli_env  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
-SECRET = "hf_sparkdeck_test_secret_do_not_show"
-
-
-@pytest.fixture
-def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
-    yield {**os.environ, "SPARKDECK_SCOPE": scope, "HF_TOKEN": SECRET}
-    remove_scope(docker_client, scope)  # what the CLI started in this test goes with it
 
 
 def test_launch_status_logs_stop(cli_env, isolated_dirs, scope, docker_client, llama_image):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -24,11 +23,12 @@ import openai
 import pytest
 
 from tests.conftest import free_port, llama_preset_fields, write_preset
-from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.cli import run_cli, wait_for
+from tests.support.endpoint_switching import RUNNING_MODEL, llama_metric
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 PROMPT = "zebra quartz lantern"  # must never reach the request log
-RUNNING_MODEL = "/models/tiny.gguf"  # llama-server's model id: the -m path
 STREAMED = 2000  # tokens of the streamed answer
 REPO_PRESETS = Path(__file__).resolve().parent.parent / "presets"  # the bundled ones
 
@@ -45,13 +45,6 @@ def bundled_models() -> list[tuple[str, str]]:
         found.setdefault(model or preset, preset)
     assert len(found) >= 2, f"no bundled presets in {REPO_PRESETS}"
     return list(found.items())
-
-
-def llama_metric(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
-    assert match, f"{name} missing from /metrics"
-    return float(match.group(1))
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ import pytest
 
 from sparkdeck.endpoint.request_body import HELD_AT_ONCE, MAX_REQUEST
 from tests.conftest import free_port
+from tests.support.cli import run_cli, wait_for
 from tests.support.endpoint_service import MODEL, Answer, ask, rows_of, sink_engine
-from tests.test_service import run_cli, service_env, service_pid, wait_for  # noqa: F401
+from tests.support.service_env import service_env, service_pid  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker  # the service follows Docker (the engine is attached)
 CHAT = "/v1/chat/completions"

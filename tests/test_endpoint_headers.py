@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from tests.conftest import free_port
+from tests.support.cli import run_cli, wait_for
 from tests.support.metrics_loopback import serving_handler
-from tests.test_service import run_cli, wait_for
 
 pytestmark = pytest.mark.docker  # the service follows Docker (no engine of its own here)
 MODEL = "atlas-7b"

@@ -20,17 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.support.sse_lines import sse_lines
-from tests.test_endpoint import RUNNING_MODEL
-from tests.test_endpoint_switch import (  # noqa: F401 - fixtures
+from tests.support.cli import run_cli, wait_for
+from tests.support.endpoint_switching import (  # noqa: F401 - switching is a fixture
     FIXED,
     HI,
+    RUNNING_MODEL,
     ServiceEvents,
     log_rows,
     running_presets,
     switching,
 )
-from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
+from tests.support.sse_lines import sse_lines
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
@@ -144,7 +145,7 @@ def test_requests_during_a_cli_launch_wait_for_it_and_are_served_not_refused(
     request on: requests for sw-b, for no model and for the model both presets serve wait
     for that launch and are answered by sw-b; one for sw-a waits its turn after it (one
     more entry in the same queue) and is answered by sw-a."""
-    from tests.test_service import client_for
+    from tests.support.service_env import client_for
 
     ep = switching(min_hold_s=1.0)
     results: dict[str, object] = {}

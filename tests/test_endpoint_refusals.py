@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.conftest import free_port, llama_preset_fields, write_preset
+from tests.support.cli import run_cli, wait_for
 from tests.support.endpoint_service import (
     MODEL,
     ask,
@@ -30,7 +31,7 @@ from tests.support.endpoint_service import (
     sink_engine,
     write_settings,
 )
-from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker  # the service follows Docker (the engine is attached)
 KEY = "k3y-for-the-test"

@@ -30,8 +30,8 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+from tests.support.cli import run_cli, wait_for
 from tests.support.endpoint_service import log_rows
-from tests.test_service import run_cli, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 MODEL = "/models/tiny.gguf"  # llama-server's model id: the -m path

@@ -16,7 +16,8 @@ import openai
 import pytest
 
 from tests.conftest import free_port
-from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.cli import run_cli, wait_for
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.vllm, pytest.mark.docker]
 

@@ -26,7 +26,7 @@ from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.service.control import LocalControl, ServiceControl, engine_control
 from tests.conftest import scope_containers
-from tests.test_service import service_env, tiny_preset  # noqa: F401 - a fixture
+from tests.support.service_env import service_env, tiny_preset  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 

@@ -5,8 +5,6 @@ measured by sparkdeck.host.engine_memory while another process holds far more be
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,43 +16,11 @@ from sparkdeck.host.engine_memory import (
     read_engine_memory,
     read_host_anon_shmem,
 )
-from tests.conftest import busybox_preset
+from tests.support.busybox_engines import holder
+from tests.support.memory_hog import start_hog, stop_hog
 
 pytestmark = pytest.mark.docker
 MIB = 2**20
-
-# A bounded hog in another process: allocates and touches N MiB, says so, holds until stdin
-# closes (shared with tests/test_switch_own_memory.py).
-HOG = r"""
-import sys
-block = bytearray(int(sys.argv[1]) * 2**20)
-for i in range(0, len(block), 4096):  # touch every page, or it is not resident
-    block[i] = 1
-print("held", flush=True)
-sys.stdin.read()
-"""
-
-
-def start_hog(mib: int) -> subprocess.Popen:
-    hog = subprocess.Popen(
-        [sys.executable, "-c", HOG, str(mib)],
-        text=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert hog.stdout.readline().strip() == "held"
-    return hog
-
-
-def stop_hog(hog: subprocess.Popen) -> None:
-    hog.kill()
-    hog.wait(timeout=10)
-
-
-def holder(tmp_path: Path, image: str, mib: int, preset_id: str = "holder"):
-    """A busybox engine that holds `mib` MiB in its /dev/shm, then serves its health page."""
-    script = f"head -c {mib * MIB} /dev/zero > /dev/shm/hold && exec httpd -f -p 8080 -h /www"
-    return busybox_preset(tmp_path, preset_id, image, script, startup_timeout=60.0)
 
 
 def test_reader_measures_what_the_engine_holds_not_what_others_hold(
@@ -138,7 +104,7 @@ def test_nvml_per_process_memory_is_added_only_where_gpu_memory_is_host_memory()
     a discrete card they live on the card and are not."""
     from dataclasses import replace
 
-    from tests.test_nvml import GB10, H200, replay
+    from tests.support.telemetry import GB10, H200, replay
 
     hog = start_hog(32)
     try:

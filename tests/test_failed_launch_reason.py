@@ -19,7 +19,8 @@ from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
 from tests.support.cli import run_cli as shared_run_cli
-from tests.test_ui_app import engine_text, wait_until
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 # ESC [ 2 J clears a terminal: llama-server echoes the argument back, sparkdeck must not obey it

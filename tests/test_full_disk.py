@@ -64,10 +64,10 @@ def small_data_dir(isolated_dirs) -> Iterator[Path]:
 def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when_room_returns(
     small_data_dir, isolated_dirs, runtime, scope, docker_client, tmp_path, busybox_image
 ):
-    from tests.support.memory_hog import MemoryHog
-    from tests.test_guard_docker import sleeper
-    from tests.test_guard_handover import guard_in_hog_reach
-    from tests.test_service import client_for, wait_for
+    from tests.support.busybox_engines import sleeper
+    from tests.support.cli import wait_for
+    from tests.support.memory_hog import MemoryHog, guard_in_hog_reach
+    from tests.support.service_env import client_for
 
     guard, hog_size = guard_in_hog_reach()
     isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
@@ -194,8 +194,8 @@ def test_a_torn_tail_left_by_a_crash_costs_only_itself(small_data_dir):
 
 def test_chat_save_on_a_full_disk_says_so_in_one_line_and_leaves_no_file(small_data_dir):
     from tests.support.openai_loopback import LoopbackOpenAI, Scripted, sse_events
-    from tests.test_chat_cli import SSE
 
+    SSE = Path(__file__).parent / "fixtures" / "sse"  # recorded streams
     fill(small_data_dir)
     with LoopbackOpenAI(models=("qwen3",)) as server:
         server.answer(

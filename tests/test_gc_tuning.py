@@ -19,7 +19,8 @@ import pytest
 
 from sparkdeck.ui import gc_tuning
 from sparkdeck.ui.gc_tuning import FREEZE_AFTER_S
-from tests.test_ui_app import make_app, run, text_of, wait_until
+from tests.support.offline_app import make_app, run, text_of
+from tests.support.pane_host import wait_until
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ import pytest
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.fit import DOES_NOT_FIT
 from sparkdeck.guard.policy import WatchdogPolicy
-from sparkdeck.guard.readings import HostReadings, Reading
 from sparkdeck.guard.records import load_launch_record, recent_actions
 from sparkdeck.guard.stopper import ContainerStopper
 from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT
@@ -28,53 +27,17 @@ from sparkdeck.presets import load_file
 from sparkdeck.runtime.errors import NotManaged
 from tests.conftest import (
     base_fields,
-    busybox_preset,
     free_port,
     llama_preset_fields,
     remove_scope,
     scope_containers,
     write_preset,
 )
-from tests.test_cli_engine import run_cli
+from tests.support.busybox_engines import sleeper, web
+from tests.support.cli import run_cli
+from tests.support.guard_readings import CrossingSource
 
 pytestmark = [pytest.mark.docker]
-
-
-class CrossingSource:
-    """FAKE reading source: this machine's real readings, with MemAvailable replaced by 3 %
-    of MemTotal once `cross()` is called, or from its reading number `after` + 1 on (a Spark
-    about to run out). Records when it crossed."""
-
-    def __init__(self, after: int | None = None) -> None:
-        self.real = HostReadings()
-        self.crossed_at: float | None = None
-        self.after, self.served = after, 0
-
-    def cross(self) -> None:
-        self.crossed_at = time.monotonic()
-
-    def __call__(self) -> Reading:
-        reading = self.real()
-        self.served += 1
-        if self.after is not None and self.served > self.after and self.crossed_at is None:
-            self.cross()
-        if self.crossed_at is None:
-            return reading
-        low = int(reading.memory.total * 0.03)
-        return replace(reading, memory=replace(reading.memory, available=low, free=low))
-
-
-def sleeper(tmp_path: Path, busybox_image: str, preset_id: str = "sleeper", **openai):
-    """A busybox "engine" that never answers its health path (a long start-up)."""
-    return busybox_preset(
-        tmp_path,
-        preset_id,
-        busybox_image,
-        "echo loading; sleep 600",
-        health_path="/health",
-        openai=openai,
-        startup_timeout=60.0,
-    )
 
 
 def test_watchdog_stops_our_real_container_when_the_threshold_is_crossed(
@@ -327,13 +290,6 @@ def test_switch_waits_while_nvml_still_lists_the_old_engines_processes(
     assert [p.state for p in progress] == ["waiting"] * 5 + [BACK]
     assert progress[0].gpu_pids_left == tuple(sorted(pids))
     assert "GPU process(es) of the old engine left" in progress[0].describe()
-
-
-def web(tmp_path: Path, busybox_image: str, preset_id: str = "web"):
-    """A busybox "engine" that answers its health path at once (busybox httpd)."""
-    return busybox_preset(
-        tmp_path, preset_id, busybox_image, "exec httpd -f -p 8080 -h /www", startup_timeout=30.0
-    )
 
 
 def test_a_launch_after_a_separate_stop_waits_for_the_stopped_engines_memory(

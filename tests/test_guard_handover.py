@@ -10,40 +10,26 @@ Real parts: the shared Docker daemon with a busybox engine, this host's real rea
 real memory hog (tests/support/memory_hog.py) that takes MemAvailable below a stop line
 raised into the hog's reach (as tests/test_service.py does: the box is never endangered),
 and a stop that fails once for real: its first call goes to a Docker socket that never
-answers (tests/test_guard_never_lets_go.py's `hung_daemon`), so it ends in a real timeout.
+answers (tests/support/hung_docker.py's `hung_daemon`), so it ends in a real timeout.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard import records
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.stopper import StopAttempt
 from sparkdeck.guard.watchdog import engine_watchdog
-from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.runtime.client import DockerRuntime
 from tests.conftest import scope_containers
-from tests.support.memory_hog import MemoryHog
-from tests.test_guard_docker import sleeper
-from tests.test_guard_never_lets_go import hung_daemon  # noqa: F401 (a fixture)
+from tests.support.busybox_engines import sleeper
+from tests.support.hung_docker import hung_daemon  # noqa: F401 - a fixture
+from tests.support.memory_hog import MemoryHog, guard_in_hog_reach
 
 pytestmark = [pytest.mark.docker]
 GIB = 2**30
-
-
-def guard_in_hog_reach() -> tuple[GuardSettings, int]:
-    """Settings whose stop line lies halfway down a hog's drop of MemAvailable, and the
-    hog's size: today's figure is above the line by half a hog, the hog takes it below."""
-    memory = read_meminfo()
-    hog = min(2 * GIB, memory.available // 5) // 4096 * 4096
-    start = 100 * memory.available / memory.total
-    stop = start - 50 * hog / memory.total
-    return GuardSettings(
-        stop_available_pct=stop, warn_available_pct=min(stop + 0.5 * (start - stop), 99.0)
-    ), hog
 
 
 def test_a_failed_stop_is_carried_through_by_the_next_watchdog_after_memory_came_back(

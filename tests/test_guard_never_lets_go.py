@@ -5,7 +5,7 @@ health.
 All against real parts: the shared Docker daemon (and, for the paused-daemon case, a private
 dockerd of this module's own that is SIGSTOPped for real), busybox engines, the real CLI in
 a subprocess and the real app under Pilot. The one FAKE is the reading source
-(CrossingSource, from tests/test_guard_docker.py): this machine's readings with MemAvailable
+(CrossingSource, from tests/support/guard_readings.py): this machine's readings with MemAvailable
 replaced by 3 % once the test says so, since the host cannot be driven out of memory safely.
 """
 
@@ -18,7 +18,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,12 +47,14 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from tests.conftest import scope_containers, unavailable
+from tests.support.busybox_engines import sleeper, web
+from tests.support.cli import run_cli
+from tests.support.guard_readings import CrossingSource
+from tests.support.hung_docker import hung_daemon  # noqa: F401 - a fixture
 from tests.support.images import ensure_busybox_image
+from tests.support.launch_pilot import press_and_confirm
+from tests.support.offline_app import engine_text
 from tests.support.pane_host import wait_until
-from tests.test_cli_engine import run_cli
-from tests.test_guard_docker import CrossingSource, sleeper, web
-from tests.test_ui_app import engine_text
-from tests.test_ui_launch import press_and_confirm
 
 pytestmark = [pytest.mark.docker]
 
@@ -158,23 +159,6 @@ def test_container_pids_match_only_that_containers_full_id(
 
 
 # ----- a stop that fails -------------------------------------------------------------------
-
-
-@pytest.fixture
-def hung_daemon(tmp_path: Path) -> Iterator[docker.DockerClient]:
-    """A Docker socket that takes connections and never replies, as a SIGSTOPped dockerd
-    does (the kernel accepts into the backlog): every call ends in a real read timeout."""
-    path = Path(tempfile.mkdtemp(prefix="sdhung", dir="/tmp")) / "docker.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(64)
-    client = docker.DockerClient(base_url=f"unix://{path}", version="1.41", timeout=1)
-    try:
-        yield client
-    finally:
-        client.close()
-        server.close()
-        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def test_a_stop_that_raises_does_not_end_the_watchdog_it_retries(

@@ -3,9 +3,7 @@ tests/fixtures/guard/make_recordings.py), and the loop body acting on them."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,14 +12,7 @@ from sparkdeck.guard.policy import OK, STOP, WARN, WatchdogPolicy
 from sparkdeck.guard.readings import Reading
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.watchdog import Watchdog
-
-FIXTURES = Path(__file__).parent / "fixtures" / "guard"
-
-
-def recording(name: str) -> tuple[dict, list[Reading]]:
-    data = json.loads((FIXTURES / f"{name}.json").read_text())
-    assert data["source"].startswith("synthetic")
-    return data, [Reading.from_dict(r) for r in data["readings"]]
+from tests.support.guard_readings import recording
 
 
 class Replay:

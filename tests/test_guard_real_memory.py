@@ -12,7 +12,6 @@ shows the stall figures respond while the child re-reads a file four times that 
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.switch import BACK, SwitchWaiter
 from sparkdeck.host.psi import read_pressure, stall_rates
 from tests.conftest import unavailable
+from tests.support.memory_hog import pcp_free_bytes
 
 MIB = 2**20
 CHILD = r"""
@@ -58,19 +58,6 @@ def talk(child: subprocess.Popen, command: str, expect: str) -> None:
     child.stdin.flush()
     line = child.stdout.readline().strip()
     assert line == expect, f"child said {line!r}"
-
-
-def pcp_free_bytes() -> int:
-    """Free pages held on the kernel's per-CPU lists (/proc/zoneinfo `count:`).
-
-    Since Linux 6.7 the lists' size is tuned up while a process frees a lot at once: seen on
-    this project's test machines (6.18), ~1.1 GiB freed by the child sat there, free and
-    reused by the next allocation, but in neither MemFree nor MemAvailable, for minutes. The
-    test adds them back to see the child's own memory; the reader itself is left to report
-    what /proc/meminfo says; whether the guard should count these lists is an open question.
-    """
-    text = Path("/proc/zoneinfo").read_text()
-    return sum(int(n) for n in re.findall(r"^\s+count:\s+(\d+)", text, re.M)) * 4096
 
 
 def test_memavailable_follows_a_child_that_allocates_and_frees():

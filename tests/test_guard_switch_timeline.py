@@ -9,7 +9,7 @@ from sparkdeck.engines import KINDS
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.switch import BACK, SKIPPED, TIMED_OUT, WAITING, SwitchWaiter, switch_progress
 from sparkdeck.guard.timeline import StartupTimeline, TimelineRecorder, mark_phases
-from tests.test_guard_policy import recording
+from tests.support.guard_readings import recording
 
 
 class FakeClock:

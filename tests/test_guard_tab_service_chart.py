@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import scope_containers
 from tests.support.cli import run_cli
-from tests.test_service import service_env, tiny_preset  # noqa: F401 (a fixture)
+from tests.support.service_env import service_env, tiny_preset  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 READY_S = 90.0
@@ -46,9 +46,9 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
     from sparkdeck.ui.dashboard.launch import LaunchArea
     from sparkdeck.ui.dashboard.presets import PresetTable
     from sparkdeck.ui.guard.timeline import BLOCKS, TimelineChart
+    from tests.support.launch_pilot import press_and_confirm
+    from tests.support.offline_app import engine_text
     from tests.support.pane_host import wait_until
-    from tests.test_ui_app import engine_text
-    from tests.test_ui_launch import press_and_confirm
 
     tiny_preset(isolated_dirs, llama_image, "svc-a")
     tiny_preset(isolated_dirs, llama_image, "svc-b")

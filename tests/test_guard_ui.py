@@ -15,8 +15,8 @@ from sparkdeck.host.meminfo import MemorySnapshot
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart, chart_rows, phase_row
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+from tests.support.guard_readings import recording
 from tests.support.pane_host import WidgetHost
-from tests.test_guard_policy import recording
 
 TOTAL = 100 * GIB  # fake pool size for the pictures
 

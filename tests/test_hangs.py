@@ -32,7 +32,8 @@ from sparkdeck.runtime.errors import DOCKER_TIMEOUT_S, DockerNotAnswering
 from sparkdeck.ui.app import SparkdeckApp
 from tests.conftest import busybox_preset, free_port, llama_preset_fields, unavailable, write_preset
 from tests.support.images import ensure_busybox_image
-from tests.test_ui_app import engine_text, wait_until
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE_TIMEOUT_S = 3.0  # sparkdeck.endpoints.probe's per-request bound

@@ -22,7 +22,7 @@ import pytest
 from sparkdeck.guard import records
 from sparkdeck.runtime.state import PRESET, SCOPE
 from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset
-from tests.test_cli_engine import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.metrics_loopback import serving
-from tests.test_ui_app import make_app, text_of, wait_until
+from tests.support.offline_app import make_app, text_of
+from tests.support.pane_host import wait_until
 
 BODY = (
     b"# HELP vllm:num_requests_running Requests running.\n"

@@ -34,9 +34,10 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
+from tests.support.cli import run_cli, wait_for
 from tests.support.endpoint_service import ask, write_settings
 from tests.support.metrics_loopback import serving_handler
-from tests.test_service import run_cli, service_env, wait_for  # noqa: F401 - a fixture
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
 HTTPD = "exec httpd -f -p 8080 -h /www"

@@ -25,7 +25,7 @@ from sparkdeck.host.nvml import (
     decode_clock_event_reasons,
 )
 from tests.conftest import unavailable
-from tools.record_nvml import RecordedNvml
+from tests.support.telemetry import replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 H200 = FIXTURES / "h200_idle_load.json"
@@ -45,21 +45,6 @@ SMI_REASON_TAGS = {
     "SW thermal slowdown": "sw_thermal_slowdown",
     "display clock setting": "display_clocks_setting",
 }
-
-
-def replay(
-    path: Path | dict, host_total: int | None = None
-) -> tuple[RecordedNvml, list[tuple[str, GpuReading]]]:
-    """Every sample of a recording, read by one NvmlReader as a panel would poll it."""
-    nvml = RecordedNvml(path)
-    total = nvml.host_mem_total_bytes if host_total is None else host_total
-    reader = NvmlReader(nvml, host_total_bytes=total)
-    readings = []
-    for i, sample in enumerate(nvml.samples):
-        nvml.use(i)
-        readings.append((sample["phase"], reader.read()))
-    reader.close()
-    return nvml, readings
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def test_launcher_pulls_the_model_before_ready_and_cleans_up_when_it_fails(
     """A real busybox container stands in for the engine (it answers its health path); the
     model store is the FAKE Ollama, reached through the engine kind's two hooks."""
     from tests.conftest import scope_containers
-    from tests.test_guard_docker import web
+    from tests.support.busybox_engines import web
 
     with FakeOllama(unknown={"missing"}) as ollama:
         kind = type(get_kind("openai"))

@@ -26,40 +26,12 @@ from sparkdeck.recorder.query import last_postmortem, rows_between
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import db_size, read_boot_id
 from sparkdeck.telemetry.sampler import TelemetrySampler
-from tests.test_guard_real_memory import pcp_free_bytes
+from tests.support.memory_hog import pcp_free_bytes
+from tests.support.recording_child import REPO, child
 from tools.record_nvml import RecordedNvml
 
-REPO = Path(__file__).resolve().parent.parent
 H200 = REPO / "tests" / "fixtures" / "nvml" / "h200_clock_events.json"
 GIB = 2**30
-
-# A recording process as the service runs it: the real sampler, one row a second.
-RECORDING_CHILD = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from sparkdeck.recorder import FlightRecorder
-    from sparkdeck.telemetry.sampler import TelemetrySampler
-    recorder, _ = FlightRecorder.open(Path(sys.argv[1]))
-    sampler = TelemetrySampler()
-    mode = sys.argv[2]
-    for n in range(10_000):
-        row = recorder.record(sampler.sample(), "child-engine running", 42.0)
-        print(f"{row.t:.3f}", flush=True)
-        if mode == "vanish" and n == 2:
-            recorder.flush()
-            import os; os._exit(0)  # the process is gone without a clean stop (a freeze)
-        time.sleep(1.0)
-""")
-
-
-def child(db: Path, mode: str = "run") -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", RECORDING_CHILD, str(db), mode],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
 
 
 def test_real_samples_are_recorded_and_read_back(tmp_path: Path) -> None:

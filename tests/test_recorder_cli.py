@@ -18,7 +18,7 @@ from sparkdeck.recorder.postmortem import judge
 from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.recorder.store import default_path
 from sparkdeck.telemetry.sampler import TelemetrySampler
-from tests.test_recorder import child
+from tests.support.recording_child import child
 
 GIB = 2**30
 SPARK_TOTAL = 127615312 * 1024  # a Spark's MemTotal (~121.7 GiB): FAKE rows below use it

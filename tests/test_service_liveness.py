@@ -28,15 +28,14 @@ import pytest
 
 from sparkdeck.service.liveness import HEARTBEAT_S, NOT_ANSWERING, probe
 from tests.conftest import scope_containers
+from tests.support.cli import run_cli, wait_for
 from tests.support.cpu_hog import cpu_hog
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
-from tests.test_service import (  # noqa: F401 - service_env is a fixture
+from tests.support.service_env import (  # noqa: F401 - service_env is a fixture
     client_for,
-    run_cli,
     service_env,
     service_pid,
     tiny_preset,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_service_socket import run_cli
+from tests.support.cli import run_cli
 
 DATED = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (INFO|WARNING|ERROR) +"

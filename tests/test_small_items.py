@@ -77,7 +77,7 @@ def test_the_confirmation_labels_the_setting_and_shows_the_claim_in_gib(tmp_path
 
 
 def test_the_palette_lists_each_command_once(tmp_path: Path):
-    from tests.test_ui_app import make_app
+    from tests.support.offline_app import make_app
 
     app, _ = make_app(tmp_path)
 
@@ -205,7 +205,7 @@ def test_the_engine_card_says_when_the_engine_is_on_the_lan():
 
     from sparkdeck.ui.dashboard.engine_card import EngineReport, engine_content
     from sparkdeck.ui.readers import EngineReading
-    from tests.test_ui_app import NOW, engine_state
+    from tests.support.offline_app import NOW, engine_state
 
     local = engine_state("running")
     assert "LAN" not in engine_content(EngineReport(reading=EngineReading(local, True)), NOW).plain

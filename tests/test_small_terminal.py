@@ -34,13 +34,12 @@ from sparkdeck.ui.machine.live import rows_content
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, write_preset
-from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
+from tests.support.launch_pilot import READY_S
+from tests.support.offline_app import TINY_LLAMA, engine_text, write_presets
+from tests.support.openai_loopback import LoopbackOpenAI, Scripted, attach, chunk_event
 from tests.support.pane_host import wait_until
-from tests.support.telemetry import replay_history, replay_sampler
-from tests.test_ui_app import TINY_LLAMA, engine_text, write_presets
-from tests.test_ui_keys_everywhere import attach
-from tests.test_ui_launch import READY_S
-from tests.test_ui_snapshots import CLOCK_EVENTS, HOUR, READY, no_docker
+from tests.support.snapshot_readings import HOUR, READY, no_docker
+from tests.support.telemetry import CLOCK_EVENTS, replay_history, replay_sampler
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 PRESETS = [f"tiny-{n:02d}" for n in range(1, 11)]  # ten, as in the issue; the table's order

@@ -27,7 +27,8 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
-from tests.test_ui_app import engine_text, wait_until
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import wait_until
 
 pytestmark = pytest.mark.docker
 # sh as PID 1 ignoring SIGTERM, serving the health page: only SIGKILL ends it

@@ -25,7 +25,8 @@ from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.launch.events import FitChecked, SwitchWaited
 from sparkdeck.launch.sequence import Launcher
 from tests.conftest import busybox_preset
-from tests.test_engine_memory import holder, start_hog, stop_hog
+from tests.support.busybox_engines import holder
+from tests.support.memory_hog import start_hog, stop_hog
 
 pytestmark = pytest.mark.docker
 MIB = 2**20

@@ -13,10 +13,8 @@ clock-event mask, clock or utilisation changed (`doctored`), labelled as such wh
 
 from __future__ import annotations
 
-import copy
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,12 +31,9 @@ from sparkdeck.host.throttle import (
 from sparkdeck.telemetry.sampler import TelemetrySampler
 from sparkdeck.telemetry.view import gpu_rows
 from tests.support.telemetry import GB10, FixedPressure, fixed_memory
+from tests.support.throttle_recordings import FIXTURES, LOAD, RECORDING, doctored, phase_indices
 from tools.record_nvml import RecordedNvml
 
-FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
-EVENTS = FIXTURES / "h200_clock_events.json"
-RECORDING: dict[str, Any] = json.loads(EVENTS.read_text())
-REASONS_CALL = "nvmlDeviceGetCurrentClocksEventReasons(gpu0)"
 BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 
 # nvidia-smi -q -d PERFORMANCE wording -> the reader's names
@@ -60,38 +55,6 @@ def read(recording: dict[str, Any], index: int) -> GpuSnapshot:
     reading = NvmlReader(nvml, host_total_bytes=recording["host_mem_total_bytes"]).read()
     assert reading.ok
     return reading.gpus[0]
-
-
-def phase_indices(recording: dict[str, Any], phase: str) -> list[int]:
-    return [i for i, s in enumerate(recording["samples"]) if s["phase"] == phase]
-
-
-def doctored(
-    base: dict[str, Any],
-    index: int,
-    *,
-    mask: int | str | None = None,
-    util: int | None = None,
-    sm: int | None = None,
-) -> dict[str, Any]:
-    """FAKE: a copy of a recording whose sample `index` answers a different clock-event mask
-    ("unsupported" for NOT_SUPPORTED), utilisation or SM clock."""
-    data = copy.deepcopy(base)
-    calls = data["samples"][index]["calls"]
-    if mask == "unsupported":
-        calls[REASONS_CALL] = {
-            "__error__": "NVML_ERROR_NOT_SUPPORTED",
-            "code": 3,
-            "message": "Not Supported",
-        }
-    elif mask is not None:
-        calls[REASONS_CALL] = mask
-    if util is not None:
-        calls["nvmlDeviceGetUtilizationRates(gpu0)"]["gpu"] = util
-    if sm is not None:
-        calls["nvmlDeviceGetClockInfo(gpu0, 1)"] = sm
-    data["_note"] = "FAKE: " + data.get("_note", "")
-    return data
 
 
 def smi_active(phase: str) -> set[str]:
@@ -135,9 +98,6 @@ def test_recorded_h200_under_matmul_is_power_capped(phase: str) -> None:
 def test_recorded_reasons_agree_with_nvidia_smi_performance(phase: str) -> None:
     last = phase_indices(RECORDING, phase)[-1]
     assert set(read(RECORDING, last).clock_event_reasons or ()) == smi_active(phase)
-
-
-LOAD = phase_indices(RECORDING, "load")[0]
 
 
 @pytest.mark.parametrize(

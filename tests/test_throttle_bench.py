@@ -18,7 +18,7 @@ from sparkdeck.bench.report import print_run, to_csv
 from sparkdeck.bench.sampler import ResourceSampler
 from sparkdeck.bench.store import BenchStore
 from sparkdeck.host.nvml import NvmlReader
-from tests.test_bench_store import CONFIG, fp, outcome
+from tests.support.bench_records import CONFIG, fp, outcome
 from tools.record_nvml import RecordedNvml
 
 EVENTS = Path(__file__).parent / "fixtures" / "nvml" / "h200_clock_events.json"
@@ -81,7 +81,7 @@ def test_the_sampler_thread_counts_every_sample_under_load() -> None:
 
 def test_a_clock_stuck_low_counts_from_its_second_sample_in_a_row() -> None:
     """FAKE stuck clock: a recorded load sample with no reason, util 100 %, SM 700 MHz."""
-    from tests.test_throttle import LOAD, RECORDING, doctored
+    from tests.support.throttle_recordings import LOAD, RECORDING, doctored
 
     stuck = doctored(RECORDING, LOAD, mask=0, util=100, sm=700)
     nvml = RecordedNvml(stuck)

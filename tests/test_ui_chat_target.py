@@ -15,8 +15,9 @@ from textual.widgets import Input
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from sparkdeck.ui.chat.views import ReplyView
 from sparkdeck.ui.readers import NO_ENGINE, chat_target
+from tests.support.offline_app import make_app, text_of
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
-from tests.test_ui_app import make_app, text_of, wait_until
+from tests.support.pane_host import wait_until
 
 SIZE = (120, 40)
 

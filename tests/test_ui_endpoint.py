@@ -26,8 +26,9 @@ from sparkdeck.ui.endpoint import requests as requests_view
 from sparkdeck.ui.endpoint.view import ConnectScreen
 from sparkdeck.ui.screens.help import HelpScreen
 from tests.conftest import free_port, llama_preset_fields, write_preset
-from tests.test_service_socket import run_cli
-from tests.test_ui_app import make_app, text_of, wait_until
+from tests.support.cli import run_cli
+from tests.support.offline_app import make_app, text_of
+from tests.support.pane_host import wait_until
 
 SECRET = "s3cret-connect-value-7f3a"
 KEY_ENV = "SPARKDECK_API_KEY"

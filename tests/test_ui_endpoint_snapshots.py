@@ -24,7 +24,8 @@ from sparkdeck.presets import load_catalog
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.endpoint.view import ConnectScreen
-from tests.test_ui_app import OLLAMA, TINY_LLAMA, UnreachableDocker, wait_until, write_presets
+from tests.support.offline_app import OLLAMA, TINY_LLAMA, UnreachableDocker, write_presets
+from tests.support.pane_host import wait_until
 
 DATA = Path("/tmp/sparkdeck-connect-snapshot")
 WHEN = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC

@@ -16,8 +16,9 @@ from sparkdeck.config.settings import GuardSettings
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.strip.glance import GAP, GlanceStrip, glance_content, glance_parts
+from tests.support.offline_app import make_app, text_of
+from tests.support.pane_host import wait_until
 from tests.support.telemetry import NVML_FIXTURES, fixed_memory, replay_history, replay_sampler
-from tests.test_ui_app import make_app, text_of, wait_until
 
 CLOCK_EVENTS = NVML_FIXTURES / "h200_clock_events.json"
 HOUR = 3600.0

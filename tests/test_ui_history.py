@@ -28,8 +28,10 @@ from sparkdeck.ui.history.bars import ScaledBars, bar_lines
 from sparkdeck.ui.history.figures import read_window
 from sparkdeck.ui.history.postmortem import PostMortemScreen, seen_path
 from sparkdeck.ui.history.view import HistoryScreen, clock
-from tests.test_recorder import H200, child
-from tests.test_ui_app import make_app, text_of, wait_until
+from tests.support.offline_app import make_app, text_of
+from tests.support.pane_host import wait_until
+from tests.support.recording_child import child
+from tests.support.telemetry import CLOCK_EVENTS as H200
 from tools.record_nvml import RecordedNvml
 
 SIZE = (120, 40)

@@ -23,7 +23,8 @@ from sparkdeck.recorder.rows import RecordedSample
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.history.view import HistoryScreen
-from tests.test_ui_app import UnreachableDocker, text_of, wait_until, write_presets
+from tests.support.offline_app import UnreachableDocker, text_of, write_presets
+from tests.support.pane_host import wait_until
 
 END = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 GIB = 2**30

@@ -24,7 +24,8 @@ from sparkdeck.ui.history.view import HistoryScreen
 from sparkdeck.ui.keymap import BINDINGS
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.screens.help import HelpScreen
-from tests.test_ui_app import make_app, run, text_of, wait_until
+from tests.support.offline_app import make_app, run, text_of
+from tests.support.pane_host import wait_until
 
 ID_STYLE = re.compile(r"[a-z]+(-[a-z]+)*")
 OWNERS = (

@@ -15,19 +15,15 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.bench.view import BenchCompareScreen
 from sparkdeck.ui.screens.help import HelpScreen
-from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
-from tests.test_ui_app import make_app, wait_until
+from tests.support.offline_app import make_app
+from tests.support.openai_loopback import LoopbackOpenAI, Scripted, attach, chunk_event
+from tests.support.pane_host import wait_until
 
 SIZE = (120, 40)
 TABS = {"m": "machine-tab", "e": "metrics-tab", "c": "chat-tab", "g": "guard-tab"}
-
-
-def attach(url: str) -> None:
-    AttachedRegistry().add(Endpoint("atlas", url, "openai", "/v1/models", None, "attached"))
 
 
 def active_tab(app: SparkdeckApp) -> str:

@@ -12,9 +12,7 @@ import re
 import time
 from pathlib import Path
 
-import docker
 import pytest
-from textual.pilot import Pilot
 
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
@@ -23,11 +21,11 @@ from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
-from tests.test_ui_app import engine_text, text_of, wait_until
+from tests.support.launch_pilot import READY_S, SIZE, press_and_confirm, running
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
-SIZE = (120, 40)
-READY_S = 90.0  # a loaded 2-core machine: llama-server is ready in < 1 s when idle
 
 
 def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
@@ -37,30 +35,6 @@ def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
         lambda: runtime,
         flush=False,
         engine_poll_seconds=0.5,
-    )
-
-
-def confirm_text(app: SparkdeckApp) -> str:
-    return text_of(app.screen.query_one("#confirm-steps"))
-
-
-async def press_and_confirm(pilot: Pilot, app: SparkdeckApp, key: str) -> str:
-    """Press `key`, wait for the confirmation, return its text (still open)."""
-    await pilot.press(key)
-    await wait_until(
-        pilot,
-        lambda: isinstance(app.screen, ConfirmScreen),
-        timeout=30.0,
-        what=f"the confirmation after {key}",
-    )
-    return text_of(app.screen.query_one("#confirm-title")) + "\n" + confirm_text(app)
-
-
-def running(client: docker.DockerClient, scope: str) -> list[str]:
-    return sorted(
-        c.labels.get("io.sparkdeck.preset", c.name)
-        for c in scope_containers(client, scope)
-        if c.status == "running"
     )
 
 

@@ -20,7 +20,8 @@ from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import busybox_preset, scope_containers
-from tests.test_ui_app import engine_text, wait_until
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import wait_until
 
 pytestmark = pytest.mark.docker
 SIZE = (120, 40)

@@ -17,8 +17,9 @@ import docker.errors
 import pytest
 
 from tests.conftest import busybox_preset, unavailable
+from tests.support.cli import run_cli
 from tests.support.loopback_registry import LoopbackRegistry
-from tests.test_service import run_cli, service_env  # noqa: F401
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker
 
@@ -33,8 +34,9 @@ def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea
     from sparkdeck.ui.dashboard.presets import PresetTable
-    from tests.test_ui_app import engine_text, wait_until
-    from tests.test_ui_launch import press_and_confirm
+    from tests.support.launch_pilot import press_and_confirm
+    from tests.support.offline_app import engine_text
+    from tests.support.pane_host import wait_until
 
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
     if not busybox.is_file():

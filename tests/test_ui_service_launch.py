@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from tests.conftest import scope_containers
-from tests.test_service import client_for, run_cli, service_env, tiny_preset  # noqa: F401
+from tests.support.cli import run_cli
+from tests.support.service_env import client_for, service_env, tiny_preset  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 READY_S = 90.0
@@ -48,8 +49,9 @@ def test_a_window_launches_switches_and_stops_through_the_service(
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea
     from sparkdeck.ui.dashboard.presets import PresetTable
-    from tests.test_ui_app import engine_text, wait_until
-    from tests.test_ui_launch import press_and_confirm
+    from tests.support.launch_pilot import press_and_confirm
+    from tests.support.offline_app import engine_text
+    from tests.support.pane_host import wait_until
 
     tiny_preset(isolated_dirs, llama_image, "svc-a")
     tiny_preset(isolated_dirs, llama_image, "svc-b")

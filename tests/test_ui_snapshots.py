@@ -20,29 +20,23 @@ from textual.pilot import Pilot
 from sparkdeck.config.settings import Settings, UiSettings
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.presets import load_catalog
-from sparkdeck.runtime.client import DockerRuntime
-from sparkdeck.runtime.errors import DockerUnavailable
-from sparkdeck.runtime.state import EngineState
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.screens.confirm import ConfirmScreen
+from tests.support.offline_app import OLLAMA, TINY_LLAMA, text_of, write_presets
+from tests.support.pane_host import wait_until
+from tests.support.snapshot_readings import HOUR, READY, no_docker
 from tests.support.telemetry import (
     GB10,
+    CLOCK_EVENTS,
     H200,
     NVML_FIXTURES,
     replay_history,
     replay_sampler,
 )
-from tests.test_ui_app import OLLAMA, TINY_LLAMA, text_of, wait_until, write_presets
 
 SIZE = (120, 40)
-CLOCK_EVENTS = NVML_FIXTURES / "h200_clock_events.json"  # an H200 held at its power cap
-HOUR = 3600.0
-
-
-def no_docker() -> DockerRuntime:
-    raise DockerUnavailable("cannot reach the Docker daemon (snapshot test)")
 
 
 def dashboard(
@@ -112,22 +106,6 @@ def test_dashboard(
 # lines and an engine-metrics trail handed to the panes the way their workers hand them.
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
-READY = EngineState(
-    container_id="c0ffee000001",
-    name="sparkdeck-tiny-llama",
-    preset_id="tiny-llama",
-    kind="llamacpp",
-    image="local/llama-server:test",
-    model="/models/tiny.gguf",
-    base_url="http://127.0.0.1:8080",
-    health_path="/health",
-    metrics_path="/metrics",
-    spec_hash="0" * 12,
-    docker_state="running",
-    exit_code=None,
-    started_at=None,
-    published_on="127.0.0.1",
-)
 LOG = [
     "main: loading model",
     "llama_model_loader: loaded meta data with 24 key-value pairs "

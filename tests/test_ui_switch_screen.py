@@ -30,8 +30,8 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.screens import SKIP_RISK, SwitchWaitScreen
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import busybox_preset
-from tests.support.pane_host import WidgetHost
-from tests.test_ui_app import engine_text, wait_until
+from tests.support.offline_app import engine_text
+from tests.support.pane_host import WidgetHost, wait_until
 
 # sh stays PID 1 and ends on SIGTERM (httpd as PID 1 would ignore it: a 30 s stop)
 WEB = "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait"

@@ -28,8 +28,9 @@ from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from sparkdeck.ui.readers import claim_cell
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
-from tests.test_ui_app import engine_text, text_of, wait_until
-from tests.test_ui_launch import READY_S, SIZE, press_and_confirm, running
+from tests.support.launch_pilot import READY_S, SIZE, press_and_confirm, running
+from tests.support.offline_app import engine_text, text_of
+from tests.support.pane_host import wait_until
 
 docker_tests = [pytest.mark.docker, pytest.mark.llama]
 
@@ -364,7 +365,7 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
     is ready and the palette's chat commands say what to do first."""
     from sparkdeck.ui.bench.view import BenchCompareScreen
     from sparkdeck.ui.screens.help import HelpScreen
-    from tests.test_ui_app import make_app as make_offline_app
+    from tests.support.offline_app import make_app as make_offline_app
 
     app, _ = make_offline_app(tmp_path)
 

@@ -24,8 +24,9 @@ from sparkdeck.service.owner import EngineOwner
 from sparkdeck.ui.history.postmortem import PostMortemScreen
 from sparkdeck.ui.models.view import ModelsScreen
 from tests.conftest import base_fields, free_port, write_preset
-from tests.test_recorder import child
-from tests.test_ui_app import make_app, wait_until
+from tests.support.offline_app import make_app
+from tests.support.pane_host import wait_until
+from tests.support.recording_child import child
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

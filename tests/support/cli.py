@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -54,3 +55,18 @@ def wait_for(
             said = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout} s waiting for {said}")
         time.sleep(every)
+
+
+def sparkdeck(*args: str, env_dirs: dict[str, Path], **popen: object):
+    env = {
+        **os.environ,
+        "SPARKDECK_DATA_DIR": str(env_dirs["data"]),
+        "SPARKDECK_CONFIG_DIR": str(env_dirs["config"]),
+        "SPARKDECK_SCOPE": "t" + uuid.uuid4().hex[:10],
+    }  # never sees anyone's engine
+    command = [sys.executable, "-m", "sparkdeck", *args]
+    if popen.pop("background", False):
+        return subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen
+        )
+    return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.http_json import JsonReplies
 
 
@@ -136,3 +137,7 @@ class LoopbackOpenAI:
     @property
     def disconnected(self) -> threading.Event:
         return self._server.disconnected
+
+
+def attach(url: str) -> None:
+    AttachedRegistry().add(Endpoint("atlas", url, "openai", "/v1/models", None, "attached"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sparkdeck.host.hwmon import PowerRail
 from sparkdeck.host.meminfo import MemorySnapshot, parse_meminfo
-from sparkdeck.host.nvml import NvmlReader
+from sparkdeck.host.nvml import GpuReading, NvmlReader
 from sparkdeck.host.psi import PsiSnapshot, parse_pressure
 from sparkdeck.telemetry.sampler import History, TelemetrySampler
 from tools.record_nvml import RecordedNvml
@@ -19,6 +19,7 @@ from tools.record_nvml import RecordedNvml
 NVML_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
 H200 = NVML_FIXTURES / "h200_idle_load.json"
 GB10 = NVML_FIXTURES / "gb10_written.json"
+CLOCK_EVENTS = NVML_FIXTURES / "h200_clock_events.json"  # an H200 held at its power cap
 
 # A Spark-sized /proc/meminfo with an engine holding ~70 GiB (a fake: no Spark here).
 SPARK_MEMINFO = """\
@@ -93,3 +94,18 @@ def replay_history(recording: Path, seconds: int = 300) -> History:
         clock[0] = 700.0 + second
         history.add(sampler.sample())
     return history
+
+
+def replay(
+    path: Path | dict, host_total: int | None = None
+) -> tuple[RecordedNvml, list[tuple[str, GpuReading]]]:
+    """Every sample of a recording, read by one NvmlReader as a panel would poll it."""
+    nvml = RecordedNvml(path)
+    total = nvml.host_mem_total_bytes if host_total is None else host_total
+    reader = NvmlReader(nvml, host_total_bytes=total)
+    readings = []
+    for i, sample in enumerate(nvml.samples):
+        nvml.use(i)
+        readings.append((sample["phase"], reader.read()))
+    reader.close()
+    return nvml, readings

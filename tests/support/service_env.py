@@ -1,0 +1,58 @@
+"""The sparkdeck service's environment for a test (its own scope, the service started on
+demand) and its clean-up, the client of its socket, and the tiny llama-server preset the
+service tests launch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkdeck.service.client import ServiceClient
+from tests.conftest import (
+    free_port,
+    llama_preset_fields,
+    remove_scope,
+    write_preset,
+)
+from tests.support.cli import run_cli
+
+
+def service_pid(env: dict[str, str]) -> int | None:
+    status = run_cli("service", "status", "--json", env=env, timeout=30)
+    report = json.loads(status.stdout)
+    return report["pid"] if report["running"] else None
+
+
+@pytest.fixture
+def service_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
+    env = {**os.environ, "SPARKDECK_SCOPE": scope, "SPARKDECK_SERVICE": "auto"}
+    yield env
+    # whoever holds the service lock, answering or not (a test that failed with the service
+    # stopped or wedged must not leave it behind): asked of the lock, not of the service
+    from sparkdeck.service.liveness import lock_holder
+
+    pid = lock_holder()
+    if pid is not None:
+        os.kill(pid, signal.SIGCONT)
+        run_cli("service", "stop", env=env, timeout=30)
+        try:
+            os.kill(pid, signal.SIGKILL)  # one that did not stop is not left behind
+        except ProcessLookupError:
+            pass
+    remove_scope(docker_client, scope)
+
+
+def client_for(env: dict[str, str]) -> ServiceClient:
+    return ServiceClient(Path(env["SPARKDECK_RUNTIME_DIR"]) / "service.sock")
+
+
+def tiny_preset(isolated_dirs, image: str, preset_id: str = "svc-tiny") -> int:
+    port = free_port()
+    write_preset(isolated_dirs["config"] / "presets", preset_id, **llama_preset_fields(image, port))
+    return port
