@@ -13,33 +13,30 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
+
 from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.listener import open_listener
 from tests.conftest import free_port
 
 
-def test_every_connection_the_endpoint_accepts_sends_without_nagle() -> None:
+@pytest.mark.anyio
+async def test_every_connection_the_endpoint_accepts_sends_without_nagle() -> None:
     listener = open_listener(EndpointSettings(port=free_port()))
     accepted: list[int] = []
 
-    async def serve_one() -> None:
-        def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            sock = writer.get_extra_info("socket")
-            accepted.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-            writer.close()
+    def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        accepted.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
 
-        server = await asyncio.start_server(connected, sock=listener)
-        async with server:
-            host, port = listener.getsockname()[:2]
-            _, writer = await asyncio.open_connection(host, port)
-            for _ in range(100):
-                if accepted:
-                    break
-                await asyncio.sleep(0.01)
-            writer.close()
-
-    try:
-        asyncio.run(serve_one())
-    finally:
-        listener.close()
+    # the way uvicorn serves it: an asyncio server on the socket the service made
+    async with await asyncio.start_server(connected, sock=listener):
+        host, port = listener.getsockname()[:2]
+        _, writer = await asyncio.open_connection(host, port)
+        for _ in range(100):
+            if accepted:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
     assert accepted == [1], f"TCP_NODELAY on the accepted connection: {accepted}"
