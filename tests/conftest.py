@@ -33,6 +33,7 @@ from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_l
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
 
+pytest_plugins = ["tests.support.anyio_backend"]
 REQUIRE_REAL = os.environ.get("SPARKDECK_REQUIRE_REAL_PARTS") == "1"
 
 # A shell that starts pytest in the background (`nohup ... &`, a CI runner's job) hands it
