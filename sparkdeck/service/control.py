@@ -9,12 +9,19 @@ the front end gets the same thing back: the launch's typed events as they happen
 service sends them across its socket as themselves: sparkdeck.launch.wire), the engine it
 started, or one typed error that says why not (with the engine's last log lines when it
 exited). No front end branches on "service or in-process" itself.
+
+The engine's guard goes the same way (`guard()`): the service's watchdog, relayed, with
+this process taking over while the service does not answer, or this process's watchdog
+with the service off; the front end gets typed guard events (service.guard_events) and
+renders them. A front end that only guards asks `guard_control()`, which asks the service
+nothing first (a service that does not answer must not hold up the guard).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkdeck.launch.events import EventSink, event_from_dict
@@ -23,8 +30,13 @@ from sparkdeck.runtime.state import EngineState
 from sparkdeck.service.errors import ServiceError
 
 if TYPE_CHECKING:
+    from sparkdeck.config.settings import GuardSettings
+    from sparkdeck.guard.readings import Reading
+    from sparkdeck.guard.watchdog import Watchdog
     from sparkdeck.launch.plan import LaunchFlow, LaunchPlan
+    from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.service.client import ServiceClient
+    from sparkdeck.service.guard_events import EngineGuard, GuardSink
 
 
 class LaunchCancelled(Exception):
@@ -58,6 +70,22 @@ class EngineControl(Protocol):
         the default); those stopped. Each step goes to `on_event` as it happens."""
         ...
 
+    def guard(
+        self,
+        engine: EngineState,
+        runtime: DockerRuntime,
+        settings: GuardSettings,
+        on_event: GuardSink,
+        done: threading.Event,
+        hz: Callable[[], float],
+        read: Callable[[], Reading] | None = None,
+    ) -> EngineGuard:
+        """Follow `engine`'s guard until `done` (the returned guard's `run()`, in the
+        caller's thread): each decision, stop attempt, guard stop and change of who guards
+        goes to `on_event` as a typed event. `hz`: this process's watchdog's rate, read at
+        each wait; `read`: its reading source (the host's by default)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -66,9 +94,13 @@ class LocalControl:
 
     by = ""
 
-    def __init__(self, flow: LaunchFlow) -> None:
-        self.flow = flow
+    def __init__(self, flow: Callable[[], LaunchFlow]) -> None:
+        self._make_flow = flow  # made when a launch or stop needs it (guarding does not)
         self.notes: list[str] = []
+
+    @cached_property
+    def flow(self) -> LaunchFlow:
+        return self._make_flow()
 
     def launch(
         self,
@@ -87,20 +119,37 @@ class LocalControl:
     def stop(self, on_event: EventSink, grace: float | None = None) -> list[EngineState]:
         return self.flow.stop(on_event, grace)
 
+    def guard(
+        self,
+        engine: EngineState,
+        runtime: DockerRuntime,
+        settings: GuardSettings,
+        on_event: GuardSink,
+        done: threading.Event,
+        hz: Callable[[], float],
+        read: Callable[[], Reading] | None = None,
+    ) -> EngineGuard:
+        from sparkdeck.service.guard_events import LocalGuard
+
+        return LocalGuard(
+            own_watchdog(engine, runtime, settings, on_event, read), done, hz, on_event
+        )
+
     def close(self) -> None:
         pass
 
 
 class ServiceControl:
-    """The service runs the launch; this front end follows it (launch_follow)."""
+    """The service runs the launch; this front end follows it (launch_follow). Made without
+    a client (guard_control), it connects at its first launch or stop."""
 
-    def __init__(self, client: ServiceClient, status: dict[str, Any], started: bool) -> None:
-        from sparkdeck.endpoint.listener import endpoint_line
-
-        self.client = client
+    def __init__(self, client: ServiceClient | None, status: dict[str, Any], started: bool) -> None:
+        self._client = client
         self.by = "the service"
         self.notes = []
         if started:
+            from sparkdeck.endpoint.listener import endpoint_line
+
             self.notes.append(
                 f"started the sparkdeck service (process {status.get('pid')}): "
                 "it guards the engine after this command ends"
@@ -177,8 +226,59 @@ class ServiceControl:
             raise asked["error"]
         return [engine_from(e) for e in asked["stopped"]]
 
+    @property
+    def client(self) -> ServiceClient:
+        if self._client is None:
+            from sparkdeck.service.client import ensure_running
+
+            self._client, _ = ensure_running()
+        return self._client
+
+    def guard(
+        self,
+        engine: EngineState,
+        runtime: DockerRuntime,
+        settings: GuardSettings,
+        on_event: GuardSink,
+        done: threading.Event,
+        hz: Callable[[], float],
+        read: Callable[[], Reading] | None = None,
+    ) -> EngineGuard:
+        """The service's watchdog, relayed; this process's own guards while the service
+        does not answer (relay.FrontGuard: it makes its own connections, each time the
+        service answers again, so the control's client is not used)."""
+        from sparkdeck.service.relay import FrontGuard
+
+        return FrontGuard(
+            own_watchdog(engine, runtime, settings, on_event, read), done, hz, on_event
+        )
+
     def close(self) -> None:
-        self.client.close()
+        if self._client is not None:
+            self._client.close()
+
+
+def own_watchdog(
+    engine: EngineState,
+    runtime: DockerRuntime,
+    settings: GuardSettings,
+    on_event: GuardSink,
+    read: Callable[[], Reading] | None,
+) -> Watchdog:
+    """This process's watchdog of `engine` (guard.watchdog's one factory), reporting as
+    guard events."""
+    from sparkdeck.guard.watchdog import engine_watchdog
+    from sparkdeck.service.guard_events import Decided, ReadFailed, StopTried
+
+    return engine_watchdog(
+        settings,
+        runtime,
+        engine,
+        read=read,
+        on_decision=lambda decision: on_event(Decided(decision)),
+        on_attempt=lambda attempt: on_event(StopTried(attempt)),
+        on_error=lambda exc: on_event(ReadFailed(exc)),
+    )
 
 
 def engine_from(data: dict[str, Any]) -> EngineState:
@@ -221,4 +321,24 @@ def engine_control(flow: Callable[[], LaunchFlow], *, start: bool = True) -> Eng
                 client.close()
                 raise
             return ServiceControl(client, status, started)
-    return LocalControl(flow())
+    return LocalControl(flow)
+
+
+def guard_control(flow: Callable[[], LaunchFlow] | None = None) -> EngineControl:
+    """The owner whose guard a front end follows: the service whenever it is switched on,
+    whether it runs, answers or not (its guard starts a service that is gone, takes over
+    from one that does not answer and hands back), else this process. Asks the service
+    nothing: that is the guard's first step, which says what it found as events."""
+    from sparkdeck.service import location
+
+    if location.enabled():
+        return ServiceControl(None, {}, started=False)
+    return LocalControl(flow or _plain_flow)
+
+
+def _plain_flow() -> LaunchFlow:
+    from sparkdeck.config.settings import load_settings
+    from sparkdeck.launch.plan import LaunchFlow
+    from sparkdeck.runtime import connect
+
+    return LaunchFlow(connect, guard=load_settings().guard)

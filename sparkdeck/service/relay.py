@@ -3,13 +3,14 @@ its own watchdog while it does not.
 
 When the service runs, it guards the engine; a second watchdog in a window would only decide
 twice and stop twice. So a window (the TUI's guard line, `sparkdeck guard`) follows the
-service's event stream and hands each guard decision, stop attempt and guard stop to its
-callbacks. The stream carries a keep-alive every second: SILENCE_S without a byte, or the
-stream ending, and the window asks the heartbeat (liveness.py) why. A service that is gone is
-started again (it adopts the engine); one that does not answer (stopped, wedged) cannot be
-replaced while it holds its lock, so the window guards the engine with its own watchdog,
-says so in the warning colour, and hands back when the heartbeat answers again (never in the
-middle of a stop it is carrying out).
+service's event stream and hands each guard decision, stop attempt and guard stop on as
+typed events (guard_events; ServiceControl.guard builds this loop). The stream carries a
+keep-alive every second: SILENCE_S without a byte, or the stream ending, and the window
+asks the heartbeat (liveness.py) why. A service that is gone is started again (it adopts
+the engine); one that does not answer (stopped, wedged) cannot be replaced while it holds
+its lock, so the window guards the engine with its own watchdog and says so (TakenOver:
+the front end shows it in the warning colour), and hands back when the heartbeat answers
+again (never in the middle of a stop it is carrying out).
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkdeck.service.client import ServiceClient
 from sparkdeck.service.errors import ServiceError
+from sparkdeck.service.guard_events import (
+    GuardNote,
+    GuardSink,
+    GuardStopped,
+    LocalGuard,
+    ServiceDecided,
+    ServiceGuards,
+    StopTried,
+    TakenOver,
+)
 from sparkdeck.service.liveness import NOT_RUNNING, OFF, Liveness, probe
 
 if TYPE_CHECKING:
@@ -35,50 +45,33 @@ PROBE_EVERY_S = 1.0  # while a window guards: how often it asks whether the serv
 RESTART_EVERY_S = 30.0  # a service that failed to start is not tried again sooner
 
 
-@dataclass(frozen=True)
-class RemoteDecision:
-    """One of the service watchdog's decisions, as a front end shows it."""
-
-    level: str  # ok, warn, stop
-    text: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GuardCalls:
-    """What a front end does with what its guard loop learns."""
-
-    # (what they return is not used: `object` lets a front end pass post_message as it is)
-    decision: Callable[[RemoteDecision], object]  # the service's watchdog decided
-    attempt: Callable[[bool, str, int], object]  # the service tried a stop
-    stopped: Callable[[str], object]  # the service's watchdog stopped the engine (why)
-    note: Callable[[str], object]  # the service guards the engine (started now or not)
-    silent: Callable[[Liveness], object]  # nobody answers: the window's own watchdog guards
-
-
 def relay_guard(
     client: ServiceClient,
     done: threading.Event,
-    on_decision: Callable[[RemoteDecision], object],
-    on_attempt: Callable[[bool, str, int], object],
-    on_stopped: Callable[[str], object],
+    on_event: GuardSink,
     silence_s: float = SILENCE_S,
 ) -> bool:
     """Relay until `done` (True) or the stream ends, fails or is silent for `silence_s`
     (False). Something comes every second, so `done` is seen within about a second."""
+    from sparkdeck.guard.stopper import StopAttempt
+
     try:
         with client.events(read_timeout=silence_s) as events:
             for kind, data in events:
                 if done.is_set():
                     return True
                 if kind == "guard":
-                    on_decision(
-                        RemoteDecision(data["level"], data["text"], tuple(data.get("reasons", ())))
+                    on_event(
+                        ServiceDecided(data["level"], data["text"], tuple(data.get("reasons", ())))
                     )
                 elif kind == "stop-attempt":
-                    on_attempt(bool(data["done"]), str(data["text"]), int(data["killed"]))
+                    on_event(
+                        StopTried(
+                            StopAttempt(bool(data["done"]), str(data["text"]), int(data["killed"]))
+                        )
+                    )
                 elif kind == "engine" and data.get("state") == "stopped by the guard":
-                    on_stopped("; ".join(data.get("reasons", ())))
+                    on_event(GuardStopped("; ".join(data.get("reasons", ()))))
     except Exception:  # noqa: BLE001 - the stream broke or went quiet (httpx, JSON)
         pass
     return done.is_set()
@@ -90,36 +83,37 @@ class FrontGuard:
     guard.watchdog.engine_watchdog); it runs only while the service does not answer."""
 
     def __init__(
-        self, watchdog: Watchdog, done: threading.Event, hz: Callable[[], float], calls: GuardCalls
+        self,
+        watchdog: Watchdog,
+        done: threading.Event,
+        hz: Callable[[], float],
+        on_event: GuardSink,
     ) -> None:
-        self.watchdog, self.done, self.hz, self.calls = watchdog, done, hz, calls
+        self.watchdog, self.done, self.hz, self.on_event = watchdog, done, hz, on_event
         self.guarding_here = False  # the window's own watchdog runs now
         self._start_failed_at: float | None = None
 
     def run(self) -> None:
         life = probe()
         while not self.done.is_set() and self.watchdog.stopped_by is None:
-            if life.state == OFF:  # no service by choice: this window guards, full stop
-                self.watchdog.run(self.done, self.hz)
+            if life.state == OFF:  # switched off since the control was chosen: guard here
+                LocalGuard(self.watchdog, self.done, self.hz, self.on_event).run()
                 return
             client = self._start() if life.state == NOT_RUNNING else None
             if life.usable:
                 client = _connect()
                 if client is not None:
-                    self.calls.note(
-                        f"the sparkdeck service (process {life.pid}) guards "
-                        "the engine, with or without this window"
+                    self.on_event(
+                        ServiceGuards(
+                            life.pid,
+                            f"the sparkdeck service (process {life.pid}) guards "
+                            "the engine, with or without this window",
+                        )
                     )
             if client is not None:
                 began = time.monotonic()
                 with client:
-                    if relay_guard(
-                        client,
-                        self.done,
-                        self.calls.decision,
-                        self.calls.attempt,
-                        self.calls.stopped,
-                    ):
+                    if relay_guard(client, self.done, self.on_event):
                         return
                 if self.done.is_set():
                     return
@@ -130,7 +124,7 @@ class FrontGuard:
                     if time.monotonic() - began < PROBE_EVERY_S and self.done.wait(PROBE_EVERY_S):
                         return
                     continue
-            self.calls.silent(life)
+            self.on_event(TakenOver(life))
             life = self._guard_until_back()
 
     def _start(self) -> ServiceClient | None:
@@ -145,21 +139,24 @@ class FrontGuard:
             client, started = ensure_running()
         except ServiceError as exc:
             self._start_failed_at = time.monotonic()
-            self.calls.note(f"the sparkdeck service did not start: {exc}")
+            self.on_event(GuardNote(f"the sparkdeck service did not start: {exc}"))
             return None
         try:
             pid = client.heartbeat()["pid"]
         except ServiceError as exc:  # started, and gone or wedged again at once
             client.close()
             self._start_failed_at = time.monotonic()
-            self.calls.note(f"the sparkdeck service started but does not answer: {exc}")
+            self.on_event(GuardNote(f"the sparkdeck service started but does not answer: {exc}"))
             return None
-        self.calls.note(
-            f"started the sparkdeck service (process {pid}): it guards the "
-            "engine, with or without this window"
-            if started
-            else f"the sparkdeck service (process {pid}) guards the engine, with or "
-            "without this window"
+        self.on_event(
+            ServiceGuards(
+                pid,
+                f"started the sparkdeck service (process {pid}): it guards the "
+                "engine, with or without this window"
+                if started
+                else f"the sparkdeck service (process {pid}) guards the engine, with or "
+                "without this window",
+            )
         )
         return client
 

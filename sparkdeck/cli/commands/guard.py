@@ -23,16 +23,25 @@ from sparkdeck.guard.policy import Decision
 from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions
 from sparkdeck.guard.stopper import DOCKER_TIMEOUT_S, StopAttempt
-from sparkdeck.guard.watchdog import Watchdog, engine_watchdog
+from sparkdeck.guard.watchdog import Watchdog
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.errors import NotManaged
+from sparkdeck.service.guard_events import (
+    Decided,
+    GuardedHere,
+    GuardEvent,
+    GuardNote,
+    GuardSink,
+    GuardStopped,
+    ReadFailed,
+    ServiceDecided,
+    ServiceGuards,
+    StopTried,
+    TakenOver,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from sparkdeck.runtime.client import DockerRuntime
-    from sparkdeck.service.liveness import Liveness
-    from sparkdeck.service.relay import FrontGuard
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -145,40 +154,42 @@ def _history(as_json: bool) -> int:
     return 0
 
 
-def _front_guard(
-    name: str, dog: Watchdog, done: threading.Event, out: _Output, hz: Callable[[], float]
-) -> FrontGuard:
-    """While the sparkdeck service answers, it guards the engine and its decisions are
-    shown (a second watchdog would decide, record and stop twice); while it does not, this
-    command's own watchdog guards it (sparkdeck.service.relay.FrontGuard)."""
-    from sparkdeck.service.relay import FrontGuard, GuardCalls
+def _renderer(name: str, out: _Output, done: threading.Event) -> GuardSink:
+    """What each guard event prints. While the sparkdeck service answers it guards the
+    engine and its decisions are shown (a second watchdog would decide, record and stop
+    twice); while it does not, or with it switched off, this command's own watchdog guards
+    (EngineControl.guard chooses; the events say who guards now)."""
+    errors: list[str] = []
 
-    def stopped(why: str) -> None:
-        out.event("stopped", f"the service stopped {name}: {why}")
-        done.set()
+    def on_event(event: GuardEvent) -> None:
+        match event:
+            case Decided(decision):
+                out.decision(decision)
+            case ServiceDecided(level=level, text=text):
+                out.event("decision", text, level=level)
+            case StopTried(attempt):
+                out.attempt(attempt)
+            case ReadFailed(error):  # a failed reading: said once, then retried
+                text = _first_line(error)
+                if not errors or errors[-1] != text:
+                    out.event("error", f"watchdog: {text}; trying again")
+                errors.append(text)
+            case GuardStopped(reasons):
+                out.event("stopped", f"the service stopped {name}: {reasons}")
+                done.set()
+            case ServiceGuards(text=text) | GuardNote(text=text):
+                out.event("note", text)
+            case TakenOver(life):
+                out.event(
+                    "unguarded",
+                    f"the sparkdeck service is {life.state} ({life.detail}): "
+                    f"this command guards {name} until it answers again",
+                    state=life.state,
+                )
+            case GuardedHere():
+                pass  # the first line says this command guards it
 
-    def silent(life: Liveness) -> None:
-        out.event(
-            "unguarded",
-            f"the sparkdeck service is {life.state} ({life.detail}): "
-            f"this command guards {name} until it answers again",
-            state=life.state,
-        )
-
-    return FrontGuard(
-        dog,
-        done,
-        hz,
-        GuardCalls(
-            decision=lambda d: out.event("decision", d.text, level=d.level),
-            attempt=lambda ok, text, killed: out.event(
-                "stop attempt", text, done=ok, killed=killed
-            ),
-            stopped=stopped,
-            note=lambda text: out.event("note", text),
-            silent=silent,
-        ),
-    )
+    return on_event
 
 
 def run_guard(args: argparse.Namespace) -> int:
@@ -198,24 +209,20 @@ def run_guard(args: argparse.Namespace) -> int:
         timer = threading.Timer(args.duration, done.set)
         timer.daemon = True
         timer.start()
+    from sparkdeck.service.control import guard_control
+
     readings = HostReadings()
-    errors: list[str] = []
-
-    def on_error(exc: Exception) -> None:  # a failed reading: said once, then retried
-        text = _first_line(exc)
-        if not errors or errors[-1] != text:
-            out.event("error", f"watchdog: {text}; trying again")
-        errors.append(text)
-
-    dog = engine_watchdog(
-        guard,
-        runtime,
+    control = guard_control()
+    following = control.guard(
         engine,
+        runtime,
+        guard,
+        _renderer(engine.name, out, done),
+        done,
+        lambda: guard.running_hz,
         read=readings,
-        on_decision=out.decision,
-        on_attempt=out.attempt,
-        on_error=on_error,
     )
+    dog = following.watchdog
     mode = "stops" if guard.mode == "stop" else "only WARNS about (warn-only mode)"
     if not args.json:
         out._line(
@@ -230,11 +237,12 @@ def run_guard(args: argparse.Namespace) -> int:
         args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done, dog, out),
     ).start()
     try:
-        _front_guard(engine.name, dog, done, out, lambda: guard.running_hz).run()
+        following.run()
     except KeyboardInterrupt:
         pass
     finally:
         done.set()
+        control.close()
     if out.closed:
         return 0
     if readings.psi_error:

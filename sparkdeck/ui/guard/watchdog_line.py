@@ -2,10 +2,12 @@
 
 The app binds the engine to guard into `engine` (every sparkdeck engine whose container is
 alive, except the one a running launch still guards with its own start-up watchdog; see
-`guarded`) and whether a launch runs into `launching`. The line owns the watchdog's thread
-worker (sparkdeck.guard.watchdog.Watchdog) and shows each decision; decisions of a launch's
-start-up watchdog reach it from the app (GuardDecisionMade). When the watchdog stops the
-engine it says so here, notifies, and posts EngineStopped up for the engine card.
+`guarded`) and whether a launch runs into `launching`. The line owns the thread worker
+that follows the engine's guard through EngineControl (sparkdeck.service.control: the
+service's watchdog, or this window's own while the service is off or does not answer) and
+renders each guard event (sparkdeck.service.guard_events) with one `match`; decisions of a
+launch's start-up watchdog reach it from the app (GuardDecisionMade). When the guard stops
+the engine it says so here, notifies, and posts EngineStopped up for the engine card.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ from textual.widgets import Static
 from textual.worker import Worker
 
 from sparkdeck.config.settings import GuardSettings
+from sparkdeck.service.guard_events import (
+    Decided,
+    GuardedHere,
+    GuardEvent,
+    GuardNote,
+    GuardStopped,
+    ReadFailed,
+    ServiceDecided,
+    ServiceGuards,
+    StopTried,
+    TakenOver,
+)
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.worker_failures import report_worker_failure
@@ -33,7 +47,6 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.liveness import Liveness
-    from sparkdeck.service.relay import RemoteDecision
 
 
 def guarded(engine: EngineState | None, launch_guards: str | None) -> EngineState | None:
@@ -62,30 +75,19 @@ class WatchdogLine(Static):
     out, what the stop has done so far (it may take several attempts on a hung Docker)."""
 
     @dataclass
-    class StopAttempted(Message, bubble=False):
-        """The watchdog tried to stop the engine (`attempt`), or could not read the host
-        (`attempt` None, `text` says why). Never replaced unseen: each is a turn of events."""
+    class Guarded(Message, bubble=False):
+        """The engine's guard told something (`event`). A decision that is not a stop is
+        replaced by a newer one of the same guard; anything else is a turn of events and
+        never replaced unseen."""
 
-        attempt: StopAttempt | None
-        text: str = ""
-
-    @dataclass
-    class ServiceDecided(Message, bubble=False):
-        """The sparkdeck service's watchdog decided (it guards the engine, not this line)."""
-
-        decision: RemoteDecision
+        event: GuardEvent
 
         def can_replace(self, message: Message) -> bool:
             return (
-                isinstance(message, WatchdogLine.ServiceDecided)
-                and message.decision.level != "stop"
+                isinstance(message, WatchdogLine.Guarded)
+                and type(message.event) is type(self.event)
+                and _a_decision_not_a_stop(message.event)
             )
-
-    @dataclass
-    class ServiceSilent(Message, bubble=False):
-        """The service does not answer (or is gone): this window's watchdog guards now."""
-
-        liveness: Liveness
 
     @dataclass
     class EngineStopped(Message):
@@ -110,7 +112,7 @@ class WatchdogLine(Static):
         self._stop: str | None = None  # the latest stop attempt's text, once a stop began
         self._stopped = False
         self.watched: str | None = None  # the container the loop guards
-        self._watchdog: Watchdog | None = None
+        self._watchdog: Watchdog | None = None  # this window's own (guards when told)
         self._done: threading.Event | None = None
         self._stop_told = self._stop_failure_told = False
         self._stop_reasons = ""
@@ -142,23 +144,11 @@ class WatchdogLine(Static):
         self._watchdog = None
         if engine is None or self._runtime is None:
             return
-        from sparkdeck.guard.watchdog import engine_watchdog
-
-        watchdog = self._watchdog = engine_watchdog(
-            self._guard(),
-            self._runtime(),
-            engine,
-            on_decision=lambda d: self.post_message(GuardDecisionMade(d)),
-            on_attempt=lambda a: self.post_message(self.StopAttempted(a, a.text)),
-            on_error=lambda e: self.post_message(
-                self.StopAttempted(None, f"cannot read the host ({e}); trying again")
-            ),
-        )
         done = self._done = threading.Event()
         self._stop_told = self._stop_failure_told = False
         self.reset(f"watching {engine.preset_id or engine.name}…")
         self.run_worker(
-            partial(self._guard_or_relay, watchdog, done),
+            partial(self._follow_guard, engine, self._runtime(), self._guard(), done),
             thread=True,
             name="memory watchdog",
             group="guard",
@@ -167,37 +157,55 @@ class WatchdogLine(Static):
             description=f"guard {engine.name}'s memory",
         )
 
-    def _guard_or_relay(self, watchdog: Watchdog, done: threading.Event) -> None:
-        """The worker: the sparkdeck service guards the engine (started now when none runs)
-        and this line shows its decisions (every window sees the same ones); with the
-        service turned off, or while it does not answer, this window's own watchdog guards
-        it (sparkdeck.service.relay.FrontGuard)."""
-        from sparkdeck.service.relay import FrontGuard, GuardCalls
+    def _follow_guard(
+        self,
+        engine: EngineState,
+        runtime: DockerRuntime,
+        guard: GuardSettings,
+        done: threading.Event,
+    ) -> None:
+        """The worker: EngineControl's guard of `engine` until `done` (made here, off the
+        event loop: following the service loads its client)."""
+        from sparkdeck.service.control import guard_control
 
-        FrontGuard(
-            watchdog,
-            done,
-            lambda: self._guard().running_hz,
-            GuardCalls(
-                decision=self._remote_decision,
-                attempt=self._remote_attempt,
-                stopped=lambda why: self.post_message(self.EngineStopped(why)),
-                note=lambda text: self.post_message(self.StopAttempted(None, text)),
-                silent=lambda life: self.post_message(self.ServiceSilent(life)),
-            ),
-        ).run()
+        control = guard_control()
+        try:
+            following = control.guard(
+                engine,
+                runtime,
+                guard,
+                lambda event: self.post_message(self.Guarded(event)),
+                done,
+                lambda: self._guard().running_hz,
+            )
+            if self._done is done:  # still the followed engine's (_alive: None reads as alive)
+                self._watchdog = following.watchdog
+            following.run()
+        finally:
+            control.close()
 
-    def _remote_decision(self, decision: RemoteDecision) -> None:
-        self.post_message(self.ServiceDecided(decision))
-
-    def _remote_attempt(self, done: bool, text: str, killed: int) -> None:
-        from sparkdeck.guard.stopper import StopAttempt
-
-        self.post_message(self.StopAttempted(StopAttempt(done, text, killed)))
-
-    def on_watchdog_line_service_silent(self, message: ServiceSilent) -> None:
+    def on_watchdog_line_guarded(self, message: Guarded) -> None:
         message.stop()
-        life = message.liveness
+        match message.event:
+            case Decided(decision):
+                self.decided(decision)
+            case ServiceDecided() as remote:
+                self._service_decided(remote)
+            case StopTried(attempt):
+                self._stop_attempted(attempt)
+            case ReadFailed(error):
+                self.note(f"cannot read the host ({error}); trying again")
+            case GuardStopped(reasons):
+                self.post_message(self.EngineStopped(reasons))
+            case ServiceGuards(text=text) | GuardNote(text=text):
+                self.note(text)
+            case TakenOver(life):
+                self._taken_over(life)
+            case GuardedHere():
+                self._takeover = None
+
+    def _taken_over(self, life: Liveness) -> None:
+        """The service does not answer (or is gone): this window's watchdog guards now."""
         self._takeover = (
             f"the sparkdeck service is {life.state} ({life.detail}): the "
             "engine is not guarded by it, THIS WINDOW guards it"
@@ -209,10 +217,8 @@ class WatchdogLine(Static):
             self.update(f"memory guard: {self._takeover}")
         self.notify(self._takeover, title="memory guard", severity="warning", markup=False)
 
-    def on_watchdog_line_service_decided(self, message: ServiceDecided) -> None:
-        message.stop()
+    def _service_decided(self, decision: ServiceDecided) -> None:
         self._takeover = None  # the service answers again: it guards, this window relays
-        decision = message.decision
         if self._stop is None:
             self.level = decision.level
             for level in ("ok", "warn", "stop"):
@@ -248,12 +254,7 @@ class WatchdogLine(Static):
         self._stop_reasons = "; ".join(decision.reasons)
         self.post_message(self.EngineStopped(self._stop_reasons))
 
-    def on_watchdog_line_stop_attempted(self, message: StopAttempted) -> None:
-        message.stop()
-        attempt = message.attempt
-        if attempt is None:  # the host could not be read
-            self.note(message.text)
-            return
+    def _stop_attempted(self, attempt: StopAttempt) -> None:
         self.show_attempt(attempt.text, attempt.done)
         if self.launching:  # a stop during a launch is reported as the launch's failure
             return
@@ -333,3 +334,12 @@ class WatchdogLine(Static):
         if self._takeover is not None:
             prefix += "(this window; the service does not answer) "
         self.update(prefix + decision.describe())
+
+
+def _a_decision_not_a_stop(event: GuardEvent) -> bool:
+    match event:
+        case Decided(decision):
+            return decision.level != "stop"
+        case ServiceDecided(level=level):
+            return level != "stop"
+    return False

@@ -1,0 +1,170 @@
+"""A front end gets the engine's guard through EngineControl, on both paths (issue 31, item 1).
+
+The same steps twice on the real Docker daemon with the real llama-server engine: the front
+end asks engine_control() for the engine's owner, launches through it, then follows the
+guard through the same control (`control.guard`) and only sees typed guard events. Once
+with the service switched off (LocalControl: this process's watchdog guards and says so
+first), once with the real service (ServiceControl: the service's watchdog guards, the
+events are its decisions relayed, and this process's watchdog never reads a thing). In each
+a real bounded memory hog takes MemAvailable below a stop line raised into its reach
+(tests/support/memory_hog.py: the box is never endangered), and the guard of that path
+stops the engine: the front end hears the stop decision, the confirmed stop attempt and,
+from the service, the guard's stop.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sparkdeck.config.settings import load_settings
+from sparkdeck.launch.plan import LaunchFlow
+from sparkdeck.presets import load_catalog
+from sparkdeck.runtime import connect
+from sparkdeck.service.control import LocalControl, ServiceControl, engine_control
+from sparkdeck.service.guard_events import (
+    Decided,
+    GuardedHere,
+    GuardEvent,
+    GuardStopped,
+    ServiceDecided,
+    ServiceGuards,
+    StopTried,
+    TakenOver,
+)
+from tests.conftest import scope_containers
+from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
+from tests.test_service import service_env, service_pid, tiny_preset  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.docker, pytest.mark.llama]
+
+
+class Followed:
+    """A front end's view of the guard: the events as they came, read in order."""
+
+    def __init__(self) -> None:
+        self.events: list[GuardEvent] = []
+        self._queue: queue.Queue[GuardEvent] = queue.Queue()
+        self.done = threading.Event()
+        self.own_readings = 0  # what this process's own watchdog read, at the end
+
+    def __call__(self, event: GuardEvent) -> None:
+        self.events.append(event)
+        self._queue.put(event)
+        if isinstance(event, GuardStopped):  # as `sparkdeck guard` does: nothing left
+            self.done.set()
+
+    def until(
+        self,
+        wanted: type | tuple[type, ...],
+        timeout: float,
+        also: Callable[[Any], bool] = lambda event: True,
+    ) -> GuardEvent:
+        """The next event of type `wanted` for which `also(event)` holds."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                event = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(event, wanted) and also(event):
+                return event
+        raise AssertionError(f"no {wanted} within {timeout} s: {self.events}")
+
+
+def launch_then_guard(expect: type, hog_size: int, docker_client, scope) -> Followed:
+    """Launch `svc-tiny` through engine_control(), follow its guard through the same
+    control, cross the stop line with a real hog; what the front end saw."""
+    settings = load_settings().guard
+    flow = LaunchFlow(connect, flush=False, guard=settings)
+    control = engine_control(lambda: flow)
+    seen = Followed()
+    try:
+        assert type(control) is expect
+        engine = control.launch(flow.plan(load_catalog().get("svc-tiny")), lambda e: None)
+        following = control.guard(
+            engine, connect(), settings, seen, seen.done, lambda: settings.running_hz
+        )
+        thread = threading.Thread(target=following.run, name="front end guard", daemon=True)
+        thread.start()
+        try:
+            who = seen.until((ServiceGuards, GuardedHere, TakenOver), timeout=30)
+            decided = ServiceDecided if expect is ServiceControl else Decided
+            seen.until(decided, timeout=30)  # the guard of this path decides, before the hog
+            assert scope_containers(docker_client, scope), "stopped before the hog"
+            with MemoryHog(hog_size) as hog:
+                hog.allocate()
+                seen.until(StopTried, timeout=60, also=lambda e: e.attempt.done)
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "the guard did not end after the engine's stop"
+        finally:
+            seen.done.set()
+        seen.events.insert(0, who)  # (kept first: it was read before the rest)
+        seen.own_readings = len(following.watchdog.window)
+        return seen
+    finally:
+        control.close()
+
+
+def stop_decisions(events: list[GuardEvent]) -> list[GuardEvent]:
+    return [
+        e
+        for e in events
+        if (isinstance(e, Decided) and e.decision.level == "stop")
+        or (isinstance(e, ServiceDecided) and e.level == "stop")
+    ]
+
+
+def test_with_the_service_off_the_front_end_guards_through_local_control(
+    isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    hog_size, _ = stop_line_below_a_hog(isolated_dirs["config"])
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+
+    seen = launch_then_guard(LocalControl, hog_size, docker_client, scope)
+
+    assert scope_containers(docker_client, scope) == []  # this process's guard stopped it
+    assert isinstance(seen.events[0], GuardedHere), seen.events[:3]
+    assert not any(isinstance(e, (ServiceDecided, ServiceGuards, TakenOver)) for e in seen.events)
+    (stop, *_) = stop_decisions(seen.events)
+    line = load_settings().guard.stop_available_pct
+    assert isinstance(stop, Decided) and stop.decision.reading.available_pct < line
+    assert any(isinstance(e, StopTried) and e.attempt.done for e in seen.events)
+    assert seen.own_readings >= 2
+    assert not (isolated_dirs["runtime"] / "service.sock").exists()  # no service got involved
+
+
+def test_with_the_service_on_the_front_end_follows_its_guard_through_service_control(
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    hog_size, _ = stop_line_below_a_hog(isolated_dirs["config"])
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")  # none runs: engine_control starts it
+
+    seen = launch_then_guard(ServiceControl, hog_size, docker_client, scope)
+
+    assert scope_containers(docker_client, scope) == []  # the service's guard stopped it
+    pid = service_pid(service_env)
+    who = seen.events[0]
+    assert isinstance(who, ServiceGuards) and who.pid == pid and pid is not None, seen.events[:3]
+    assert f"process {pid}" in who.text
+    assert not any(isinstance(e, (Decided, GuardedHere, TakenOver)) for e in seen.events)
+    (stop, *_) = stop_decisions(seen.events)
+    line = load_settings().guard.stop_available_pct
+    assert isinstance(stop, ServiceDecided), stop
+    assert any(r.startswith("MemAvailable") and f"< {line:g} %" in r for r in stop.reasons), stop
+    assert any(isinstance(e, StopTried) and e.attempt.done for e in seen.events)
+    (stopped,) = [e for e in seen.events if isinstance(e, GuardStopped)]
+    assert "MemAvailable" in stopped.reasons
+    # one watchdog decided and stopped: this process's own never read the host
+    assert seen.own_readings == 0
+    assert os.path.exists(isolated_dirs["runtime"] / "service.sock")
