@@ -13,7 +13,8 @@ never stalls the event streams.
   POST /v2/launch/cancel     cancel the launch in flight
   POST /v2/launch/skip-wait  end its wait for the stopped engine's memory now
   POST /v2/stop              stop sparkdeck's engine
-  GET  /v2/events            the event stream (engine, launch, guard, telemetry, metrics)
+  GET  /v2/events            the event stream (engine, launch, guard, telemetry, metrics,
+                             docker); ?kinds=a,b: only those, the latest of each first
 """
 
 from __future__ import annotations
@@ -141,13 +142,19 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         return JSONResponse({"stopped": await run_in_threadpool(owner.stop, grace)})
 
     async def events(request: Request) -> Response:
+        # ?kinds=telemetry,docker: only those kinds, the latest of each first (a window that
+        # renders the service's readings draws them at once and parses nothing else)
+        wanted = frozenset(filter(None, request.query_params.get("kinds", "").split(",")))
+
+        def sse(event: Any) -> ServerSentEvent:
+            return ServerSentEvent(json.dumps(event.to_dict()), event=event.kind, id=str(event.id))
+
         async def stream() -> AsyncIterator[ServerSentEvent]:
             # the hello first: a client knows its stream is live before it acts
             yield ServerSentEvent(json.dumps({"api_version": API_VERSION}), event="hello")
-            async for event in hub.subscribe():
-                yield ServerSentEvent(
-                    json.dumps(event.to_dict()), event=event.kind, id=str(event.id)
-                )
+            async for event in hub.subscribe(replay=sorted(wanted)):
+                if not wanted or event.kind in wanted:
+                    yield sse(event)
 
         return EventSourceResponse(stream(), ping=PING_S)
 

@@ -85,10 +85,11 @@ class ServiceClient:
 
     @contextmanager
     def events(
-        self, read_timeout: float | None = None
+        self, read_timeout: float | None = None, kinds: tuple[str, ...] = ()
     ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
         """The event stream as (kind, data) pairs, from the service's hello on;
-        `read_timeout`: the longest silence taken (a keep-alive comes every second)."""
+        `read_timeout`: the longest silence taken (a keep-alive comes every second);
+        `kinds`: only these (the latest of each first), instead of every event."""
         import json
 
         from httpx_sse import connect_sse
@@ -97,6 +98,7 @@ class ServiceClient:
             self._http,
             "GET",
             f"/v{API_VERSION}/events",
+            params={"kinds": ",".join(kinds)} if kinds else None,
             timeout=httpx.Timeout(30.0, read=read_timeout),
         ) as source:
             self._check(source.response)

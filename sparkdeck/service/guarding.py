@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.guard import records
 from sparkdeck.guard.policy import Decision
@@ -68,6 +68,7 @@ class GuardFollower:
         # Docker's event stream while it is open (runtime.watch)
         self._events: EngineEvents | None = None
         self._wake = threading.Event()  # look at Docker now (an event, a launch's end)
+        self._told: dict[str, Any] | None = None  # the last `docker` event's word
         # The guard's last stop, kept in memory for `service status`: with the engine gone
         # and a full disk, it is the only place that still says what the guard did and why.
         self.last_stop: dict[str, object] | None = None
@@ -121,6 +122,7 @@ class GuardFollower:
                 wake.clear()
                 current = runtime.current()
             except Exception as exc:  # noqa: BLE001 - unreachable or hung: keep guarding
+                self._tell_docker(None, exc)
                 if not self._docker_silent:
                     self.hub.publish(
                         "note",
@@ -148,6 +150,7 @@ class GuardFollower:
                     self._guard(runtime, alive)
             if self.engine is not None and not self.ready:
                 self._check_ready()
+            self._tell_docker(current)
             # records a full disk held back: written as soon as there is room again
             held = records.write_held() > 0
             quiet = (
@@ -171,6 +174,26 @@ class GuardFollower:
             wake.set()
 
         threading.Thread(target=pump, name="docker events", daemon=True).start()
+
+    def _tell_docker(self, current: EngineState | None, error: Exception | None = None) -> None:
+        """Publish Docker's word on sparkdeck's engine (a `docker` event) when it differs
+        from the last one: what a window's engine card shows, so that a window connected to
+        the service does not ask Docker itself (sparkdeck.ui.service_feed)."""
+        from sparkdeck.runtime.errors import DockerNotAnswering
+
+        word = {
+            "engine": current.to_dict() if current is not None else None,
+            # healthy: the guard's readiness (its health check) of the engine it follows
+            "healthy": current is not None
+            and self.engine is not None
+            and current.container_id == self.engine.container_id
+            and self.ready,
+            "error": (str(error) or type(error).__name__) if error is not None else None,
+            "not_answering": isinstance(error, DockerNotAnswering),
+        }
+        if word != self._told:
+            self._told = word
+            self.hub.publish("docker", **word)
 
     def _check_ready(self) -> None:
         engine = self.engine

@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,8 @@ QUEUE_LIMIT = 1000  # events held per slow client before its oldest are dropped
 @dataclass(frozen=True)
 class Event:
     id: int
-    kind: str  # engine, launch, launch-result, guard, stop-attempt, telemetry, metrics, note
+    kind: str  # engine, launch, launch-result, guard, stop-attempt, telemetry, metrics, note,
+    # docker (Docker's word on sparkdeck's engine: GuardFollower)
     at: float  # wall clock
     data: dict[str, Any]
 
@@ -64,13 +65,18 @@ class EventHub:
             self._wakers.append((kind, asyncio.get_running_loop(), flag))
         return flag
 
-    async def subscribe(self) -> AsyncGenerator[Event, None]:
-        """Every event published from now on, in order, until the caller stops iterating."""
+    async def subscribe(self, replay: Iterable[str] = ()) -> AsyncGenerator[Event, None]:
+        """Every event published from now on, in order, until the caller stops iterating;
+        first the latest event of each kind in `replay` (taken under the same lock as the
+        subscription: none is lost or sent twice in between)."""
         queue: asyncio.Queue[Event] = asyncio.Queue()
         entry = (asyncio.get_running_loop(), queue)
         with self._lock:
             self._subscribers.append(entry)
+            first = [self.latest[kind] for kind in replay if kind in self.latest]
         try:
+            for event in first:
+                yield event
             while True:
                 yield await queue.get()
         finally:

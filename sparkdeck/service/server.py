@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 SERVICE_LOCK = "service"
 TELEMETRY_PERIOD_S = 1.0
+STARTING_PERIOD_S = 0.5  # while an engine starts (ui.machine.tab's STARTING_SAMPLE_SECONDS)
 SOCKET_RACE_S = 0.5  # how long a service that just took the lock may take to bind its socket
 
 log = logging.getLogger("sparkdeck.service")
@@ -64,11 +65,16 @@ def bind_private_socket(path: Path) -> socket.socket:
 
 class TelemetryLoop:
     """The machine's readings at 1 Hz, published as `telemetry` events and handed to the
-    recorders (`sinks`), whether or not any window is open."""
+    recorders (`sinks`), whether or not any window is open. While an engine starts (the
+    dangerous phase: `starting()`) the events come at 2 Hz, the rate a window samples at
+    then: a window connected to the service draws these instead of reading the machine
+    itself (sparkdeck.ui.service_feed). The recorders still get one sample a second."""
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: EventHub, starting: Callable[[], bool] = lambda: False) -> None:
         self.hub = hub
         self.sinks: list = []
+        self._starting = starting
+        self._sunk_at = float("-inf")  # when the recorders were last handed a sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -81,12 +87,18 @@ class TelemetryLoop:
 
         sampler = TelemetrySampler()
         try:
-            sampler.run(History(), lambda: TELEMETRY_PERIOD_S, self._emit, self._stop)
+            sampler.run(History(), self._period, self._emit, self._stop)
         finally:
             sampler.close()
 
+    def _period(self) -> float:
+        return STARTING_PERIOD_S if self._starting() else TELEMETRY_PERIOD_S
+
     def _emit(self, snapshot, frozen) -> None:
         self.hub.publish("telemetry", **snapshot.to_dict())
+        if snapshot.taken_at - self._sunk_at < 0.9 * TELEMETRY_PERIOD_S:
+            return  # a 2 Hz sample in between: the recorders keep 1 Hz
+        self._sunk_at = snapshot.taken_at
         for sink in self.sinks:
             sink(snapshot)
 
@@ -317,7 +329,11 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
         "address": _address(*listen_address(settings.endpoint)),
         "error": "not started yet",
     }
-    telemetry = TelemetryLoop(hub)
+    follower = owner.follower
+    telemetry = TelemetryLoop(
+        hub,
+        lambda: owner.in_flight is not None or (follower.engine is not None and not follower.ready),
+    )
     metrics = EngineMetricsLoop(hub, owner.follower)
     recording = ServiceRecording.open(hub, owner, metrics, settings)
     if recording is not None:

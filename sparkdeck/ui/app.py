@@ -47,6 +47,7 @@ from sparkdeck.ui.screens.palette import (
     without_duplicates,
 )
 from sparkdeck.ui.screens.views import open_view
+from sparkdeck.ui.service_feed import ServiceFeed
 from sparkdeck.ui.strip.glance import GlanceStrip
 from sparkdeck.ui.themes import install_themes, keep_theme_saved, next_theme
 from sparkdeck.ui.worker_failures import report_worker_failure
@@ -102,6 +103,7 @@ class SparkdeckApp(App[int]):
         engine_poll_seconds: float = ENGINE_POLL_SECONDS,
         tune_gc: bool = False,
         lazy_side_tabs: bool = False,
+        service_feed: ServiceFeed | None = None,
     ) -> None:
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
@@ -120,6 +122,9 @@ class SparkdeckApp(App[int]):
         self._engine_watch = EngineWatch(
             self._engine_reader, self.post_message, engine_poll_seconds
         )
+        # what the service reads already (telemetry, Docker): drawn, not read again
+        self.service_feed = service_feed or ServiceFeed()
+        self._engine_watch.follow(self.service_feed)
         self._problems = apply_keymap(self, self.settings.keys)
         self._theme_names, theme_problems = install_themes(self, self.settings.ui.theme)
         # the history view, the post-mortem check
@@ -166,7 +171,7 @@ class SparkdeckApp(App[int]):
         from sparkdeck.ui.dashboard.side_tabs import Sampling, SideTabs
 
         tabs = self.side_tabs = SideTabs(
-            self._sampling or Sampling(),
+            (self._sampling or Sampling())._replace(feed=self.service_feed),
             self.settings.guard,
             lambda preset_id: self.catalog.presets.get(preset_id),  # the catalog of now
             self.strip,
@@ -194,6 +199,7 @@ class SparkdeckApp(App[int]):
         if self._tune_gc:  # the frame is on screen: collect again (ui.gc_tuning)
             gc_tuning.after_first_frame(self.set_timer)
         self.load_presets()
+        self.service_feed.start()
         self.watch_engine()  # reads at once, then whenever something changes
         self.launch_area.show_last_failure()  # a launch that failed before this window
         self.flight_history.check_postmortem()  # the recorder's post-mortem of an unclean end
@@ -279,6 +285,7 @@ class SparkdeckApp(App[int]):
 
     def on_unmount(self) -> None:
         self._engine_watch.close()  # its thread ends now, not at its next poll
+        self.service_feed.close()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker failures end up (widgets forward theirs here too)."""

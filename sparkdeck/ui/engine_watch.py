@@ -10,6 +10,11 @@ while something is in motion: an engine starting or not answering, Docker unreac
 event stream. When things are settled it waits on Docker's own event stream for sparkdeck's
 containers (a start, a stop, a crash wakes it at once) and asks anyway every
 QUIET_FACTOR periods, for what has no event: an attached engine, a ready engine's health.
+
+While the sparkdeck service answers, the window does not ask Docker at all: the service's
+guard follows Docker anyway and its word (`follow(feed)`: sparkdeck.ui.service_feed) is what
+the readings are made of; a change of that word, or the feed going quiet, wakes the loop,
+which asks Docker itself again from then on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sparkdeck.ui.readers import EngineReader
 
 if TYPE_CHECKING:
     from sparkdeck.runtime.watch import EngineEvents
+    from sparkdeck.ui.service_feed import DockerWord, ServiceFeed
 
 QUIET_FACTOR = 5  # settled: ask every 10 s (with the default 2 s period), events meanwhile
 
@@ -41,6 +47,13 @@ class EngineWatch:
         self._force = True  # the first readings are always posted
         self._events: EngineEvents | None = None
         self._last: list[tuple] | None = None
+        self._feed: ServiceFeed | None = None
+
+    def follow(self, feed: ServiceFeed) -> None:
+        """Take the engine's state from the service while `feed` is live (see the module)."""
+        self._feed = feed
+        feed.on_change(self._wake.set)
+        self._wake.set()
 
     def poll_now(self) -> None:
         """Ask Docker again now and post the answer even if nothing changed (a refresh)."""
@@ -60,11 +73,18 @@ class EngineWatch:
 
     def run(self, cancelled: threading.Event, keep_going: Callable[[], bool]) -> None:
         """The worker's body: read, post what changed, wait; until closed or cancelled."""
+        if self._feed is not None:
+            self._feed.first_look()  # the service's word first, if a service answers
         try:
             while not (cancelled.is_set() or self._closed.is_set()) and keep_going():
                 self._wake.clear()
                 force, self._force = self._force, False
-                messages = list(engine_poll(self._reader))
+                word = self._feed.docker if self._feed is not None else None
+                if word is not None:
+                    self._stop_events()  # the service follows Docker: no stream of ours
+                messages = list(
+                    engine_poll(self._reader) if word is None else word_messages(word, self._reader)
+                )
                 if cancelled.is_set():
                     return
                 seen = [_key(message) for message in messages]
@@ -74,7 +94,7 @@ class EngineWatch:
                     self._last = seen
                     for message in messages:
                         self._post(message)
-                settled = _settled(messages) and self._follow_events()
+                settled = _settled(messages) and (word is not None or self._follow_events())
                 self._wake.wait(self.period * (QUIET_FACTOR if settled else 1))
         finally:
             self._stop_events()  # a cancelled run leaves no stream behind
@@ -102,6 +122,18 @@ class EngineWatch:
 
         threading.Thread(target=pump, name="docker events", daemon=True).start()
         return True
+
+
+def word_messages(word: DockerWord, reader: EngineReader) -> list[Message]:
+    """engine_poll's messages from the service's word instead of a Docker call of ours."""
+    from sparkdeck.ui.messages import ChatTargetRead, DockerConnectionFailed
+    from sparkdeck.ui.readers import EngineReading, chat_target
+
+    if word.error is not None:
+        failed = DockerConnectionFailed(word.error, word.not_answering)
+        return [failed, ChatTargetRead(chat_target(None, reader.health_check))]
+    reading = EngineReading(word.engine, word.healthy)
+    return [EngineStateRead(reading), ChatTargetRead(chat_target(reading, reader.health_check))]
 
 
 def _key(message: Any) -> tuple:  # a Message that is also a dataclass

@@ -28,6 +28,7 @@ from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS, MachineTab
 from sparkdeck.ui.metrics.tab import MetricsTab
 from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.service_feed import FedTelemetry, ServiceFeed
 
 if TYPE_CHECKING:
     from sparkdeck.guard.timeline import StartupTimeline
@@ -38,12 +39,15 @@ if TYPE_CHECKING:
 class Sampling(NamedTuple):
     """The machine tab's sampler, its history and its two periods (steady, and while an
     engine starts), as the app was handed them; None is the real one or the usual pace.
-    Tests replay recordings, faster or never."""
+    Tests replay recordings, faster or never. With a live `feed` the tab draws the
+    service's samples instead (sparkdeck.ui.service_feed)."""
 
     sampler: TelemetrySampler | None = None
     history: History | None = None
     seconds: float | None = None
     starting_seconds: float | None = None
+    # the service's telemetry, drawn instead of the sampler's while the service answers
+    feed: ServiceFeed | None = None
 
 
 GUARD_NOTE = (
@@ -72,7 +76,7 @@ class SideTabs(Vertical):
         super().__init__(**kwargs)
         # Held by reference: workers' messages reach them while a dialog is the screen.
         self.machine_tab = MachineTab(
-            sampling.sampler or TelemetrySampler(),
+            FedTelemetry(sampling.sampler or TelemetrySampler(), sampling.feed),
             sampling.history or History(),
             guard,
             (

@@ -2,10 +2,12 @@
 worker that feeds them.
 
 The loop itself is TelemetrySampler.run (a plain class, also what `sparkdeck telemetry`
-samples with); this widget runs it in a thread worker at 1 Hz, or 2 Hz while an engine starts
-(`fast`, bound from the app), and hands each sample to its panels. The environment report is
-bound from the app too. The panels are drawn whether the tab is shown or not: the watchdog's
-numbers and the first frame's memory figure must never wait for a tab switch.
+samples with), or FedTelemetry.run (the service's samples while it answers:
+sparkdeck.ui.service_feed); this widget runs it in a thread worker at 1 Hz, or 2 Hz while
+an engine starts (`fast`, bound from the app), and hands each sample to its panels. The
+environment report is bound from the app too. The panels are drawn whether the tab is shown
+or not: the watchdog's numbers and the first frame's memory figure must never wait for a
+tab switch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnap
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
 from sparkdeck.ui.machine.gpu import GpuPanel
 from sparkdeck.ui.machine.memory import MemoryPanel
+from sparkdeck.ui.service_feed import FedTelemetry
 from sparkdeck.ui.worker_failures import report_worker_failure
 
 SAMPLE_SECONDS = 1.0  # telemetry once a second ...
@@ -54,7 +57,7 @@ class MachineTab(Vertical):
 
     def __init__(
         self,
-        sampler: TelemetrySampler,
+        sampler: TelemetrySampler | FedTelemetry,
         history: History,
         guard: GuardSettings,
         periods: tuple[float, float] = (SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS),

@@ -1,0 +1,201 @@
+"""What the sparkdeck service already reads, followed from its event stream: a window that
+finds the service renders these instead of reading the machine and Docker a second time.
+
+The service samples the machine's telemetry (1 Hz, 2 Hz while an engine starts) and follows
+Docker for the guard (sparkdeck.service.guarding publishes Docker's word on the engine as a
+`docker` event whenever it changes). ServiceFeed follows the service's event stream for just
+those two kinds (the latest of each comes first) in a thread of its own and keeps the newest
+of each as frozen values, decoded into the types the window's own readers return. While it is
+not `live` (no service, the service switched off, stopped or not answering: a keep-alive
+comes every second and SILENCE_S without a byte ends the stream), the window reads for
+itself: FedTelemetry samples the machine, the engine watch asks Docker (ui.engine_watch).
+
+Nothing here imports Textual: the machine tab's worker and the engine watch call it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparkdeck.service import location
+
+if TYPE_CHECKING:
+    from sparkdeck.runtime.state import EngineState
+    from sparkdeck.service.client import ServiceClient
+    from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+
+KINDS = ("telemetry", "docker")
+SILENCE_S = 2.0  # liveness.HEARTBEAT_S: a keep-alive comes every second (api.PING_S)
+RETRY_S = 2.0  # how often a window without a live feed looks for the service again
+LATE_S = 1.0  # telemetry this late after the period, and the window samples for itself
+
+
+@dataclass(frozen=True)
+class DockerWord:
+    """The service's latest word from Docker: sparkdeck's engine (None: there is none) and
+    whether the guard's health check found it ready; or why Docker could not be asked."""
+
+    engine: EngineState | None
+    healthy: bool = False
+    error: str | None = None
+    not_answering: bool = False
+
+
+def _connect() -> ServiceClient | None:
+    """The running service's client, or None (none runs, its socket is absent, it speaks
+    another API version, or it is switched off): never starts one."""
+    from sparkdeck.service.client import ServiceClient
+
+    if not location.enabled():
+        return None
+    try:
+        path = location.socket_path()
+    except ValueError:
+        return None
+    return ServiceClient(path, timeout=SILENCE_S) if path.exists() else None
+
+
+class ServiceFeed:
+    """The service's telemetry and Docker word, followed in a thread (see the module)."""
+
+    def __init__(self, connect: Callable[[], ServiceClient | None] = _connect) -> None:
+        self._connect = connect
+        self._closed = threading.Event()
+        self._arrived = threading.Condition()
+        self._telemetry: TelemetrySnapshot | None = None
+        self.telemetry_count = 0  # telemetry events decoded so far (a new one: a new sample)
+        self.docker: DockerWord | None = None  # None: not live, or no word from Docker yet
+        self.live = False
+        self._listeners: list[Callable[[], object]] = []
+        self._thread: threading.Thread | None = None
+        # set once the first look for the service is over: its latest readings taken, or
+        # none found (so a window's first reading is not one it need not have made)
+        self._looked = threading.Event()
+
+    def first_look(self, timeout: float = SILENCE_S) -> None:
+        """Wait until the first look for the service is over (at most `timeout`)."""
+        if self._thread is not None:
+            self._looked.wait(timeout)
+
+    def on_change(self, listener: Callable[[], object]) -> None:
+        """Call `listener` (from the feed's thread) when the Docker word or `live` changes."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._follow, name="service feed", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._looked.set()
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def telemetry_after(self, count: int, timeout: float) -> tuple[int, TelemetrySnapshot] | None:
+        """The newest telemetry once it is newer than the `count`-th, waiting up to
+        `timeout`; None when none came (or the feed is not live)."""
+        with self._arrived:
+            self._arrived.wait_for(
+                lambda: self.telemetry_count > count or not self.live or self._closed.is_set(),
+                timeout,
+            )
+            if self.live and self.telemetry_count > count and self._telemetry is not None:
+                return self.telemetry_count, self._telemetry
+            return None
+
+    def _follow(self) -> None:
+        if not location.enabled():
+            self._looked.set()
+            return  # SPARKDECK_SERVICE=off: no service to follow, ever
+        while not self._closed.is_set():
+            client = self._connect()
+            if client is None:
+                self._looked.set()
+            if client is not None:
+                try:
+                    with client, client.events(read_timeout=SILENCE_S, kinds=KINDS) as events:
+                        for kind, data in events:
+                            if self._closed.is_set():
+                                break
+                            self._take(kind, data)
+                except Exception:  # noqa: BLE001 - gone, silent, another version: read ourselves
+                    pass
+                self._set(live=False, docker=None)
+                self._looked.set()
+            self._closed.wait(RETRY_S)
+
+    def _take(self, kind: str, data: dict[str, Any]) -> None:
+        from sparkdeck.launch.wire import decode
+
+        if kind == "hello":
+            self._set(live=True, docker=self.docker)
+            return
+        if kind == "telemetry":
+            from sparkdeck.telemetry.sampler import TelemetrySnapshot
+
+            snapshot = decode(TelemetrySnapshot, data)
+            with self._arrived:
+                self._telemetry = snapshot
+                self.telemetry_count += 1
+                self._arrived.notify_all()
+        elif kind == "docker":
+            from sparkdeck.runtime.state import EngineState
+
+            engine = data.get("engine")
+            word = DockerWord(
+                decode(EngineState, engine) if engine is not None else None,
+                bool(data.get("healthy")),
+                data.get("error"),
+                bool(data.get("not_answering")),
+            )
+            self._set(live=self.live, docker=word)
+        self._looked.set()  # the latest readings come first: the first look is over
+
+    def _set(self, live: bool, docker: DockerWord | None) -> None:
+        changed = live != self.live or docker != self.docker
+        with self._arrived:
+            self.live, self.docker = live, docker
+            self._arrived.notify_all()
+        if changed:
+            for listener in self._listeners:
+                listener()
+
+
+class FedTelemetry:
+    """The machine tab's sampling loop (TelemetrySampler.run's shape): the service's samples
+    while the feed is live, the window's own sampler while it is not or they come late."""
+
+    def __init__(self, sampler: TelemetrySampler, feed: ServiceFeed | None) -> None:
+        self.sampler, self.feed = sampler, feed
+        self._seen = 0  # the feed's count of the last sample handed on (shared by loops)
+        self.own_samples = 0  # samples read by this window itself
+
+    def run(
+        self,
+        history: History,
+        period: Callable[[], float],
+        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        stop: threading.Event,
+        keep_going: Callable[[], bool] = lambda: True,
+    ) -> None:
+        if self.feed is not None:
+            self.feed.first_look()
+        while not stop.is_set() and keep_going():
+            feed = self.feed
+            if feed is not None and feed.live:
+                got = feed.telemetry_after(self._seen, period() + LATE_S)
+                if got is not None:
+                    self._seen, snapshot = got
+                    history.add(snapshot)
+                    emit(snapshot, history.frozen())
+                    continue
+                if stop.is_set():
+                    return
+            snapshot = self.sampler.sample()
+            self.own_samples += 1
+            history.add(snapshot)
+            emit(snapshot, history.frozen())
+            stop.wait(period())
