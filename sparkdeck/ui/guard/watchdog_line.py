@@ -187,8 +187,8 @@ class WatchdogLine(Static):
     def on_watchdog_line_guarded(self, message: Guarded) -> None:
         message.stop()
         match message.event:
-            case Decided(decision):
-                self.decided(decision)
+            case Decided(decision):  # posted as a launch's start-up watchdog's are (one
+                self.post_message(GuardDecisionMade(decision))  # message: both watchdogs)
             case ServiceDecided() as remote:
                 self._service_decided(remote)
             case StopTried(attempt):
