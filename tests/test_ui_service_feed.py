@@ -1,7 +1,8 @@
 """A window connected to the sparkdeck service draws what the service reads (the machine's
-telemetry, Docker's word on the engine) and reads neither itself; while the service does not
-answer, it reads both again. Real Docker daemon, real llama-server engine, a real service
-process; the window's own readers are the real ones, wrapped to count their calls."""
+telemetry, Docker's word on the engine, the engine's metrics) and reads none of it itself;
+while the service does not answer, it reads them again. Real Docker daemon, real llama-server
+engine, a real service process; the window's own readers are the real ones, wrapped to count
+their calls."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.side_tabs import Sampling
     from sparkdeck.ui.machine.tab import MachineTab
+    from sparkdeck.ui.metrics.tab import MetricsTab
     from sparkdeck.ui.readers import EngineReading
     from tests.support.offline_app import engine_text, text_of
     from tests.support.pane_host import wait_until
@@ -69,10 +71,13 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
         return runtime
 
     drawn: list[float] = []  # taken_at of every sample the machine tab drew
+    rated: list[float] = []  # wall of every engine-metrics reading the metrics tab took
 
     def hook(message) -> None:
         if isinstance(message, MachineTab.TelemetrySampled):
             drawn.append(message.snapshot.taken_at)
+        elif isinstance(message, MetricsTab.TrailSampled) and message.trail:
+            rated.append(message.trail[-1].wall)
 
     app = SparkdeckApp(
         load_catalog,
@@ -86,6 +91,9 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
     def service_samples() -> set[float]:
         return {data["taken_at"] for kind, data in seen if kind == "telemetry"}
 
+    def service_metrics() -> set[float]:
+        return {data["reading"]["wall"] for kind, data in seen if kind == "metrics"}
+
     def memory_panel() -> str:
         return text_of(app.query_one("#memory-bars"))
 
@@ -98,7 +106,8 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
                 what=lambda: f"the engine ready on the card, not {engine_text(app)!r}",
             )
             await wait_until(pilot, lambda: len(drawn) >= 2, what="two samples drawn")
-            before = len(drawn)
+            await wait_until(pilot, lambda: len(rated) >= 2, what="two metrics readings")
+            before, rated_before = len(drawn), len(rated)
             await pilot.pause(WINDOW_S)
             # The machine tab drew the service's samples (the same instants, read by the
             # service's sampler) at the service's rate, and the window read neither /proc
@@ -107,6 +116,9 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
             assert len(drawn) - before >= WINDOW_S - 1, drawn
             assert set(drawn[1:]) <= service_samples(), (drawn, sorted(service_samples()))
             assert memory_reads == [] and docker_reads == [], (memory_reads, docker_reads)
+            # the engine's metrics likewise: the service's readings, none scraped here
+            assert len(rated) - rated_before >= WINDOW_S - 1, rated
+            assert set(rated[rated_before:]) <= service_metrics(), (rated, service_metrics())
             assert "available" in memory_panel() and "GiB" in memory_panel(), memory_panel()
             reading = app.docker
             assert isinstance(reading, EngineReading) and reading.status == "ready", reading
@@ -120,11 +132,15 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
             try:
                 await wait_until(
                     pilot,
-                    lambda: len(set(drawn[1:]) - service_samples()) >= 2 and docker_reads,
+                    lambda: (
+                        len(set(drawn[1:]) - service_samples()) >= 2
+                        and len(set(rated) - service_metrics()) >= 2
+                        and docker_reads
+                    ),
                     timeout=10,
                     what=lambda: (
                         f"own readings drawn: {len(memory_reads)} memory reads, "
-                        f"{len(docker_reads)} Docker"
+                        f"{len(docker_reads)} Docker, metrics {rated} ({service_metrics()})"
                     ),
                 )
                 assert len(memory_reads) >= 2

@@ -2,8 +2,10 @@
 
 The service's own async task, on the API's loop (the metrics reader is async): it follows the
 engine the guard follows, samples it with the same MetricsSampler the TUI's metrics tab and
-`sparkdeck metrics` use, and publishes a `metrics` event per reading; `latest` holds the
-newest for the flight recorder (tok/s beside the memory figures).
+`sparkdeck metrics` use, and publishes a `metrics` event per reading (the whole
+EngineMetrics as `reading`, with the engine's name and container id: a window connected to
+the service draws these instead of sampling the engine itself); `latest` holds the newest
+for the flight recorder (tok/s beside the memory figures).
 """
 
 from __future__ import annotations
@@ -20,19 +22,6 @@ if TYPE_CHECKING:
     from sparkdeck.service.guarding import GuardFollower
 
 PERIOD_S = 1.0
-# what the event carries: the figures a front end's strip and the recorder use
-FIELDS = (
-    "status",
-    "reason",
-    "generation_tps",
-    "prompt_tps",
-    "stream_tps",
-    "running",
-    "waiting",
-    "kv_usage",
-    "ttft_p50_s",
-    "late",
-)
 
 
 class EngineMetricsLoop:
@@ -68,7 +57,14 @@ class EngineMetricsLoop:
                     )
                     if self.follower.engine is engine:  # not a reading of a stopped engine
                         self.latest = metrics
-                        self.hub.publish("metrics", engine=engine.name, **_fields(metrics))
+                        # the whole reading: a window draws it instead of sampling the
+                        # engine a second time (sparkdeck.ui.service_feed)
+                        self.hub.publish(
+                            "metrics",
+                            engine=engine.name,
+                            container_id=engine.container_id,
+                            reading=metrics.to_dict(),
+                        )
                 if sampler is not None:
                     await asyncio.sleep(PERIOD_S)
                 else:
@@ -86,7 +82,3 @@ class EngineMetricsLoop:
         preset = load_catalog().presets.get(engine.preset_id)
         plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)
         return MetricsSampler(plan, reader)
-
-
-def _fields(metrics: EngineMetrics) -> dict[str, Any]:
-    return {name: getattr(metrics, name) for name in FIELDS}

@@ -1,14 +1,17 @@
 """What the sparkdeck service already reads, followed from its event stream: a window that
-finds the service renders these instead of reading the machine and Docker a second time.
+finds the service renders these instead of reading the machine, Docker and the engine's
+metrics a second time.
 
-The service samples the machine's telemetry (1 Hz, 2 Hz while an engine starts) and follows
+The service samples the machine's telemetry (1 Hz, 2 Hz while an engine starts), follows
 Docker for the guard (sparkdeck.service.guarding publishes Docker's word on the engine as a
-`docker` event whenever it changes). ServiceFeed follows the service's event stream for just
-those two kinds (the latest of each comes first) in a thread of its own and keeps the newest
+`docker` event whenever it changes) and samples the ready engine's metrics at 1 Hz
+(sparkdeck.service.engine_metrics). ServiceFeed follows the service's event stream for just
+those kinds (the latest of each comes first) in a thread of its own and keeps the newest
 of each as frozen values, decoded into the types the window's own readers return. While it is
 not `live` (no service, the service switched off, stopped or not answering: a keep-alive
 comes every second and SILENCE_S without a byte ends the stream), the window reads for
-itself: FedTelemetry samples the machine, the engine watch asks Docker (ui.engine_watch).
+itself: FedTelemetry samples the machine, the engine watch asks Docker (ui.engine_watch),
+the metrics tab scrapes the engine (ui.metrics.fed_metrics).
 
 Nothing here imports Textual: the machine tab's worker and the engine watch call it.
 """
@@ -23,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 from sparkdeck.service import location
 
 if TYPE_CHECKING:
+    from sparkdeck.metrics.snapshot import EngineMetrics
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.client import ServiceClient
     from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 
-KINDS = ("telemetry", "docker")
+KINDS = ("telemetry", "docker", "metrics")
 SILENCE_S = 2.0  # liveness.HEARTBEAT_S: a keep-alive comes every second (api.PING_S)
 RETRY_S = 2.0  # how often a window without a live feed looks for the service again
 LATE_S = 1.0  # telemetry this late after the period, and the window samples for itself
@@ -68,6 +72,9 @@ class ServiceFeed:
         self._telemetry: TelemetrySnapshot | None = None
         self.telemetry_count = 0  # telemetry events decoded so far (a new one: a new sample)
         self.docker: DockerWord | None = None  # None: not live, or no word from Docker yet
+        self._metrics: tuple[str, EngineMetrics] | None = None  # (container id, reading)
+        self.metrics_count = 0
+        self._metrics_listeners: list[Callable[[], object]] = []
         self.live = False
         self._listeners: list[Callable[[], object]] = []
         self._thread: threading.Thread | None = None
@@ -83,6 +90,20 @@ class ServiceFeed:
     def on_change(self, listener: Callable[[], object]) -> None:
         """Call `listener` (from the feed's thread) when the Docker word or `live` changes."""
         self._listeners.append(listener)
+
+    def watch_metrics(self, listener: Callable[[], object]) -> Callable[[], None]:
+        """Call `listener` (from the feed's thread) at each metrics reading; returns what
+        ends that."""
+        self._metrics_listeners.append(listener)
+        return lambda: self._metrics_listeners.remove(listener)
+
+    def metrics_after(self, count: int, container_id: str) -> tuple[int, EngineMetrics] | None:
+        """The service's newest metrics reading of the engine `container_id`, when it is
+        newer than the `count`-th (and the feed is live); else None, at once."""
+        latest, now = self._metrics, self.metrics_count
+        if not self.live or latest is None or now <= count or latest[0] != container_id:
+            return None
+        return now, latest[1]
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._follow, name="service feed", daemon=True)
@@ -141,6 +162,14 @@ class ServiceFeed:
                 self._telemetry = snapshot
                 self.telemetry_count += 1
                 self._arrived.notify_all()
+        elif kind == "metrics":
+            from sparkdeck.metrics.snapshot import EngineMetrics
+
+            reading = decode(EngineMetrics, data["reading"])
+            self._metrics = (str(data.get("container_id")), reading)
+            self.metrics_count += 1
+            for listener in list(self._metrics_listeners):
+                listener()
         elif kind == "docker":
             from sparkdeck.runtime.state import EngineState
 

@@ -85,7 +85,7 @@ class SideTabs(Vertical):
             ),
             id="machine-body",
         )
-        self.metrics_tab = MetricsTab(preset, id="metrics-body")
+        self.metrics_tab = MetricsTab(preset, sampling.feed, id="metrics-body")
         self.chat_tab = ChatTab(id="chat-tab-body")
         self.timeline_chart = TimelineChart(id="timeline-chart")
         # The strip is placed by the app above both columns and draws what these tabs sample.

@@ -29,10 +29,15 @@ if TYPE_CHECKING:
     from sparkdeck.metrics.reader import MetricsReader
     from sparkdeck.metrics.sampler import MetricsSampler
     from sparkdeck.presets import Preset
+    from sparkdeck.ui.metrics.fed_metrics import FedMetrics
+    from sparkdeck.ui.service_feed import ServiceFeed
 
 
-async def sample_forever(sampler: MetricsSampler, post: Callable[[Message], object]) -> None:
-    """The body of the async metrics worker: sample every second, post the trail."""
+async def sample_forever(
+    sampler: FedMetrics | MetricsSampler, post: Callable[[Message], object]
+) -> None:
+    """The body of the async metrics worker: a reading every second (the service's, or
+    scraped here: ui.metrics.fed_metrics), the trail posted after each."""
     await sampler.run(lambda _metrics: post(MetricsTab.TrailSampled(sampler.trail)))
 
 
@@ -54,10 +59,14 @@ class MetricsTab(Vertical):
     shown: var[bool] = var(False)
 
     def __init__(
-        self, preset: Callable[[str], Preset | None] = lambda _id: None, **kwargs: Any
+        self,
+        preset: Callable[[str], Preset | None] = lambda _id: None,
+        feed: ServiceFeed | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self._preset = preset  # the catalog's preset of a managed engine, for its plan
+        self._feed = feed  # the service's readings of its engine, drawn instead of ours
         self._reader: MetricsReader | None = None
         self._sampled: str | None = None  # the engine sampled: container id or URL
         self.latest: Trail = ()  # the newest trail, shown or not
@@ -83,13 +92,17 @@ class MetricsTab(Vertical):
         from sparkdeck.engines import get_kind
         from sparkdeck.metrics.reader import MetricsReader
         from sparkdeck.metrics.sampler import MetricsSampler
+        from sparkdeck.ui.metrics.fed_metrics import FedMetrics
 
         if self._reader is None:
             self._reader = MetricsReader()  # one shared HTTP client for the tab's life
         preset = self._preset(endpoint.preset_id) if endpoint.preset_id else None
         plan = get_kind(endpoint.kind).metrics_plan(endpoint.url, endpoint.metrics_path, preset)
         self.run_worker(
-            sample_forever(MetricsSampler(plan, self._reader), self.post_message),
+            sample_forever(
+                FedMetrics(MetricsSampler(plan, self._reader), self._feed, target.instance),
+                self.post_message,
+            ),
             name="engine metrics",
             group="metrics",
             exclusive=True,
