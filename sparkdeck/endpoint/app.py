@@ -27,6 +27,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.answers import begin_answer, error_in_stream, listed_models, wrong_model
 from sparkdeck.endpoint.listener import api_key
 from sparkdeck.endpoint.refusals import (
     KeyRequired,
@@ -46,7 +47,7 @@ from sparkdeck.endpoint.request_body import (
 )
 from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 from sparkdeck.endpoint.stream_meter import Meter
-from sparkdeck.endpoint.switching import SwitchGate, listed_models
+from sparkdeck.endpoint.switching import SwitchGate
 from sparkdeck.endpoint.upstream import UpstreamFinder
 from sparkdeck.endpoint.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
 from sparkdeck.presets import load_catalog
@@ -150,7 +151,7 @@ class Forwarder:
                     receive,
                     send,
                     record,
-                    await self.gate.wrong_model(model, upstream),
+                    wrong_model(model, upstream, await self.finder.presets()),
                     opened,
                 )
                 return
@@ -206,7 +207,7 @@ class Forwarder:
         answered = asyncio.Event()  # the engine's answer was handed on to its end
 
         async def pump() -> None:
-            if not await self.gate.begin_answer(send, answer, headers, opened):
+            if not await begin_answer(send, answer, headers, opened):
                 return  # an engine's error put into the stream a switch wait opened
             async for chunk in answer.aiter_raw():
                 meter.feed(chunk)
@@ -250,9 +251,7 @@ class Forwarder:
         response: Response,
         opened: bool = False,
     ) -> None:
-        await (
-            self.gate.error_in_stream(send, response) if opened else response(scope, receive, send)
-        )
+        await (error_in_stream(send, response) if opened else response(scope, receive, send))
         log_refusal(self.log, record, response)
 
 

@@ -34,21 +34,20 @@ clients read as a fault of the server), 503 for a failed launch. All carry
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.types import Receive, Send
 
 from sparkdeck.config.settings import EndpointSettings
+from sparkdeck.endpoint.answers import body_part, loading_notice
 from sparkdeck.endpoint.refusals import openai_error
 from sparkdeck.endpoint.switch_runs import NO_RETRY, Outcome, SwitchRunner
 
 if TYPE_CHECKING:
     from sparkdeck.endpoint.upstream import Upstream, UpstreamFinder
-    from sparkdeck.endpoint.upstream_http import UpstreamAnswer
     from sparkdeck.service.owner import EngineOwner
 
 
@@ -329,8 +328,8 @@ class SwitchGate:
                     if self._settings.loading_notice and record["path"].endswith(
                         "/chat/completions"
                     ):
-                        await send(_body(_notice(model)))
-                await send(_body(f": loading {model}\n\n".encode()))
+                        await send(body_part(loading_notice(model)))
+                await send(body_part(f": loading {model}\n\n".encode()))
                 # the first of the two ends the pause: the switch being over, or the client
                 # gone (waiting for both held every stream for the whole keep-alive period)
                 await asyncio.wait(
@@ -361,101 +360,7 @@ class SwitchGate:
         upstream, refusal = waiter.result.result()
         return Admission(upstream, refusal, opened, waited)
 
-    async def error_in_stream(self, send: Send, error: Response | bytes) -> None:
-        """An error after a waiting stream was opened with 200: an SSE `data:` event
-        carrying the OpenAI-style error body (the `openai` client raises it), then the end."""
-        body = bytes(error.body) if isinstance(error, Response) else error
-        try:
-            json.loads(body)
-        except ValueError:  # an engine's error that is not JSON: wrapped, never sent raw
-            body = json.dumps(
-                {
-                    "error": {
-                        "message": body.decode("utf-8", "replace")[:2000],
-                        "type": "server_error",
-                        "code": "engine_error",
-                    }
-                }
-            ).encode()
-        await send(_body(b"data: " + body + b"\n\n"))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def begin_answer(
-        self, send: Send, answer: UpstreamAnswer, headers: list[tuple[bytes, bytes]], opened: bool
-    ) -> bool:
-        """Start relaying the engine's answer: its status and headers, or nothing when a
-        switch wait already opened the stream; an engine's error in such a stream becomes
-        an error event. False: the answer is complete."""
-        if not opened:
-            await send(
-                {"type": "http.response.start", "status": answer.status_code, "headers": headers}
-            )
-        elif answer.status_code != 200:
-            await self.error_in_stream(send, await answer.aread())
-            return False
-        return True
-
-    async def wrong_model(self, model: str, upstream: Upstream) -> JSONResponse:
-        """The refusal of a model that does not run (switching off, or not a preset's)."""
-        catalog = await self._finder.presets()
-        named = [p.id for p in catalog.presets.values() if model in (p.id, p.model)]
-        running = upstream.model_ids[0] if upstream.model_ids else upstream.name
-        switch = f"`sparkdeck launch {named[0]}`" if named else "`sparkdeck launch PRESET`"
-        return openai_error(
-            404,
-            f"model {model!r} is not running: this endpoint serves {running!r}"
-            f"{f' (preset {upstream.preset_id})' if upstream.preset_id else ''}. Ask for "
-            f"that model, or switch with {switch} (the switch takes the engine down first)",
-            "invalid_request_error",
-            "model_not_found",
-        )
-
 
 async def _disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-def _body(data: bytes) -> dict[str, Any]:
-    return {"type": "http.response.body", "body": data, "more_body": True}
-
-
-def _notice(model: str) -> bytes:
-    chunk = {
-        "id": "sparkdeck-switch",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {"index": 0, "delta": {"reasoning_content": f"loading {model}…"}, "finish_reason": None}
-        ],
-    }
-    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
-
-
-def listed_models(upstream: Upstream | None, catalog: Any) -> dict[str, Any]:
-    """/v1/models: the running engine's own models, then every preset's model (a request
-    for one of those is a switch away, or refused naming the switch)."""
-    running = upstream.model_ids if upstream is not None else ()
-    data = (
-        [{**m, "running": True, "preset": upstream.preset_id} for m in upstream.models]
-        if upstream is not None
-        else []
-    )
-    seen = set(running)
-    for preset in sorted(catalog.presets.values(), key=lambda p: p.id):
-        model = preset.model or preset.id
-        if model in seen or (upstream is not None and model in upstream.aliases):
-            continue
-        seen.add(model)
-        data.append(
-            {
-                "id": model,
-                "object": "model",
-                "created": 0,
-                "owned_by": "sparkdeck",
-                "running": False,
-                "preset": preset.id,
-            }
-        )
-    return {"object": "list", "data": data}
