@@ -174,7 +174,7 @@ class WatchdogLine(Static):
                 engine,
                 runtime,
                 guard,
-                lambda event: self.post_message(self.Guarded(event)),
+                self._posted,
                 done,
                 lambda: self._guard().running_hz,
             )
@@ -184,11 +184,22 @@ class WatchdogLine(Static):
         finally:
             control.close()
 
+    def _posted(self, event: GuardEvent) -> None:
+        """Each guard event as a message, in the order they came (from the worker). This
+        window's own decisions go as GuardDecisionMade, the message a launch's start-up
+        watchdog's decisions come in too: the app (and its tests) see every watchdog's
+        decisions alike. Posted here, not re-posted by the handler: a stop attempt must not
+        overtake the decision it carries out."""
+        if isinstance(event, Decided):
+            self.post_message(GuardDecisionMade(event.decision))
+        else:
+            self.post_message(self.Guarded(event))
+
     def on_watchdog_line_guarded(self, message: Guarded) -> None:
         message.stop()
         match message.event:
-            case Decided(decision):  # posted as a launch's start-up watchdog's are (one
-                self.post_message(GuardDecisionMade(decision))  # message: both watchdogs)
+            case Decided(decision):  # (this window's come as GuardDecisionMade: _posted)
+                self.decided(decision)
             case ServiceDecided() as remote:
                 self._service_decided(remote)
             case StopTried(attempt):
