@@ -14,32 +14,27 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
+from sparkdeck.bench.outcome import BenchConfig, BenchOutcome, BenchProgress, now_iso
 from sparkdeck.bench.prompt import PromptError, PromptPlan, make_counter, plan_prompt
-from sparkdeck.bench.sampler import ResourcePeaks, ResourceSampler
-from sparkdeck.bench.server_side import HistogramTotals, burst_reason, read_totals, window
+from sparkdeck.bench.sampler import ResourceSampler
+from sparkdeck.bench.server_side import HistogramTotals, read_totals, window
 from sparkdeck.bench.stats import (
     PointSummary,
     RequestFigures,
     RoundFigures,
-    errors_reason,
-    fell_behind,
     refuses_context,
     request_figures,
-    summarise,
     summarise_point,
 )
+from sparkdeck.bench.verdict import check_counts, judge
 from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
 from sparkdeck.engines import EngineKind
 from sparkdeck.http_limits import capped_client
-
-DEFAULT_CONCURRENCY = (1, 2, 4, 8)
-
 
 # When a request really left. Reading the clock before calling the client also counts the
 # client's own work (encoding a long prompt as JSON, taking a pooled connection), which on a
@@ -75,72 +70,11 @@ class SendClockTransport(httpx.HTTPTransport):
         return getattr(self._local, "sent_at", None)
 
 
-@dataclass(frozen=True)
-class BenchConfig:
-    """What to measure. Token counts are as the server counts them (chat template included)."""
-
-    prompt_tokens: int = 512
-    output_tokens: int = 128
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
-    runs: int = 3
-    warmup: int = 1
-    depth_tokens: int = 0
-    prefix_cache: bool = False
-    model: str | None = None
-    sampler_hz: float = 4.0
-
-    def __post_init__(self) -> None:
-        if self.prompt_tokens < 1 or self.output_tokens < 2:
-            raise ValueError(
-                "prompt tokens must be >= 1 and output tokens >= 2 (decode speed needs two tokens)"
-            )
-        if not self.concurrency or min(self.concurrency) < 1 or self.runs < 1 or self.warmup < 0:
-            raise ValueError("concurrency levels and runs must be >= 1, warm-up >= 0")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "concurrency": list(self.concurrency)}
-
-
-@dataclass(frozen=True)
-class BenchProgress:
-    """Where a run stands; `phase` is sizing, warmup, measuring or done."""
-
-    phase: str
-    concurrency: int | None = None
-    repeat: int | None = None
-    requests_done: int = 0
-    requests_total: int = 0
-
-
-@dataclass(frozen=True)
-class BenchOutcome:
-    """A whole run. `status`: complete, errors (some requests failed: `reason` gives each
-    level's count and the engine's message), unreliable (measured to the end, but the
-    client's timing cannot be trusted; `reason` says why), stopped (watchdog or user;
-    `reason` says which) or failed (no request succeeded; `reason` holds the first error)."""
-
-    config: BenchConfig
-    model: str
-    status: str
-    reason: str | None
-    plan: PromptPlan | None
-    points: tuple[PointSummary, ...]
-    rounds: tuple[RoundFigures, ...]
-    peaks: ResourcePeaks
-    warnings: tuple[str, ...]
-    started_at: str
-    finished_at: str
-
-
 def _load_average() -> float:
     try:
         return os.getloadavg()[0]
     except OSError:
         return 0.0
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -331,44 +265,9 @@ class BenchRunner:
             self.sampler.stop()  # a bug: no sampler thread left behind, and the traceback
             raise
         warnings += check_counts(cfg, plan, rounds)
-        failed = errors_reason(points, cfg.concurrency) if not self._live.stop.is_set() else None
-        if failed and any(r.ok for rnd in rounds for r in rnd.requests):
-            # any failed request makes the run not complete; said before a timing caveat,
-            # which would otherwise hide it (the issue's 12/12 errors read "unreliable")
-            self._live.reason = failed
-            return self._outcome(model, "errors", plan, points, rounds, warnings, started)
-        behind = fell_behind(rounds) + [
-            reason
-            for point in points
-            if (
-                reason := burst_reason(
-                    point.concurrency,
-                    [
-                        r
-                        for rnd in rounds
-                        if rnd.concurrency == point.concurrency
-                        for r in rnd.requests
-                    ],
-                    point.server_stream_decode_tps,
-                )
-            )
-        ]
-        if behind and not self._live.stop.is_set():
-            cores = os.cpu_count() or 1
-            load = (
-                f" (load average up to {self._load:.1f} on {cores} cores)"
-                if (self._load > cores)
-                else ""
-            )
-            self._live.reason = "; ".join(behind) + load
-            return self._outcome(model, "unreliable", plan, points, rounds, warnings, started)
-        if self._live.stop.is_set():
-            return self._outcome(model, "stopped", plan, points, rounds, warnings, started)
-        if not any(r.ok for rnd in rounds for r in rnd.requests):
-            first = next((r.error for rnd in rounds for r in rnd.requests if r.error), None)
-            self._live.reason = f"no request succeeded: {first}"
-            return self._outcome(model, "failed", plan, points, rounds, warnings, started)
-        return self._outcome(model, "complete", plan, points, rounds, warnings, started)
+        status, reason = judge(cfg, points, rounds, self._live.stop.is_set(), self._load)
+        self._live.reason = reason or self._live.reason
+        return self._outcome(model, status, plan, points, rounds, warnings, started)
 
     def _server_totals(self) -> HistogramTotals | None:
         """The engine's latency histograms now, where its kind has them (else None)."""
@@ -418,61 +317,3 @@ class BenchRunner:
             started,
             now_iso(),
         )
-
-
-def check_counts(
-    config: BenchConfig, plan: PromptPlan | None, rounds: list[RoundFigures]
-) -> list[str]:
-    """Warnings where the server's counts disagree with what the run asked for."""
-    ok = [r for rnd in rounds for r in rnd.requests if r.ok]
-    found: list[str] = []
-    if plan is not None:
-        off = sorted(
-            {
-                r.prompt_tokens
-                for r in ok
-                if r.prompt_source == "usage"
-                and r.prompt_tokens is not None
-                and r.prompt_tokens != plan.total_tokens
-            }
-        )
-        if off:
-            found.append(
-                f"the server counted {', '.join(map(str, off[:5]))} prompt tokens "
-                f"where the prompt was sized to {plan.total_tokens}"
-            )
-        if plan.counted_by == "estimate":
-            found.append(
-                "the server counts no tokens (no tokenizer endpoint, no usage): "
-                "prompt sizes are estimates"
-            )
-    # A server that falls behind its clients (seen with vLLM on a starved CPU) sends most of
-    # a reply in one burst: its decode rate then measures delivery, not decoding. One stream
-    # alone decodes fastest, so a rate far above the single-stream median gives it away.
-    alone = summarise(
-        r.decode_tps for rnd in rounds if rnd.concurrency == 1 for r in rnd.requests if r.ok
-    ).median
-    bursts = [
-        r
-        for rnd in rounds
-        if rnd.concurrency > 1
-        for r in rnd.requests
-        if r.ok and alone and r.decode_tps and r.decode_tps > 3 * alone
-    ]
-    if bursts:
-        found.append(
-            f"{len(bursts)} of {len(ok)} replies arrived in bursts (decode over 3x "
-            "the single-stream rate): their decode rates say how fast text was "
-            "delivered, not decoded; the total figures still hold"
-        )
-    short = [r for r in ok if (r.output_tokens or 0) < config.output_tokens]
-    if short:
-        reasons = ", ".join(sorted({r.finish_reason or "none given" for r in short}))
-        fewest = min(r.output_tokens or 0 for r in short)
-        found.append(
-            f"{len(short)} repl{'y' if len(short) == 1 else 'ies'} ended before "
-            f"{config.output_tokens} tokens (fewest {fewest}; finish reason: "
-            f"{reasons}): an end-of-sequence the engine would not ignore, or its "
-            "context ran out; decode figures use the real counts"
-        )
-    return found

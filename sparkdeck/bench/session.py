@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from sparkdeck.bench.runner import BenchConfig, BenchProgress, BenchRunner, now_iso
+from sparkdeck.bench.outcome import BenchConfig, BenchProgress, now_iso
+from sparkdeck.bench.runner import BenchRunner
 from sparkdeck.bench.store import BenchStore, StoredRun
 from sparkdeck.bench.target import (
     LaunchFingerprint,

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sparkdeck.bench.runner import BenchConfig, BenchOutcome
+from sparkdeck.bench.outcome import BenchConfig, BenchOutcome
 from sparkdeck.bench.stats import PointSummary, RoundFigures
 from sparkdeck.bench.target import LaunchFingerprint
 from sparkdeck.config import paths

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from sparkdeck.bench import report
+from sparkdeck.bench.outcome import DEFAULT_CONCURRENCY, BenchConfig, BenchProgress
 from sparkdeck.bench.prompt import PromptError
 from sparkdeck.bench.report import FORMATS
-from sparkdeck.bench.runner import DEFAULT_CONCURRENCY, BenchConfig, BenchProgress
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore, BenchStoreError, StoredRun
 from sparkdeck.bench.target import NoBenchTarget

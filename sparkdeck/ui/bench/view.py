@@ -27,7 +27,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from sparkdeck.bench.runner import BenchConfig, BenchProgress
+from sparkdeck.bench.outcome import BenchConfig, BenchProgress
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore, StoredPoint, StoredRun
 from sparkdeck.text_safety import clean
