@@ -14,6 +14,7 @@ from the service, the guard's stop.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -168,3 +169,56 @@ def test_with_the_service_on_the_front_end_follows_its_guard_through_service_con
     # one watchdog decided and stopped: this process's own never read the host
     assert seen.own_readings == 0
     assert os.path.exists(isolated_dirs["runtime"] / "service.sock")
+
+
+def test_the_guard_lines_toast_after_its_own_stop_names_why(
+    isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    """The TUI's line, following the guard through LocalControl: its own watchdog's stop
+    decision is shown before the stop attempt that carries it out, so the toast says why the
+    engine was stopped (a decision re-posted behind its attempt lost the reasons)."""
+    import asyncio
+
+    from sparkdeck.config.settings import load_settings as settings_now
+    from sparkdeck.ui.app import SparkdeckApp
+    from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+    from tests.support.pane_host import wait_until
+
+    hog_size, _ = stop_line_below_a_hog(isolated_dirs["config"])
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+    flow = LaunchFlow(connect, flush=False, guard=settings_now().guard)
+    with contextlib.closing(engine_control(lambda: flow)) as control:
+        control.launch(flow.plan(load_catalog().get("svc-tiny")), lambda e: None)
+    app = SparkdeckApp(
+        load_catalog, connect, settings=settings_now(), flush=False, engine_poll_seconds=0.5
+    )
+
+    def toasts() -> list[str]:
+        return [str(t.render()) for t in app.screen.query("Toast")]
+
+    async def scenario() -> list[str]:
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            line = app.query_one(WatchdogLine)
+            await wait_until(
+                pilot,
+                lambda: str(line.render()).startswith(("memory guard OK", "memory guard WARN")),
+                timeout=30.0,
+                what=lambda: f"the line's own decisions: {line.render()}",
+            )
+            with MemoryHog(hog_size) as hog:
+                hog.allocate()
+                await wait_until(
+                    pilot,
+                    lambda: any("the memory guard stopped the engine" in t for t in toasts()),
+                    timeout=60.0,
+                    what=lambda: f"the stop's toast: {toasts()}",
+                )
+            return toasts()
+
+    said = asyncio.run(scenario())
+    assert scope_containers(docker_client, scope) == []
+    (toast,) = [t for t in said if "the memory guard stopped the engine" in t]
+    line = settings_now().guard.stop_available_pct
+    assert "stopped the engine: MemAvailable" in toast and f"< {line:g} %" in toast, toast
