@@ -13,7 +13,8 @@ import pytest
 from textual.binding import Binding
 from textual.widgets import TabbedContent
 
-from sparkdeck.config.settings import KEY_IDS, Settings, SettingsError, load_settings
+from sparkdeck.config.keys import KEY_IDS
+from sparkdeck.config.settings import Settings, SettingsError, load_settings
 from sparkdeck.ui.bench.view import BenchCompareScreen
 from sparkdeck.ui.chat.pane import ChatPane
 from sparkdeck.ui.chat.views import ConversationsScreen
@@ -24,7 +25,7 @@ from sparkdeck.ui.history.view import HistoryScreen
 from sparkdeck.ui.keymap import BINDINGS
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.screens.help import HelpScreen
-from tests.support.offline_app import make_app, run, text_of
+from tests.support.offline_app import make_app, text_of
 from tests.support.pane_host import wait_until
 
 ID_STYLE = re.compile(r"[a-z]+(-[a-z]+)*")
@@ -64,7 +65,8 @@ def test_bad_ids_and_keys_are_named_with_the_file_and_key(tmp_path: Path) -> Non
     assert load_settings(path).keys == {"launch": "L", "tab-guard": "G,f7"}
 
 
-def test_a_remapped_key_works_and_the_old_one_no_longer_does(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_remapped_key_works_and_the_old_one_no_longer_does(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path, settings=Settings(keys={"tab-metrics": "f5", "help": "f2"}))
 
     async def scenario() -> None:
@@ -80,10 +82,11 @@ def test_a_remapped_key_works_and_the_old_one_no_longer_does(tmp_path: Path) -> 
             lines = text_of(app.screen.query_one("#help-keys")).splitlines()
             assert any(line.split()[0] == "f5" and "Metrics" in line for line in lines), lines
 
-    run(scenario)
+    await scenario()
 
 
-def test_a_key_given_to_two_dashboard_actions_is_told(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_key_given_to_two_dashboard_actions_is_told(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path, settings=Settings(keys={"tab-metrics": "q"}))
 
     async def scenario() -> None:
@@ -94,4 +97,4 @@ def test_a_key_given_to_two_dashboard_actions_is_told(tmp_path: Path) -> None:
                 what="the warning",
             )
 
-    run(scenario)
+    await scenario()
