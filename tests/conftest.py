@@ -30,6 +30,15 @@ from sparkdeck.presets import Preset, load_file
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import MANAGED, SCOPE
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
+from tests.support.parallel_runs import (
+    LOCK_DIR_KEY,
+    MachineSlot,
+    lock_dir_of,
+    mark_items,
+    new_lock_dir,
+    one_builder,
+    remove_lock_dir,
+)
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
 
@@ -62,9 +71,12 @@ _NEEDS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses a real part's fixtures must carry that part's marker (a usage error
-    names the ones that do not); vLLM's tests get the longer timeout its start needs."""
+    names the ones that do not); vLLM's tests get the longer timeout its start needs; the
+    marks that share the machine between xdist workers (tests/support/parallel_runs.py)."""
+    mark_items(items)
     unmarked: list[str] = []
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
@@ -79,6 +91,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "(add e.g. `pytestmark = [pytest.mark.docker, "
             "pytest.mark.llama]`): " + ", ".join(unmarked)
         )
+
+
+# ----- sharing the machine between xdist workers (tests/support/parallel_runs.py) ----------
+_LOCK_DIR = pytest.StashKey[str]()
+_SLOT: MachineSlot | None = None  # this worker's hold on the machine
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        config.stash[_LOCK_DIR] = new_lock_dir()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _LOCK_DIR in config.stash:
+        remove_lock_dir(config.stash[_LOCK_DIR])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Each xdist worker learns the controller's lock folder."""
+    node.workerinput[LOCK_DIR_KEY] = node.config.stash[_LOCK_DIR]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: waiting is not timed by pytest-timeout
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Setup, call and teardown hold the machine shared, or exclusively for an alone test."""
+    global _SLOT
+    directory = lock_dir_of(item.config)
+    if directory is None:
+        return (yield)
+    if _SLOT is None:
+        _SLOT = MachineSlot(directory)
+    _SLOT.acquire(item.get_closest_marker("alone") is not None)
+    try:
+        return (yield)
+    finally:
+        _SLOT.after(None if nextitem is None else nextitem.get_closest_marker("alone") is not None)
 
 
 def unavailable(reason: str) -> None:
@@ -144,7 +193,8 @@ def llama_image(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
     model = write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
-    return ensure_llama_image(docker_client, llama_server_binary, model)
+    with one_builder("llama-server"):  # xdist workers ask at once
+        return ensure_llama_image(docker_client, llama_server_binary, model)
 
 
 @pytest.fixture(scope="session")
@@ -152,7 +202,8 @@ def busybox_image(docker_client: docker.DockerClient) -> str:
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not Path(busybox).is_file():
         unavailable("no static busybox: apt-get install busybox-static")
-    return ensure_busybox_image(docker_client, Path(busybox))
+    with one_builder("busybox"):
+        return ensure_busybox_image(docker_client, Path(busybox))
 
 
 @pytest.fixture(scope="session")

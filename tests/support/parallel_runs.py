@@ -1,0 +1,196 @@
+"""How the suite shares a 2-core machine between pytest-xdist workers (`-n` in pyproject).
+
+Most tests wait on Docker, engines and sleeps, so several run at once. Three kinds may not:
+
+- "alone" tests: a timing promise (TTFT, tok/s accuracy, a stop within 2 s, first-frame or
+  idle CPU, chat lag), a CPU or memory hog, or a reading of host-wide memory or PSI. Another
+  test's load would move their figure (or their hog would move another test's), so each runs
+  with no other test on the machine: every test holds a shared lock while it runs, and an alone
+  test holds it exclusively. A turnstile lock in front lets an alone test that waits stop new
+  shared holders from slipping in, so it is never starved.
+  The alone tests all run on one worker, back to back (see MachineSlot).
+- Tests of one costly session or module fixture stay on one worker, so it starts once: the
+  vLLM server (a 30 s start and much memory) and the modules with a private dockerd.
+- Tests of a module that writes a fixed path (a snapshot that shows it) stay on one worker.
+
+THE RULE for a new test: one that times a promise, starts a hog or reads host-wide memory/PSI
+is alone. A test whose body names a hog (`cpu_hog`, `memory_hog`, `start_hog`, a variable
+`hog`...) or that uses a fixture named *hog* is found by itself; otherwise put its module in
+ALONE_MODULES, its node id in ALONE_TESTS, or mark it `@pytest.mark.alone`.
+Without xdist (`-n0`) nothing here takes a lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# modules whose every test is alone (file names under tests/)
+ALONE_MODULES = frozenset(
+    {
+        "test_bench_accuracy.py",  # tok/s and TTFT accuracy against a timed server
+        "test_chat_fast_rates.py",  # chat tok/s against llama-server's own rate
+        "test_chat_timing.py",  # chat lag under a CPU hog
+        "test_engine_memory.py",  # memory hog, host-wide memory
+        "test_full_disk.py",  # memory hog
+        "test_guard_handover.py",  # memory hog, guard stop within its figure
+        "test_guard_real_memory.py",  # host-wide memory
+        "test_hangs.py",  # every call ends within its stated time
+        "test_liveness_probe.py",  # probe answers within its figure
+        "test_quiet_server.py",  # idle CPU of the service's server
+        "test_service_door.py",  # hogs, timed answers
+        "test_service_footprint.py",  # the idle service's size
+        "test_service_liveness.py",  # hogs, timed answers
+        "test_switch_own_memory.py",  # memory hog
+        "test_tui_quick_quit.py",  # quit within its figure
+        "test_tui_quiet_idle.py",  # idle CPU of the TUI
+        "test_ui_first_frame_imports.py",  # first-frame time
+        "test_ui_idle_imports.py",  # idle CPU
+    }
+)
+# single tests that are alone in modules that are not (node ids, without parameters)
+ALONE_TESTS = frozenset(
+    {
+        # /proc/meminfo against psutil a moment apart, within 256 MiB
+        "tests/test_host_memory.py::test_real_meminfo_agrees_with_psutil",
+        # drops the whole machine's page cache and measures that it went
+        "tests/test_host_memory.py::test_flush_as_root_drops_a_file_from_the_cache",
+        # a 20 Hz sampler's count over 0.4 s
+        "tests/test_throttle_bench.py::test_the_sampler_thread_counts_every_sample_under_load",
+    }
+)
+
+# session or module fixtures that must start once: their tests share one worker
+ONE_WORKER_FIXTURES = {"vllm_server": "vllm", "tiny_hf_model": "vllm", "vllm_python": "vllm"}
+# modules with a costly module fixture (a private dockerd) or a fixed path on disk
+ONE_WORKER_MODULES = frozenset(
+    {
+        "test_guard_never_lets_go.py",  # its own dockerd
+        "test_hangs.py",  # its own dockerd
+        "test_ui_endpoint_snapshots.py",  # /tmp/sparkdeck-connect-snapshot, shown on screen
+    }
+)
+
+LOCK_DIR_KEY = "sparkdeck_lock_dir"
+
+
+def is_alone(item: pytest.Item) -> bool:
+    if item.get_closest_marker("alone") is not None:
+        return True
+    path = Path(str(item.fspath))
+    if path.name in ALONE_MODULES:
+        return True
+    if item.nodeid.split("[", 1)[0] in ALONE_TESTS:
+        return True
+    if any("hog" in name for name in getattr(item, "fixturenames", ())):
+        return True
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    if code is None:
+        return False
+    return any("hog" in name.lower() for name in (*code.co_names, *code.co_varnames))
+
+
+def worker_group(item: pytest.Item) -> str | None:
+    for fixture in getattr(item, "fixturenames", ()):
+        if fixture in ONE_WORKER_FIXTURES:  # first: an alone vLLM test must not start another
+            return ONE_WORKER_FIXTURES[fixture]
+    if is_alone(item):
+        return "alone"
+    name = Path(str(item.fspath)).name
+    return name if name in ONE_WORKER_MODULES else None
+
+
+def mark_items(items: list[pytest.Item]) -> None:
+    """Adds `alone` and `xdist_group` marks (before xdist reads the groups)."""
+    for item in items:
+        if is_alone(item) and item.get_closest_marker("alone") is None:
+            item.add_marker(pytest.mark.alone)
+        group = worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def new_lock_dir() -> str:
+    return tempfile.mkdtemp(prefix="sdlocks-", dir="/tmp")
+
+
+class MachineSlot:
+    """The lock on the machine a worker holds while a test runs under xdist: shared for most
+    tests, exclusive for an alone one.
+
+    Shared holds end with each test, so an alone test waits at most for the tests running
+    when it arrived. That wait idles the other workers, so the alone tests all go to one
+    worker (the "alone" group, run back to back) and the exclusive hold is kept from one alone
+    test to the next: the machine drains once per run of alone tests, not once per test.
+    """
+
+    def __init__(self, directory: Path):
+        self._turnstile = open(directory / "turnstile.lock", "a+")  # noqa: SIM115 - held for the run
+        self._machine = open(directory / "machine.lock", "a+")  # noqa: SIM115
+        self._held: int | None = None  # fcntl.LOCK_SH or LOCK_EX while held
+
+    def acquire(self, alone: bool) -> None:
+        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+        if self._held == mode:
+            return
+        self.release()
+        # Everyone passes the turnstile; an alone test keeps it until it has the machine, so
+        # shared holders that arrive after it wait behind it instead of overtaking it.
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._machine, mode)
+        finally:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        self._held = mode
+
+    def after(self, next_alone: bool | None) -> None:
+        """After a test: an exclusive hold carries on into an alone test next, nothing else."""
+        if not (self._held == fcntl.LOCK_EX and next_alone):
+            self.release()
+
+    def release(self) -> None:
+        if self._held is not None:
+            fcntl.flock(self._machine, fcntl.LOCK_UN)
+            self._held = None
+
+
+@contextmanager
+def one_builder(what: str) -> Iterator[None]:
+    """Held while a test image is looked for and imported: workers that need it at the same
+    moment import it once, the others find it. Keyed by the daemon, as the image is."""
+    daemon = os.environ.get("DOCKER_HOST", "default")
+    digest = hashlib.sha256(f"{daemon} {what}".encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"sparkdeck-image-{digest}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def lock_dir_of(config: pytest.Config) -> Path | None:
+    """The controller's lock folder on an xdist worker; None when not under xdist."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is None or LOCK_DIR_KEY not in workerinput:
+        return None
+    return Path(workerinput[LOCK_DIR_KEY])
+
+
+def remove_lock_dir(directory: str) -> None:
+    for name in ("turnstile.lock", "machine.lock"):
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
