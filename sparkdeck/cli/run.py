@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkdeck import __version__
 from sparkdeck.cli import commands
-from sparkdeck.cli.args import endpoint_args
+from sparkdeck.cli.commands import endpoint_args
 from sparkdeck.cli.commands.engine import cmd_launch, cmd_stop
 from sparkdeck.cli.output import (
     print_failure_log,

@@ -25,8 +25,7 @@ from sparkdeck.bench.report import FORMATS
 from sparkdeck.bench.session import BenchSession
 from sparkdeck.bench.store import BenchStore, BenchStoreError, StoredRun
 from sparkdeck.bench.target import NoBenchTarget
-from sparkdeck.cli.args import endpoint_args
-from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.cli.commands import CommandFailed, endpoint_args
 from sparkdeck.config.paths import atomic_write_text
 
 

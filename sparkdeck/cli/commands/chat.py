@@ -18,8 +18,7 @@ from sparkdeck.chat.client import ChatClient, Timed, api_key_from_env
 from sparkdeck.chat.deltas import Content, Reasoning
 from sparkdeck.chat.session import ChatSession, ChatSettings
 from sparkdeck.chat.store import ConversationError, find, load
-from sparkdeck.cli.args import endpoint_args
-from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.cli.commands import CommandFailed, endpoint_args
 from sparkdeck.endpoints import Endpoint, resolve_endpoint
 from sparkdeck.engines import get_kind
 from sparkdeck.text_safety import clean

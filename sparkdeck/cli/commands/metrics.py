@@ -14,8 +14,7 @@ import json
 import sys
 import time
 
-from sparkdeck.cli.args import endpoint_args
-from sparkdeck.cli.commands import CommandFailed
+from sparkdeck.cli.commands import CommandFailed, endpoint_args
 from sparkdeck.endpoints import EndpointError, resolve_endpoint
 from sparkdeck.engines import get_kind
 from sparkdeck.metrics.reader import MetricsReader
