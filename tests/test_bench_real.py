@@ -3,7 +3,6 @@ fingerprint then names the preset, image id and argv), and vLLM's CPU build."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from tests.support.cli import run_cli
 from tests.support.cli_env import cli_env  # noqa: F401 - a fixture
 
 
-def show_in_tui(store: BenchStore) -> list[tuple]:
+async def show_in_tui(store: BenchStore) -> list[tuple]:
     """The rows the comparison screen shows for the store's newest model."""
 
     async def scenario() -> list[tuple]:
@@ -31,12 +30,13 @@ def show_in_tui(store: BenchStore) -> list[tuple]:
             table = view.query_one("#bench-table")
             return [tuple(table.get_row_at(i)) for i in range(table.row_count)]
 
-    return asyncio.run(scenario())
+    return await scenario()
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_full_sweep_on_the_real_llama_server(
+@pytest.mark.anyio
+async def test_full_sweep_on_the_real_llama_server(
     cli_env, isolated_dirs, llama_image, docker_client
 ) -> None:
     port = free_port()
@@ -91,14 +91,15 @@ def test_full_sweep_on_the_real_llama_server(
     status = stored.status
     assert status == "complete" or (status == "unreliable" and "in bursts" in stored.reason)
     assert len(stored.points) == 3
-    rows = show_in_tui(store)
+    rows = await show_in_tui(store)
     assert rows[0][0] == "bench-tiny" and rows[0][3] == status and rows[0][4] != "-"
     shown = run_cli("bench", "history", env=cli_env)
     assert "bench-tiny" in shown.stdout and status in shown.stdout
 
 
 @pytest.mark.vllm
-def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
+@pytest.mark.anyio
+async def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
     config = BenchConfig(
         prompt_tokens=128, output_tokens=32, concurrency=(1, 2, 4, 8), runs=1, warmup=1
     )
@@ -127,7 +128,7 @@ def test_full_sweep_on_the_real_vllm(vllm_server, isolated_dirs) -> None:
         # the figures use what the server counted, and the run says so
         assert abs(point.summary["prompt_tokens"]["median"] - 128) <= 2
     assert all("prompt tokens" in w or "burst" in w for w in run.warnings)
-    rows = show_in_tui(BenchStore())
+    rows = await show_in_tui(BenchStore())
     assert rows[0][0] == f"vllm@{vllm_server.base_url.split('//')[1]}"
     assert rows[0][3] == run.status and len(rows[0]) == 8
 

@@ -5,7 +5,6 @@ and the engine says `Context size has been exceeded` in the stream after HTTP 20
 
 from __future__ import annotations
 
-import asyncio
 import io
 import threading
 from collections.abc import Iterator
@@ -42,7 +41,8 @@ def shared_context_engine(runtime: DockerRuntime, tmp_path, llama_image) -> Iter
     runtime.stop(engine.container_id, grace=0)
 
 
-def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
+@pytest.mark.anyio
+async def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
     shared_context_engine: EngineState, tmp_path
 ):
     store = BenchStore(tmp_path / "bench.sqlite3")
@@ -89,7 +89,7 @@ def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
     # the history keeps the good run beside the failed one for the comparison view
     shown = store.comparison(run.fingerprint.model)
     assert {r.id for r in shown} == {good.id, run.id}
-    asyncio.run(comparison_shows_both(store, good.id, run.id, refused))
+    await comparison_shows_both(store, good.id, run.id, refused)
 
 
 async def comparison_shows_both(

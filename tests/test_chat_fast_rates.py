@@ -31,7 +31,7 @@ from sparkdeck.presets import load_file
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.chat.pane import ChatPane
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset
-from tests.support.chat_pane_pilot import SIZE, send_message, sync
+from tests.support.chat_pane_pilot import SIZE, send_message
 from tests.support.pane_host import PaneHost, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,7 +219,7 @@ def test_cli_shows_the_servers_rate_for_a_short_reply(llama_url):
 
 @pytest.mark.docker
 @pytest.mark.llama
-@sync
+@pytest.mark.anyio
 async def test_chat_pane_shows_the_servers_rate_for_a_short_reply(llama_url):
     ended: list[ChatPane.ReplyEnded] = []
 

@@ -15,7 +15,7 @@ from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
 from sparkdeck.ui.chat.pane import MAX_FEED_GAP, MIN_FEED_GAP, ReplyFeed, feed_gap
 from sparkdeck.ui.chat.views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
-from tests.support.chat_pane_pilot import SIZE, send_message, sync
+from tests.support.chat_pane_pilot import SIZE, send_message
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until
 
@@ -36,7 +36,7 @@ async def _finished(pilot) -> None:
     await wait_until(pilot, lambda: not pilot.app.pane.streaming, what="reply to end")
 
 
-@sync
+@pytest.mark.anyio
 async def test_send_streams_reasoning_and_answer_and_saves_them(server, isolated_dirs):
     server.answer(_recorded("vllm_new_reasoning.sse"))
     app = PaneHost(server.url)
@@ -61,7 +61,7 @@ async def test_send_streams_reasoning_and_answer_and_saves_them(server, isolated
     )
 
 
-@sync
+@pytest.mark.anyio
 async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
     server.answer(
         Scripted([chunk_event("word ")] * 3, pause=0.05, repeat_forever=chunk_event("word "))
@@ -86,7 +86,7 @@ async def test_escape_cancels_and_the_server_sees_the_client_leave(server):
     assert sent["messages"][1]["content"].startswith("word word word")
 
 
-@sync
+@pytest.mark.anyio
 async def test_fold_reasoning_with_ctrl_r(server):
     server.answer(_recorded("sglang_reasoning_content.sse"))
     app = PaneHost(server.url, kind="sglang")
@@ -101,7 +101,7 @@ async def test_fold_reasoning_with_ctrl_r(server):
         assert view.reasoning_block.collapsed is False
 
 
-@sync
+@pytest.mark.anyio
 async def test_thinking_switch_is_sent_only_once_touched_and_mapped_per_kind(server):
     app = PaneHost(server.url, kind="vllm")
     async with app.run_test(size=SIZE) as pilot:
@@ -121,7 +121,7 @@ async def test_thinking_switch_is_sent_only_once_touched_and_mapped_per_kind(ser
         assert second[key] == value
 
 
-@sync
+@pytest.mark.anyio
 async def test_settings_inputs_shape_the_request(server):
     server.answer(_recorded("vllm_new_reasoning.sse"))
     app = PaneHost(server.url)
@@ -136,7 +136,7 @@ async def test_settings_inputs_shape_the_request(server):
     assert body["temperature"] == 0.3 and body["max_tokens"] == 64
 
 
-@sync
+@pytest.mark.anyio
 async def test_http_error_is_shown_in_the_conversation(server):
     server.answer(
         Scripted(
@@ -159,7 +159,7 @@ async def test_http_error_is_shown_in_the_conversation(server):
     assert not app.worker_errors
 
 
-@sync
+@pytest.mark.anyio
 async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
     server.answer(
         Scripted(
@@ -189,7 +189,7 @@ async def test_auto_scroll_only_while_the_reader_is_at_the_bottom(server):
         assert view.content_text.startswith("line 0")
 
 
-@sync
+@pytest.mark.anyio
 async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs):
     with ConversationWriter.create(
         {"endpoint": server.url, "kind": "vllm", "model": "qwen3", "system": "be brief"}
@@ -239,7 +239,7 @@ async def test_reopen_a_saved_conversation_and_continue_it(server, isolated_dirs
     assert [t.content for t in turns] == ["What is 2+2?", "**4**", "And 3+3?", "Hello!"]
 
 
-@sync
+@pytest.mark.anyio
 async def test_export_from_the_list_writes_markdown(server, isolated_dirs):
     with ConversationWriter.create({"model": "m"}) as w:
         w.user("export me")
@@ -258,7 +258,7 @@ async def test_export_from_the_list_writes_markdown(server, isolated_dirs):
     assert target.read_text().startswith("# export me\n")
 
 
-@sync
+@pytest.mark.anyio
 async def test_a_long_reply_streams_in_segments_and_keeps_all_its_text(server):
     # 40 paragraphs with formatting: finished parts are frozen (rendered once), the rest
     # stays live Markdown; nothing is lost or reordered on the way.
@@ -295,7 +295,7 @@ def test_feed_gap_follows_the_cost_of_the_last_batch_within_bounds():
     assert feed_gap(5.0) == MAX_FEED_GAP  # a stall never makes the reply wait seconds
 
 
-@sync
+@pytest.mark.anyio
 async def test_a_fast_stream_is_applied_in_batches_and_nothing_is_lost(server, monkeypatch):
     # 400 pieces as fast as the server can write them: the pane must batch them (not one
     # Markdown update per token) yet keep updating while it streams (not only at the end)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tests.support.chat_pane_pilot import SIZE, send_message, sync
+from tests.support.chat_pane_pilot import SIZE, send_message
 from tests.support.pane_host import PaneHost, wait_until
 from tests.support.timed_server import running
 
@@ -89,7 +89,7 @@ def test_cli_figure_matches_the_servers_under_cpu_load(server, cpu_hog):
     assert client == pytest.approx(reported, rel=TOLERANCE)
 
 
-@sync
+@pytest.mark.anyio
 async def test_chat_pane_figure_matches_the_servers_under_cpu_load(server, cpu_hog):
     app = PaneHost(server, kind="openai", save=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.endpoint import upstream
 from sparkdeck.endpoint.upstream import FIND_EVERY_S, UpstreamFinder
@@ -29,7 +31,8 @@ def no_docker():  # the follower is never started: nothing asks Docker
     raise AssertionError("the finder asked Docker")
 
 
-def test_after_a_pause_a_request_asks_nothing_until_something_moved(monkeypatch) -> None:
+@pytest.mark.anyio
+async def test_after_a_pause_a_request_asks_nothing_until_something_moved(monkeypatch) -> None:
     asked: list[str] = []
     real_resolve = upstream.resolve
     monkeypatch.setattr(upstream, "resolve", lambda *a: asked.append("resolve") or real_resolve(*a))
@@ -55,10 +58,11 @@ def test_after_a_pause_a_request_asks_nothing_until_something_moved(monkeypatch)
 
     with LoopbackOpenAI() as server:
         AttachedRegistry().add(endpoint_for(server.url, "openai", name="lb", source="attached"))
-        asyncio.run(scenario(server))
+        await scenario(server)
 
 
-def test_a_fresh_find_after_a_switch_asks_again(monkeypatch) -> None:
+@pytest.mark.anyio
+async def test_a_fresh_find_after_a_switch_asks_again(monkeypatch) -> None:
     """The one caller that must not be answered from what was kept: the switch, which asks
     for the new engine with fresh=True."""
     asked: list[str] = []
@@ -78,4 +82,4 @@ def test_a_fresh_find_after_a_switch_asks_again(monkeypatch) -> None:
 
     with LoopbackOpenAI() as server:
         AttachedRegistry().add(endpoint_for(server.url, "openai", name="lb", source="attached"))
-        asyncio.run(scenario())
+        await scenario()

@@ -8,8 +8,6 @@ advance as a real engine's would.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import time
 
 import pytest
@@ -54,16 +52,6 @@ class Host(App):
         self.trail = message.trail
 
 
-def sync(scenario):
-    """Run an async test body in its own event loop (the suite has no asyncio plugin)."""
-
-    @functools.wraps(scenario)
-    def run(*args, **kwargs):
-        return asyncio.run(scenario(*args, **kwargs))
-
-    return run
-
-
 def words(app: App, selector: str) -> str:
     return str(app.query_one(selector, Static).render())
 
@@ -88,7 +76,7 @@ async def wait_until(pilot, predicate, timeout: float = 15.0) -> None:
         await pilot.pause(0.05)
 
 
-@sync
+@pytest.mark.anyio
 async def test_panel_renders_numbers_sparklines_and_ceiling():
     app = Host()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -131,7 +119,7 @@ async def test_panel_renders_numbers_sparklines_and_ceiling():
         assert list(app.query_one("#queue-sparkline", Sparkline).data) == [0.0, 3.0, 7.0]
 
 
-@sync
+@pytest.mark.anyio
 async def test_metrics_off_shows_how_to_switch_them_on():
     app = Host()
     hint = "llama-server serves /metrics only with --metrics: add it"
@@ -162,7 +150,7 @@ def engine_url():
         yield url
 
 
-@sync
+@pytest.mark.anyio
 async def test_worker_samples_a_real_http_engine_into_the_panel(engine_url):
     reader = MetricsReader()
     sampler = MetricsSampler(get_kind("llamacpp").metrics_plan(engine_url, "/metrics"), reader)

@@ -6,7 +6,6 @@ TUI's engine card, in `sparkdeck status` and in `sparkdeck logs --last-failure` 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from collections.abc import Iterator
@@ -38,7 +37,8 @@ def cli_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
     remove_scope(docker_client, scope)
 
 
-def test_a_failed_launch_shows_the_engines_last_lines_until_dismissed(
+@pytest.mark.anyio
+async def test_a_failed_launch_shows_the_engines_last_lines_until_dismissed(
     cli_env, isolated_dirs, scope, docker_client, llama_image
 ):
     write_preset(
@@ -91,7 +91,7 @@ def test_a_failed_launch_shows_the_engines_last_lines_until_dismissed(
             )
             assert "invalid argument" not in engine_text(app)
 
-    asyncio.run(scenario())
+    await scenario()
 
     assert run_cli("dismiss", env=cli_env).returncode == 0
     assert last_failure() is None

@@ -19,7 +19,7 @@ import pytest
 
 from sparkdeck.ui import gc_tuning
 from sparkdeck.ui.gc_tuning import FREEZE_AFTER_S
-from tests.support.offline_app import make_app, run, text_of
+from tests.support.offline_app import make_app, text_of
 from tests.support.pane_host import wait_until
 
 
@@ -81,7 +81,10 @@ def test_freezing_collects_garbage_first_and_freezes_what_survives() -> None:
 
 
 @pytest.mark.parametrize("tune", [True, False])
-def test_the_app_resumes_and_freezes_collection_only_when_asked(tmp_path: Path, tune: bool) -> None:
+@pytest.mark.anyio
+async def test_the_app_resumes_and_freezes_collection_only_when_asked(
+    tmp_path: Path, tune: bool
+) -> None:
     gc.unfreeze()
 
     async def scenario() -> None:
@@ -112,4 +115,4 @@ def test_the_app_resumes_and_freezes_collection_only_when_asked(tmp_path: Path, 
                 await pilot.pause(FREEZE_AFTER_S + 0.5)
                 assert gc.get_freeze_count() == 0
 
-    run(scenario)
+    await scenario()

@@ -11,7 +11,6 @@ replaced by 3 % once the test says so, since the host cannot be driven out of me
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -407,7 +406,8 @@ def line_text(app: SparkdeckApp) -> str:
     return str(app.query_one(WatchdogLine).render())
 
 
-def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
+@pytest.mark.anyio
+async def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
     runtime, docker_client, scope, tmp_path, busybox_image
 ):
     """Adopted after a (re)start of the TUI while it starts (its health never answers), and
@@ -466,13 +466,14 @@ def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
             assert [w for w in app.workers if w.group == "guard" and not w.is_finished]
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         for container in scope_containers(docker_client, scope):
             container.remove(force=True)  # SIGKILL reaches a stopped process too
 
 
-def test_tui_running_watchdog_takes_over_before_the_launch_ends(
+@pytest.mark.anyio
+async def test_tui_running_watchdog_takes_over_before_the_launch_ends(
     runtime, docker_client, scope, tmp_path, busybox_image
 ):
     """A launch from the dashboard: its start-up watchdog guards the new container until
@@ -496,12 +497,13 @@ def test_tui_running_watchdog_takes_over_before_the_launch_ends(
             await pilot.press("y")
             await wait_until(pilot, lambda: bool(at_finish), timeout=60.0, what="the launch's end")
 
-    asyncio.run(scenario())
+    await scenario()
     (engine,) = scope_containers(docker_client, scope)
     assert at_finish[0] == (engine.id, 1)
 
 
-def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_path):
+@pytest.mark.anyio
+async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_path):
     """The dashboard's watchdog decides to stop while Docker is SIGSTOPped: the line says the
     processes were killed directly and keeps showing new decisions (it does not freeze on a
     failed stop), and once Docker answers again the stop completes and the line says so."""
@@ -571,7 +573,7 @@ def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_pa
             )
 
     try:
-        asyncio.run(scenario())
+        await scenario()
         assert (
             client.containers.list(
                 all=True, filters={"label": f"{SCOPE}={scope}"}, ignore_removed=True

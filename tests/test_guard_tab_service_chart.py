@@ -36,7 +36,8 @@ def _figures(record: dict) -> str:
     return f"peak {peak / 2**30:.1f} GiB of {timeline['total'] / 2**30:.1f}"
 
 
-def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
+@pytest.mark.anyio
+async def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     from sparkdeck.config.settings import Settings
@@ -131,4 +132,4 @@ def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
             assert text.splitlines()[0].startswith(f"svc-b ({container.name}), saved ")
             assert _figures(record) in text and "svc-a" not in text
 
-    asyncio.run(scenario())
+    await scenario()

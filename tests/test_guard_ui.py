@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
+
+import pytest
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.guard.claims import GIB, MemoryClaim
@@ -26,8 +27,9 @@ def does_not_fit():
     return check_fit(MemoryClaim(80 * GIB, "0.8 x MemTotal"), memory, headroom=5 * GIB)
 
 
-def test_fit_modal_shows_numbers_and_cancels_by_default():
-    asyncio.run(_test_fit_modal_shows_numbers_and_cancels_by_default())
+@pytest.mark.anyio
+async def test_fit_modal_shows_numbers_and_cancels_by_default():
+    await _test_fit_modal_shows_numbers_and_cancels_by_default()
 
 
 async def _test_fit_modal_shows_numbers_and_cancels_by_default():
@@ -48,8 +50,9 @@ async def _test_fit_modal_shows_numbers_and_cancels_by_default():
         assert app.results == [False, True]
 
 
-def test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
-    asyncio.run(_test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press())
+@pytest.mark.anyio
+async def test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
+    await _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press()
 
 
 async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
@@ -82,8 +85,9 @@ async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second
         assert app.screen is not screen
 
 
-def test_switch_wait_screen_closes_itself_when_memory_is_back():
-    asyncio.run(_test_switch_wait_screen_closes_itself_when_memory_is_back())
+@pytest.mark.anyio
+async def test_switch_wait_screen_closes_itself_when_memory_is_back():
+    await _test_switch_wait_screen_closes_itself_when_memory_is_back()
 
 
 async def _test_switch_wait_screen_closes_itself_when_memory_is_back():
@@ -126,8 +130,9 @@ def test_chart_rows_scale_to_memtotal_and_keep_the_peak():
     assert phase_row(ramp_timeline(), 4) == "W KR"
 
 
-def test_timeline_chart_draws_and_lists_the_phases():
-    asyncio.run(_test_timeline_chart_draws_and_lists_the_phases())
+@pytest.mark.anyio
+async def test_timeline_chart_draws_and_lists_the_phases():
+    await _test_timeline_chart_draws_and_lists_the_phases()
 
 
 async def _test_timeline_chart_draws_and_lists_the_phases():
@@ -142,8 +147,9 @@ async def _test_timeline_chart_draws_and_lists_the_phases():
         assert "K KV-cache allocation 2.0 s" in text and "R ready 3.0 s" in text
 
 
-def test_watchdog_line_shows_each_level():
-    asyncio.run(_test_watchdog_line_shows_each_level())
+@pytest.mark.anyio
+async def test_watchdog_line_shows_each_level():
+    await _test_watchdog_line_shows_each_level()
 
 
 async def _test_watchdog_line_shows_each_level():

@@ -10,7 +10,6 @@ old 30 s or 5 min.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -164,7 +163,8 @@ def test_status_returns_within_the_timeout_with_one_line(private_daemon):
 
 
 @pytest.mark.docker
-def test_engine_card_says_docker_is_not_answering_and_s_answers(
+@pytest.mark.anyio
+async def test_engine_card_says_docker_is_not_answering_and_s_answers(
     private_daemon, private_busybox, tmp_path
 ):
     scope = "h" + uuid.uuid4().hex[:8]
@@ -232,7 +232,7 @@ def test_engine_card_says_docker_is_not_answering_and_s_answers(
             )
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         for container in launcher_runtime.client.containers.list(
             all=True, filters={"label": f"io.sparkdeck.scope={scope}"}

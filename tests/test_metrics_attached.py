@@ -9,12 +9,13 @@ a metrics endpoint is named as such, in the CLI and on the tab, instead of waite
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
 from tests.support.metrics_loopback import serving
@@ -72,7 +73,8 @@ def test_cli_names_an_attached_engine_without_metrics():
     assert "no metrics endpoint" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_metrics_tab_reads_the_attached_engine_without_docker(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_metrics_tab_reads_the_attached_engine_without_docker(tmp_path: Path) -> None:
     with serving(_respond) as url:
         _attach("atlas", url, "vllm")
         app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
@@ -94,10 +96,11 @@ def test_metrics_tab_reads_the_attached_engine_without_docker(tmp_path: Path) ->
                 )
                 assert "3 running" in text_of(app.query_one("#metrics-queue"))
 
-        asyncio.run(scenario())
+        await scenario()
 
 
-def test_metrics_tab_says_an_attached_engine_has_no_metrics(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_metrics_tab_says_an_attached_engine_has_no_metrics(tmp_path: Path) -> None:
     with serving(_respond) as url:
         _attach("plain", url, "openai")
         app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
@@ -114,4 +117,4 @@ def test_metrics_tab_says_an_attached_engine_has_no_metrics(tmp_path: Path) -> N
                 )
                 assert "waiting" not in text_of(rates)
 
-        asyncio.run(scenario())
+        await scenario()

@@ -3,7 +3,6 @@ typed outcomes against real sockets on loopback (no Docker needed)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import socket
@@ -40,7 +39,8 @@ def server():
         yield url
 
 
-def test_reader_outcomes_are_typed(server):
+@pytest.mark.anyio
+async def test_reader_outcomes_are_typed(server):
     ROUTES.update(
         {
             "/ok": (200, LLAMA_BODY.read_bytes()),
@@ -69,7 +69,7 @@ def test_reader_outcomes_are_typed(server):
         finally:
             await reader.aclose()
 
-    ok, off, bad, err, refused = asyncio.run(scrape_all())
+    ok, off, bad, err, refused = await scrape_all()
     assert isinstance(ok, RawSample) and ok.families["llamacpp:requests_processing"].total() == 2
     assert isinstance(off, MetricsOff) and off.hint == "turn it on" and off.status_code == 501
     assert isinstance(bad, InvalidSample) and "UTF-8" in bad.reason
@@ -160,7 +160,8 @@ def test_custom_engine_metrics_map_is_checked(tmp_path):
     assert "running = 'b c' is not a metric name" in text
 
 
-def test_a_slow_scrape_is_not_followed_by_a_burst():
+@pytest.mark.anyio
+async def test_a_slow_scrape_is_not_followed_by_a_burst():
     """One scrape overruns three ticks; the next samples keep the cadence, not catch up."""
     delays = [0.7]
 
@@ -179,7 +180,7 @@ def test_a_slow_scrape_is_not_followed_by_a_burst():
         return walls
 
     with serving(respond) as url:
-        walls = asyncio.run(sample(url))
+        walls = await sample(url)
     gaps = [b - a for a, b in itertools.pairwise(walls)]
     # The slow scrape is given up at 0.5 s; the next tick on the 0.2 s grid is at 0.6 s, so
     # the first gap is nominally 0.1 s and the rest 0.2 s. A catch-up burst would put the

@@ -7,10 +7,10 @@ server on loopback and the real async reader.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,7 +137,8 @@ def test_specific_hostile_bodies_are_invalid_with_a_reason():
         assert reason in result.reason, (body, result.reason)
 
 
-def test_hostile_bodies_through_real_http():
+@pytest.mark.anyio
+async def test_hostile_bodies_through_real_http():
     examples = _examples(150)
     current: list[bytes] = [b""]
 
@@ -153,7 +154,7 @@ def test_hostile_bodies_through_real_http():
             await reader.aclose()
 
     with serving(lambda path: (200, current[0])) as url:
-        results = asyncio.run(scrape_all(MetricsTarget(url + "/metrics", "vllm")))
+        results = await scrape_all(MetricsTarget(url + "/metrics", "vllm"))
     assert len(results) == len(examples)
     for result in results:
         check(result)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -36,13 +35,14 @@ def _launch(runtime, tmp_path: Path, llama_image: str, preset_id: str, **extra):
     return preset, Launcher(runtime, stop_grace=5).launch(preset, flush=False)
 
 
-def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_image):
+@pytest.mark.anyio
+async def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_image):
     # 2 slots, 6 concurrent streams: some wait (deferred) while two run.
     preset, engine = _launch(runtime, tmp_path, llama_image, "metrics-llama", bytes_per_token=1e6)
     plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)
     before = server_counter(engine.base_url, TOKENS)
-    seen = asyncio.run(
-        observe_load(plan, engine.base_url, "tiny", streams=6, max_tokens=700, ignore_eos=True)
+    seen = await observe_load(
+        plan, engine.base_url, "tiny", streams=6, max_tokens=700, ignore_eos=True
     )
     after = server_counter(engine.base_url, TOKENS)
 
@@ -69,7 +69,8 @@ def test_tok_s_agrees_with_the_server_and_queues_drain(runtime, tmp_path, llama_
     assert final.kv_usage is None and final.ttft_p50_s is None  # llama-server has neither
 
 
-def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
+@pytest.mark.anyio
+async def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
     # The same server launched as a custom engine without --metrics: /metrics answers 501.
     argv = ["-m", TINY_MODEL_PATH, "--host", "0.0.0.0", "--port", "8080", "-c", "512"]
     preset = _custom_preset(tmp_path, llama_image, argv)
@@ -85,7 +86,7 @@ def test_metrics_off_says_how_to_switch_them_on(runtime, tmp_path, llama_image):
         finally:
             await reader.aclose()
 
-    raw, metrics = asyncio.run(one())
+    raw, metrics = await one()
     assert isinstance(raw, MetricsOff) and raw.status_code == 501
     assert metrics.status == "metrics-off" and "--metrics" in (metrics.reason or "")
     assert metrics.generation_tps is None and metrics.running is None  # not zeros

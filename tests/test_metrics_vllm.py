@@ -9,7 +9,6 @@ machine makes vLLM deliver its steps in bursts (6 x 300 once showed no running r
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,23 +31,22 @@ def queueing_vllm(
         yield server
 
 
-def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
+@pytest.mark.anyio
+async def test_tok_s_queue_kv_and_ttft_agree_with_vllm(queueing_vllm: VllmServer):
     server = queueing_vllm
     plan = get_kind("vllm").metrics_plan(server.base_url, "/metrics")
     before = {
         name: server_counter(server.base_url, name)
         for name in (TOKENS, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
     }
-    seen = asyncio.run(
-        observe_load(
-            plan,
-            server.base_url,
-            server.model,
-            streams=6,
-            max_tokens=500,
-            period_s=0.2,
-            settle_s=120,
-        )
+    seen = await observe_load(
+        plan,
+        server.base_url,
+        server.model,
+        streams=6,
+        max_tokens=500,
+        period_s=0.2,
+        settle_s=120,
     )
     after = {name: server_counter(server.base_url, name) for name in before}
 

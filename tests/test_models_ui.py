@@ -7,7 +7,6 @@ disk), and Textual's Pilot driving the real widgets.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -83,7 +82,8 @@ def test_the_cell_says_the_size_missing_or_that_it_cannot_tell(presets: dict) ->
     }
 
 
-def test_the_table_shows_rows_first_then_the_sizes_from_a_worker(presets: dict) -> None:
+@pytest.mark.anyio
+async def test_the_table_shows_rows_first_then_the_sizes_from_a_worker(presets: dict) -> None:
     async def scenario() -> None:
         async with host().run_test(size=(140, 12)) as pilot:
             table = pilot.app.query_one(PresetTable)
@@ -103,7 +103,7 @@ def test_the_table_shows_rows_first_then_the_sizes_from_a_worker(presets: dict) 
             table.show_rows(rows)
             assert table.get_cell("absent", ON_DISK) == "missing"
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def test_the_engine_card_shows_a_launch_s_model_download() -> None:
@@ -145,7 +145,8 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         yield fake
 
 
-def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:
+@pytest.mark.anyio
+async def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:
     from textual.widgets import DataTable, ProgressBar, Static
 
     from sparkdeck.ui.models.view import ModelsScreen
@@ -180,10 +181,11 @@ def test_models_view_lists_the_library_and_pulls_with_progress(hub) -> None:
             await pilot.press("escape")  # nothing runs: the view closes
             assert not isinstance(pilot.app.screen, ModelsScreen)
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> None:
     from textual.widgets import DataTable, Static
 
     from sparkdeck.ui.models.view import ModelsScreen
@@ -215,10 +217,11 @@ def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path) -> N
             await pilot.press("escape")
             assert not isinstance(pilot.app.screen, ModelsScreen)
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
+@pytest.mark.anyio
+async def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
     from sparkdeck.ui.models.view import ModelsScreen
     from sparkdeck.ui.screens.help import HelpScreen
     from tests.support.offline_app import make_app
@@ -238,4 +241,4 @@ def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
                 "Models: Models on this machine; pull one from the Hub with progress (Esc cancels)"
             ], app.screen.rows
 
-    asyncio.run(scenario())
+    await scenario()

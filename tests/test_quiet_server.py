@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -30,7 +31,8 @@ async def _hello(request):
     return PlainTextResponse("hello")
 
 
-def test_no_ticks_while_idle_a_fresh_date_after_and_a_prompt_exit(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_no_ticks_while_idle_a_fresh_date_after_and_a_prompt_exit(tmp_path: Path) -> None:
     path = str(tmp_path / "api.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(path)
@@ -63,6 +65,6 @@ def test_no_ticks_while_idle_a_fresh_date_after_and_a_prompt_exit(tmp_path: Path
         assert time.monotonic() - began < 1.0  # woken at once, not at a next tick
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         sock.close()

@@ -11,7 +11,6 @@ config and data dirs, or on the screen.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -119,7 +118,8 @@ async def _tui_screen(scope: str, preset_id: str) -> str:
     return "\n".join(screens)
 
 
-def test_no_secret_reaches_any_output_file_or_screen(
+@pytest.mark.anyio
+async def test_no_secret_reaches_any_output_file_or_screen(
     secrets, cli_scope, isolated_dirs, docker_client, busybox_image, tmp_path: Path
 ) -> None:
     run = Outputs()
@@ -201,7 +201,7 @@ def test_no_secret_reaches_any_output_file_or_screen(
     run("bench", "history")
     run("bench", "export", "json", "-o", str(isolated_dirs["data"] / "bench.json"))
 
-    screen = asyncio.run(_tui_screen(cli_scope, preset_id))
+    screen = await _tui_screen(cli_scope, preset_id)
 
     def files_now(when: str) -> list[tuple[str, bytes]]:
         return [

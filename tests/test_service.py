@@ -183,13 +183,13 @@ def test_kill9_of_the_service_mid_run_and_mid_launch_never_leaves_two_engines(
     ]
 
 
-def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
+@pytest.mark.anyio
+async def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     """Two clients at once: a TUI (Pilot) and the CLI. The TUI's guard line shows the
     service's decisions instead of running a watchdog of its own; `sparkdeck service status`
     names the same engine and the same level."""
-    import asyncio
 
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
@@ -224,7 +224,7 @@ def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
             own = app.query_one(WatchdogLine)._watchdog
             assert own is not None and len(own.window) == 0
 
-    asyncio.run(scenario())
+    await scenario()
     status = json.loads(run_cli("service", "status", "--json", env=service_env).stdout)
     (container,) = scope_containers(docker_client, scope)
     assert status["guard"]["guarding"] == container.name
@@ -249,12 +249,12 @@ def test_sparkdeck_guard_shows_the_services_decisions_instead_of_a_second_watchd
     assert not list((isolated_dirs["data"] / "guard-actions").glob("*.json"))
 
 
-def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
+@pytest.mark.anyio
+async def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     """An engine launched with the service off (an older sparkdeck, a script) and a window
     opened on it: the window starts the service, which guards the engine after it closes."""
-    import asyncio
 
     from sparkdeck.config.settings import Settings
     from sparkdeck.presets import load_catalog
@@ -289,7 +289,7 @@ def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
                 what="the window's guard line relaying the service it started",
             )
 
-    asyncio.run(scenario())
+    await scenario()
     (container,) = scope_containers(docker_client, scope)
     with client_for(service_env) as client:  # the window is closed: the service guards on
         wait_for(

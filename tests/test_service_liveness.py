@@ -13,7 +13,6 @@ on a real Docker daemon with the real llama-server engine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -159,7 +158,8 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
     )
 
 
-def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
+@pytest.mark.anyio
+async def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     from sparkdeck.config.settings import Settings
@@ -222,7 +222,7 @@ def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
             assert not line().has_class("-warn")
             return told
 
-    told = asyncio.run(scenario())
+    told = await scenario()
     assert told <= HEARTBEAT_S, f"{told:.2f} s"
     print(f"the guard line warned {told:.2f} s after SIGSTOP")
 

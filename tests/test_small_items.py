@@ -4,7 +4,6 @@ warning when an engine listens on the LAN (on the real Docker daemon)."""
 
 from __future__ import annotations
 
-import asyncio
 import resource
 import subprocess
 import sys
@@ -76,7 +75,8 @@ def test_the_confirmation_labels_the_setting_and_shows_the_claim_in_gib(tmp_path
     assert not any(line.startswith("memory it will claim: -c") for line in lines)
 
 
-def test_the_palette_lists_each_command_once(tmp_path: Path):
+@pytest.mark.anyio
+async def test_the_palette_lists_each_command_once(tmp_path: Path):
     from tests.support.offline_app import make_app
 
     app, _ = make_app(tmp_path)
@@ -87,7 +87,7 @@ def test_the_palette_lists_each_command_once(tmp_path: Path):
             system = [c.title for c in app.get_system_commands(app.screen)]
         return ours + system
 
-    found = [n.casefold() for n in asyncio.run(names())]
+    found = [n.casefold() for n in await names()]
     assert "theme" in found and "keys" in found  # ours, and Textual's own that we lack
     assert sorted(n for n in set(found) if found.count(n) > 1) == []
 

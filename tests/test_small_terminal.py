@@ -10,7 +10,6 @@ test_ui_snapshots). Issue 27, items 4 (80x24) and 5 (focus after the chat tab).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -165,7 +164,10 @@ def scripted_reply() -> Scripted:
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path, size: str) -> None:
+@pytest.mark.anyio
+async def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(
+    tmp_path: Path, size: str
+) -> None:
     """At 80x24 the chat log had no rows left: neither the prompt, the reply nor its TTFT
     line showed after sending (only after Maximize)."""
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
@@ -207,11 +209,12 @@ def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(tmp_path: Path,
                 ):
                     assert item in footer, (item, footer)
 
-        asyncio.run(scenario())
+        await scenario()
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_the_footer_offers_bench_models_and_quit(tmp_path: Path, size: str) -> None:
+@pytest.mark.anyio
+async def test_the_footer_offers_bench_models_and_quit(tmp_path: Path, size: str) -> None:
     """At 80 columns the footer was cut at `^p palette`, after `b`: Bench, Models and Quit
     were not on screen."""
     app = small_app(tmp_path)
@@ -224,11 +227,12 @@ def test_the_footer_offers_bench_models_and_quit(tmp_path: Path, size: str) -> N
                 assert item in footer, (item, footer)
             assert "m e c g tabs" in footer, footer  # the tab keys, in the tab bar's order
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_presets_log_figures_and_gpu_numbers_show_with_an_engine_running(
+@pytest.mark.anyio
+async def test_presets_log_figures_and_gpu_numbers_show_with_an_engine_running(
     tmp_path: Path, size: str
 ) -> None:
     """At 80x24 only 2 of 10 presets showed while the log took 6 rows; log lines were cut
@@ -254,7 +258,7 @@ def test_presets_log_figures_and_gpu_numbers_show_with_an_engine_running(
             for row in ("available", "SM       1440 / 1980 MHz", "power    692.6 W"):
                 assert on_screen(app, row), (row, shown)
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def test_a_label_as_long_as_its_column_keeps_a_space_before_its_figure() -> None:
@@ -265,7 +269,8 @@ def test_a_label_as_long_as_its_column_keeps_a_space_before_its_figure() -> None
 
 @pytest.mark.docker
 @pytest.mark.parametrize("size", list(SIZES))
-def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
+@pytest.mark.anyio
+async def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
     tmp_path: Path, size: str, runtime: DockerRuntime
 ) -> None:
     """After c, Esc and a tab key the arrows moved nothing on the presets and `l` offered
@@ -322,12 +327,13 @@ def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
                     await launch_offers(pilot, PRESETS[row])
                     assert on_screen(app, f" {PRESETS[row]} "), screen_dump(app)
 
-        asyncio.run(scenario())
+        await scenario()
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_a_real_llama_server_at_80x24_chat_log_and_focus(
+@pytest.mark.anyio
+async def test_a_real_llama_server_at_80x24_chat_log_and_focus(
     tmp_path: Path, runtime: DockerRuntime, llama_image: str
 ) -> None:
     """The whole loop at 80x24 with a real llama-server launched from the keyboard: its own
@@ -408,4 +414,4 @@ def test_a_real_llama_server_at_80x24_chat_log_and_focus(
             assert app.focused is table, app.focused
             assert table.selected_id() == PRESETS[-1], table.selected_id()  # the row above
 
-    asyncio.run(scenario())
+    await scenario()

@@ -5,7 +5,6 @@ what ended it (SIGKILL), and the TUI's engine card counts down the same way.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -127,7 +126,8 @@ def counts_down(
     assert len(removed) == 1 and removed[0].endswith(" (by the service)") == by_service, lines
 
 
-def test_the_engine_card_counts_down_the_grace(
+@pytest.mark.anyio
+async def test_the_engine_card_counts_down_the_grace(
     runtime: DockerRuntime, docker_client, scope, tmp_path, busybox_image
 ):
     preset = busybox_preset(tmp_path, "stubborn", busybox_image, IGNORES_TERM)
@@ -176,4 +176,4 @@ def test_the_engine_card_counts_down_the_grace(
                 what="the stop's end",
             )
 
-    asyncio.run(scenario())
+    await scenario()

@@ -8,7 +8,6 @@ server, with its own config and data dirs, so what is checked is the bytes a ter
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -135,7 +134,8 @@ def test_an_in_stream_error_message_is_cleaned(server, dirs):
     assert len(done.stderr) < 800
 
 
-def test_the_chat_pane_shows_control_characters_and_no_markup(server):
+@pytest.mark.anyio
+async def test_the_chat_pane_shows_control_characters_and_no_markup(server):
     server.answer(_hostile_reply())
     app = PaneHost(server.url, kind="llamacpp", save=True)
 
@@ -162,10 +162,11 @@ def test_the_chat_pane_shows_control_characters_and_no_markup(server):
             shown = "\n".join(options.render_line(y).text for y in range(options.size.height))
             assert "[bold red]hi[/]" in shown, shown
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_a_failing_worker_in_the_chat_pane_shows_a_notification(server, tmp_path):
+@pytest.mark.anyio
+async def test_a_failing_worker_in_the_chat_pane_shows_a_notification(server, tmp_path):
     app = PaneHost(server.url, kind="vllm")
     broken = tmp_path / "not-a-conversation.jsonl"
     broken.mkdir()  # reading it fails in the pane's load worker
@@ -182,10 +183,11 @@ def test_a_failing_worker_in_the_chat_pane_shows_a_notification(server, tmp_path
             note = next(n for n in app._notifications if "chat-load failed" in str(n.title))
             assert note.severity == "error" and note.message
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_a_failing_export_on_the_conversations_screen_shows_a_notification(server, tmp_path):
+@pytest.mark.anyio
+async def test_a_failing_export_on_the_conversations_screen_shows_a_notification(server, tmp_path):
     from sparkdeck.chat.store import ConversationSummary
 
     gone = ConversationSummary("c1", tmp_path / "gone.jsonl", "a title", "2026-12-01T00:00", "m", 2)
@@ -211,4 +213,4 @@ def test_a_failing_export_on_the_conversations_screen_shows_a_notification(serve
                 what="the failure's notification",
             )
 
-    asyncio.run(scenario())
+    await scenario()

@@ -39,7 +39,6 @@ from tests.support.offline_app import (
     engine_text,
     environment_text,
     make_app,
-    run,
     text_of,
 )
 from tests.support.pane_host import wait_until
@@ -50,7 +49,8 @@ SIZE = (160, 48)
 # ----- the app, driven by Pilot -----------------------------------------------------------
 
 
-def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
     app, loader = make_app(tmp_path)
     catalog = load_catalog([(loader.directory, False)])
 
@@ -82,11 +82,12 @@ def test_preset_table_rows_match_the_catalog(tmp_path: Path) -> None:
             labels = [str(c.label) for c in table.columns.values()]
             assert labels == ["id", "claims", "image", "model", "on disk", "kind"]
 
-    run(scenario)
+    await scenario()
 
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["tests-mount", "run_app-mount"])
-def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> None:
+@pytest.mark.anyio
+async def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> None:
     """Also as `sparkdeck` runs it (run_app), with the side tabs mounted after the first
     frame: what the app binds into them and their sampling still arrive."""
     app, _ = make_app(tmp_path, lazy_side_tabs=lazy)
@@ -134,13 +135,14 @@ def test_environment_panel_says_what_is_missing(tmp_path: Path, lazy: bool) -> N
             ]
             assert "GiB" in bars
 
-    run(scenario)
+    await scenario()
     failures = [m for m in posted if isinstance(m, DockerConnectionFailed)]
     assert [m.error for m in failures] == [DOCKER_ERROR]
     assert any(isinstance(m, MachineTab.TelemetrySampled) for m in posted)
 
 
-def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: Path) -> None:
     socket = tmp_path / "no-docker.sock"
     app, _ = make_app(tmp_path, docker=lambda: DockerRuntime.connect(base_url=f"unix://{socket}"))
 
@@ -153,10 +155,11 @@ def test_real_connect_to_a_missing_socket_reports_docker_unavailable(tmp_path: P
             )
             assert "DOCKER_HOST" in environment_text(app)  # the advice comes through whole
 
-    run(scenario)
+    await scenario()
 
 
-def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
 
     async def scenario() -> None:
@@ -199,10 +202,11 @@ def test_help_screen_lists_every_key_and_escape_closes_it(tmp_path: Path) -> Non
                 what="the help screen to close again",
             )
 
-    run(scenario)
+    await scenario()
 
 
-def test_r_runs_the_readers_again(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_r_runs_the_readers_again(tmp_path: Path) -> None:
     docker = UnreachableDocker()
     app, loader = make_app(tmp_path, docker=docker)
 
@@ -221,10 +225,11 @@ def test_r_runs_the_readers_again(tmp_path: Path) -> None:
             await pilot.press("r")
             await wait_until(pilot, lambda: docker.calls == 3, what="a third Docker check")
 
-    run(scenario)
+    await scenario()
 
 
-def test_engine_state_is_polled(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_engine_state_is_polled(tmp_path: Path) -> None:
     docker = UnreachableDocker()
     app, loader = make_app(tmp_path, docker=docker, engine_poll_seconds=0.05)
 
@@ -233,10 +238,11 @@ def test_engine_state_is_polled(tmp_path: Path) -> None:
             await wait_until(pilot, lambda: docker.calls >= 4, what="the poll to read again")
             assert loader.calls == 1  # the poll reads the engine only
 
-    run(scenario)
+    await scenario()
 
 
-def test_q_quits(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_q_quits(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
 
     async def scenario() -> None:
@@ -244,11 +250,12 @@ def test_q_quits(tmp_path: Path) -> None:
             await pilot.press("q")
             await wait_until(pilot, lambda: not app.is_running, what="the app to exit")
 
-    run(scenario)
+    await scenario()
     assert app.return_code == 0
 
 
-def test_an_invalid_preset_file_is_named_in_the_panel(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_an_invalid_preset_file_is_named_in_the_panel(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path, files={"tiny-llama.toml": TINY_LLAMA, "broken.toml": BROKEN})
 
     async def scenario() -> None:
@@ -262,10 +269,11 @@ def test_an_invalid_preset_file_is_named_in_the_panel(tmp_path: Path) -> None:
             table = app.query_one("#preset-table", PresetTable)
             assert [table.get_row_at(i)[0] for i in range(table.row_count)] == ["tiny-llama"]
 
-    run(scenario)
+    await scenario()
 
 
-def test_many_problems_are_cut_short(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_many_problems_are_cut_short(tmp_path: Path) -> None:
     files = {f"broken-{n}.toml": BROKEN for n in range(5)}
     app, _ = make_app(tmp_path, files=files)
 
@@ -279,10 +287,11 @@ def test_many_problems_are_cut_short(tmp_path: Path) -> None:
             assert sum("broken-" in line for line in text.splitlines()) == 3
             assert "and 2 more" in text
 
-    run(scenario)
+    await scenario()
 
 
-def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
     def unreadable_presets() -> PresetCatalog:
         raise OSError("presets dir unreadable (test)")
 
@@ -303,7 +312,7 @@ def test_a_failing_worker_is_reported_as_a_notification(tmp_path: Path) -> None:
             assert app.is_running  # a reader's failure never stops the app
             assert DOCKER_ERROR in environment_text(app)  # the other readers still ran
 
-    run(scenario)
+    await scenario()
 
 
 # ----- rendering of engine states (real EngineState values, no terminal) -------------------
@@ -350,7 +359,8 @@ def test_readers_do_not_import_textual() -> None:
 # ----- theme, palette, responsiveness ------------------------------------------------------
 
 
-def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
 
     async def scenario() -> None:
@@ -364,7 +374,7 @@ def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None
                 what="settings.toml to say spark-light",
             )
 
-    run(scenario)
+    await scenario()
     # The next start picks the saved theme up.
     again, _ = make_app(tmp_path, settings=load_settings())
 
@@ -375,10 +385,11 @@ def test_t_switches_the_theme_and_settings_toml_keeps_it(tmp_path: Path) -> None
             await pilot.press("t")
             assert again.theme == "solarized-night"  # wraps round, in name order
 
-    run(restart)
+    await restart()
 
 
-def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
 
     async def scenario() -> None:
@@ -419,7 +430,7 @@ def test_palette_lists_every_action_and_theme_and_runs_them(tmp_path: Path) -> N
                 what="the palette's theme to be saved too",
             )
 
-    run(scenario)
+    await scenario()
 
 
 class SlowDocker:
@@ -437,7 +448,8 @@ class SlowDocker:
         raise DockerUnavailable(DOCKER_ERROR)
 
 
-def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> None:
     docker = SlowDocker(4.0)
     app, _ = make_app(tmp_path, docker=docker)
 
@@ -462,7 +474,7 @@ def test_a_slow_docker_daemon_never_freezes_the_interface(tmp_path: Path) -> Non
                 timeout=10.0,
             )
 
-    run(scenario)
+    await scenario()
 
 
 def test_telemetry_messages_coalesce() -> None:
@@ -502,7 +514,8 @@ def test_the_card_follows_a_pull_then_the_start() -> None:
     assert "waiting for the health endpoint" in text and "tiny-llama" in text
 
 
-def test_a_flushed_write_to_stderr_while_the_app_runs_reaches_textual(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_flushed_write_to_stderr_while_the_app_runs_reaches_textual(tmp_path: Path) -> None:
     """While the app runs, sys.stderr is Textual's capture, whose flush calls App._flush:
     an attribute of sparkdeck's own named `_flush` (the launch's cache-flush choice) hid that
     method, and a library's flushed warning raised `'NoneType' object is not callable`."""
@@ -516,4 +529,4 @@ def test_a_flushed_write_to_stderr_while_the_app_runs_reaches_textual(tmp_path: 
             await pilot.pause()
             assert app.is_running
 
-    run(test)
+    await test()

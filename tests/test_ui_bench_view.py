@@ -3,9 +3,9 @@ and a broken history file ending in the host's one worker-failure handler."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Static
 
 from sparkdeck.bench.runner import BenchConfig
@@ -23,7 +23,8 @@ def test_bars_are_proportional_in_eighths() -> None:
     assert bar(1, 8, 1) == "▏" and bar(0, 10, 4) == "" and bar(3, 0, 4) == ""
 
 
-def test_comparison_table_bars_and_switching(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_comparison_table_bars_and_switching(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = BenchStore(tmp_path / "bench.sqlite3")
         store_run(store, fp("vllm-a"), decode_s=1.0)  # 10 tok/s per request
@@ -66,10 +67,11 @@ def test_comparison_table_bars_and_switching(tmp_path: Path) -> None:
             await settle(pilot, lambda: not isinstance(app.screen, BenchCompareScreen))
         assert app.failures == []
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_an_empty_history_says_how_to_fill_it(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_an_empty_history_says_how_to_fill_it(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = Host(BenchStore(tmp_path / "none.sqlite3"))
         async with app.run_test() as pilot:
@@ -77,10 +79,11 @@ def test_an_empty_history_says_how_to_fill_it(tmp_path: Path) -> None:
             title = view.query_one("#bench-title", Static)
             await settle(pilot, lambda: "sparkdeck bench" in str(title.render()))
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_a_broken_history_reaches_the_hosts_failure_handler(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_broken_history_reaches_the_hosts_failure_handler(tmp_path: Path) -> None:
     async def scenario() -> None:
         broken = tmp_path / "bench.sqlite3"
         broken.write_text("garbage" * 500)
@@ -89,7 +92,7 @@ def test_a_broken_history_reaches_the_hosts_failure_handler(tmp_path: Path) -> N
             await settle(pilot, lambda: bool(app.failures))
         assert str(broken) in app.failures[0]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def timed_session(url: str, runs: int, output_tokens: int):
@@ -102,7 +105,8 @@ def timed_session(url: str, runs: int, output_tokens: int):
     return factory
 
 
-def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = Host(BenchStore(tmp_path / "bench.sqlite3"), timed_session(url, 1, 40))
         async with app.run_test(size=(120, 40)) as pilot:
@@ -121,10 +125,11 @@ def test_a_benchmark_run_from_the_screen_is_stored_and_shown(tmp_path: Path) -> 
     # 40 tok/s: the run takes seconds, so its progress line is on screen long enough to be
     # seen (at 400 tok/s a loaded CI run finished while the key press was still settling)
     with running("usage_end", 20000.0, 40.0) as url:
-        asyncio.run(scenario())
+        await scenario()
 
 
-def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
     store = BenchStore(tmp_path / "bench.sqlite3")
 
     async def scenario() -> None:
@@ -140,12 +145,13 @@ def test_stopping_a_run_from_the_screen_leaves_a_record(tmp_path: Path) -> None:
         assert app.failures == []
 
     with running("usage_end", 20000.0, 20.0) as url:
-        asyncio.run(scenario())
+        await scenario()
     [run] = store.runs()
     assert run.status == "stopped" and run.reason == "stopped from the comparison screen"
 
 
-def test_every_key_of_the_view_is_in_an_80_column_footer(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_every_key_of_the_view_is_in_an_80_column_footer(tmp_path: Path) -> None:
     """At 80x24 the footer was cut at `x Stop benchma`: Back was not on screen."""
 
     async def scenario() -> None:
@@ -156,4 +162,4 @@ def test_every_key_of_the_view_is_in_an_80_column_footer(tmp_path: Path) -> None
             for item in ("m Figure", "] Next", "[ Prev", "r Reload", "b Run", "x Stop", "esc Back"):
                 assert item in footer, (item, footer)
 
-    asyncio.run(scenario())
+    await scenario()

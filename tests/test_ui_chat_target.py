@@ -7,9 +7,9 @@ the TUI; several attached engines, or one that does not answer, are explained in
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input
 
 from sparkdeck.endpoints import AttachedRegistry, Endpoint
@@ -60,7 +60,8 @@ def test_a_broken_registry_is_reported_with_its_file() -> None:
     assert target.endpoint is None and str(registry.path) in target.note
 
 
-def test_the_tui_chats_with_an_attached_engine_without_docker(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_the_tui_chats_with_an_attached_engine_without_docker(tmp_path: Path) -> None:
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
         attach("atlas", server.url)
         server.answer(
@@ -104,4 +105,4 @@ def test_the_tui_chats_with_an_attached_engine_without_docker(tmp_path: Path) ->
                 )
                 assert "attach one" in text_of(app.chat_tab.query_one("#chat-none"))
 
-        asyncio.run(scenario())
+        await scenario()

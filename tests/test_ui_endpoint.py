@@ -11,7 +11,6 @@ stated refresh (3 s).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -65,7 +64,8 @@ def service_with_key(isolated_dirs, monkeypatch: pytest.MonkeyPatch) -> Iterator
         pass
 
 
-def test_connect_screen_shows_url_models_snippets_and_never_the_key(
+@pytest.mark.anyio
+async def test_connect_screen_shows_url_models_snippets_and_never_the_key(
     service_with_key, tmp_path: Path
 ) -> None:
     port, pid = service_with_key["port"], service_with_key["pid"]
@@ -116,10 +116,11 @@ def test_connect_screen_shows_url_models_snippets_and_never_the_key(
             assert any(row.startswith("a ") and "Connect" in row for row in rows), rows
             assert any("in the connect screen: Copy" in row for row in rows), rows
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
+@pytest.mark.anyio
+async def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
     isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     port = free_port()  # nothing listens there
@@ -143,7 +144,7 @@ def test_with_no_service_the_screen_says_so_and_names_models_from_the_presets(
             assert "Authorization" not in curl and 'api_key="none"' in openai_py
             assert f"http://127.0.0.1:{port}/v1" in curl
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def record(when: float, model: str, status: int = 200, **fields) -> RequestRecord:
@@ -156,7 +157,8 @@ def table_rows(table: DataTable) -> list[list[str]]:
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-def test_requests_tab_lists_the_log_newest_first_and_follows_it(
+@pytest.mark.anyio
+async def test_requests_tab_lists_the_log_newest_first_and_follows_it(
     isolated_dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(free_port()))
@@ -243,5 +245,5 @@ def test_requests_tab_lists_the_log_newest_first_and_follows_it(
             error = table_rows(table)[1][labels.index("error")]
             assert error == "model 'missing-model' is not served"
 
-    asyncio.run(scenario())
-    asyncio.run(wide())
+    await scenario()
+    await wide()

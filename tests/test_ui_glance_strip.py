@@ -8,9 +8,10 @@ The engine part is fed EngineMetrics snapshots as the metrics tab's sampler prod
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
+
+import pytest
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.ui.dashboard.side_tabs import Sampling
@@ -66,7 +67,8 @@ def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
     assert GAP in glance_content(parts, 200).plain
 
 
-def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
+@pytest.mark.anyio
+async def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
     tmp_path: Path,
 ) -> None:
     sampler = replay_sampler(CLOCK_EVENTS, 12)
@@ -96,7 +98,7 @@ def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sample(
             # 0.2 s period: about 5 readings a second, for the panels and the strip together
             assert 3 <= calls["n"] - before <= 7, calls["n"] - before
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def test_the_engine_part_shows_state_tok_s_and_queue() -> None:

@@ -12,9 +12,10 @@ ages (half an hour, two hours ago), and the boot id is a lambda to simulate a re
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from sparkdeck.host.meminfo import gib
 from sparkdeck.host.nvml import NvmlReader
@@ -74,7 +75,10 @@ async def open_history(pilot, app: SparkdeckApp) -> HistoryScreen:
     return app.screen
 
 
-def test_the_view_shows_the_rows_figures_and_the_window_keys_change_them(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_the_view_shows_the_rows_figures_and_the_window_keys_change_them(
+    tmp_path: Path,
+) -> None:
     import time
 
     now = time.time()
@@ -143,7 +147,7 @@ def test_the_view_shows_the_rows_figures_and_the_window_keys_change_them(tmp_pat
                 what="Esc to close the view",
             )
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 def test_bars_start_at_zero_and_keep_the_worst_of_each_cell() -> None:
@@ -171,7 +175,8 @@ def test_a_long_read_reports_progress_and_stops_when_cancelled(tmp_path: Path) -
     assert read_window(db, "7d", now, cancelled=lambda: len(calls) > 3 or calls.append(1)) is None
 
 
-def test_a_missing_recording_and_an_empty_window_say_how_to_get_one(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_missing_recording_and_an_empty_window_say_how_to_get_one(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
 
     async def scenario() -> None:
@@ -202,10 +207,11 @@ def test_a_missing_recording_and_an_empty_window_say_how_to_get_one(tmp_path: Pa
             assert not app.screen.query_one("#history-hint").display
             assert app.screen.query_one("#history-mem-figures").display
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
+@pytest.mark.anyio
+async def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
     tmp_path: Path,
 ) -> None:
     db = default_path()
@@ -264,8 +270,8 @@ def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
             await pilot.pause(0.3)
             assert not isinstance(app.screen, PostMortemScreen)
 
-    asyncio.run(first_start())
-    asyncio.run(second_start())
+    await first_start()
+    await second_start()
 
     # another unclean end: its post-mortem is new, so it shows; Esc dismisses it for good
     proc = child(db, "vanish")
@@ -297,5 +303,5 @@ def test_the_postmortem_shows_once_and_opens_the_history_at_the_end_of_that_run(
             )
             assert not isinstance(app.screen, (PostMortemScreen, HistoryScreen))
 
-    asyncio.run(third_start())
-    asyncio.run(second_start())
+    await third_start()
+    await second_start()

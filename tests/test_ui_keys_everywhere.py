@@ -8,7 +8,6 @@ dashboard, cancelling a streaming reply first. The footer names what Esc and Tab
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +48,8 @@ async def leave_chat_input(pilot, app: SparkdeckApp) -> None:
         )
 
 
-def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
         attach(server.url)
         app, loader = make_app(tmp_path, engine_poll_seconds=0.5)
@@ -126,10 +126,11 @@ def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
                 await pilot.press("q")
                 await wait_until(pilot, lambda: app.return_code is not None, what="q to quit")
 
-        asyncio.run(scenario())
+        await scenario()
 
 
-def test_esc_cancels_a_streaming_reply_then_leaves_the_input(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_esc_cancels_a_streaming_reply_then_leaves_the_input(tmp_path: Path) -> None:
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
         attach(server.url)
         # a reply that starts and then stalls: only Esc ends it
@@ -162,10 +163,11 @@ def test_esc_cancels_a_streaming_reply_then_leaves_the_input(tmp_path: Path) -> 
                 await wait_until(pilot, lambda: active_tab(app) == "machine-tab", what="m")
                 assert prompt.value == ""
 
-        asyncio.run(scenario())
+        await scenario()
 
 
-def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
     with LoopbackOpenAI(models=("atlas-7b",)) as server:
         attach(server.url)
         app, _ = make_app(tmp_path, engine_poll_seconds=0.5)
@@ -186,7 +188,7 @@ def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
                     field = pane.query_one(f"#{field_id}", Input)
                     assert field.outer_size.width >= len(titles[field_id]) + 4, field.outer_size
 
-        asyncio.run(scenario())
+        await scenario()
 
 
 @pytest.mark.parametrize(
@@ -197,7 +199,8 @@ def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
     ],
     ids=["80x24", "120x40"],
 )
-def test_footer_shows_help_at_80_columns_and_quit_at_120(
+@pytest.mark.anyio
+async def test_footer_shows_help_at_80_columns_and_quit_at_120(
     tmp_path: Path, size: tuple[int, int], must_show: dict[str, str]
 ) -> None:
     """The footer cuts what does not fit: '? Help' must be whole at 80x24 (it lists every
@@ -217,4 +220,4 @@ def test_footer_shows_help_at_80_columns_and_quit_at_120(
             for key, what in must_show.items():
                 assert shown.get(key) == what, (key, shown)
 
-    asyncio.run(scenario())
+    await scenario()

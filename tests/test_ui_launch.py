@@ -7,7 +7,6 @@ with other test runs is not what these tests are about; the confirmation must sa
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from pathlib import Path
@@ -38,7 +37,8 @@ def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
     )
 
 
-def test_launch_with_confirmation_follow_logs_then_stop(
+@pytest.mark.anyio
+async def test_launch_with_confirmation_follow_logs_then_stop(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
     write_preset(tmp_path / "presets", "tiny-a", **llama_preset_fields(llama_image, free_port()))
@@ -121,10 +121,11 @@ def test_launch_with_confirmation_follow_logs_then_stop(
             await pilot.pause(1.0)
             assert not isinstance(app.screen, ConfirmScreen)
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_switch_stops_the_running_engine_first(
+@pytest.mark.anyio
+async def test_switch_stops_the_running_engine_first(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
     for preset_id in ("tiny-a", "tiny-b"):
@@ -171,10 +172,11 @@ def test_switch_stops_the_running_engine_first(
                 c.labels.get("io.sparkdeck.preset") for c in scope_containers(docker_client, scope)
             ] == ["tiny-b"]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_a_failed_pull_is_a_notification_and_leaves_nothing(
+@pytest.mark.anyio
+async def test_a_failed_pull_is_a_notification_and_leaves_nothing(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
     fields = llama_preset_fields(llama_image, free_port())
@@ -211,4 +213,4 @@ def test_a_failed_pull_is_a_notification_and_leaves_nothing(
             assert time.monotonic() - started < 60.0 and app.is_running
             assert scope_containers(docker_client, scope) == []
 
-    asyncio.run(scenario())
+    await scenario()

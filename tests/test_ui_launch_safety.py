@@ -5,7 +5,6 @@ touches nothing; a failed launch stays on the engine card until the user dismiss
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -49,7 +48,8 @@ def toasts(app: SparkdeckApp) -> list[str]:
     return [str(t.render()) for t in app.screen.query("Toast")]
 
 
-def test_a_launch_while_another_process_launches_is_refused_clearly(
+@pytest.mark.anyio
+async def test_a_launch_while_another_process_launches_is_refused_clearly(
     tmp_path, runtime, docker_client, scope, busybox_image
 ):
     busybox_preset(tmp_path, "web", busybox_image, "exec httpd -f -p 8080 -h /www")
@@ -90,12 +90,13 @@ def test_a_launch_while_another_process_launches_is_refused_clearly(
             assert app.is_running
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         holder.communicate(input="", timeout=30)
 
 
-def test_a_failed_launch_stays_on_the_card_until_dismissed(tmp_path, runtime, busybox_image):
+@pytest.mark.anyio
+async def test_a_failed_launch_stays_on_the_card_until_dismissed(tmp_path, runtime, busybox_image):
     busybox_preset(tmp_path, "web", busybox_image, "exec httpd -f -p 8080 -h /www")
     # as a launch in another process (or an earlier TUI) left it after stopping an engine
     record_failure("web", "old was stopped, then web failed to start: port clash", None, [])
@@ -118,4 +119,4 @@ def test_a_failed_launch_stays_on_the_card_until_dismissed(tmp_path, runtime, bu
             )
             assert last_failure() is None  # gone for `sparkdeck status` too
 
-    asyncio.run(scenario())
+    await scenario()

@@ -9,7 +9,6 @@ the whole pull.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -25,7 +24,8 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.mark.parametrize("through_service", [False, True], ids=["window", "service"])
-def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
+@pytest.mark.anyio
+async def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
     service_env, isolated_dirs, scope, docker_client, monkeypatch, through_service: bool
 ) -> None:
     from sparkdeck.config.settings import Settings
@@ -83,7 +83,7 @@ def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
                 )
 
         try:
-            asyncio.run(scenario())
+            await scenario()
             assert docker_client.images.get(registry.reference)  # it was pulled, not found
         finally:
             try:

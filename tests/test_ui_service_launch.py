@@ -4,7 +4,6 @@ its engine card. Real Docker daemon, real llama-server image, a real service pro
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import httpx
@@ -40,7 +39,8 @@ def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> th
     return thread
 
 
-def test_a_window_launches_switches_and_stops_through_the_service(
+@pytest.mark.anyio
+async def test_a_window_launches_switches_and_stops_through_the_service(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     from sparkdeck.config.settings import Settings
@@ -113,7 +113,7 @@ def test_a_window_launches_switches_and_stops_through_the_service(
                 what="svc-b ready on the card",
             )
 
-    asyncio.run(scenario())
+    await scenario()
     # The service ran both launches (their results are its events), and the switch's wait
     # for svc-a's memory came as the service's typed SwitchWaited events.
     first, second = result_of("svc-a"), result_of("svc-b")
@@ -161,7 +161,7 @@ def test_a_window_launches_switches_and_stops_through_the_service(
             )
 
     try:
-        asyncio.run(stop_it())
+        await stop_it()
     finally:
         done.set()
     follower.join(timeout=10)

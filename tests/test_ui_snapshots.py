@@ -28,10 +28,9 @@ from tests.support.offline_app import OLLAMA, TINY_LLAMA, text_of, write_presets
 from tests.support.pane_host import wait_until
 from tests.support.snapshot_readings import HOUR, READY, no_docker
 from tests.support.telemetry import (
-    GB10,
     CLOCK_EVENTS,
+    GB10,
     H200,
-    NVML_FIXTURES,
     replay_history,
     replay_sampler,
 )

@@ -8,7 +8,6 @@ Real Docker (the busybox test image, this test's own scope and ports), Pilot for
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from pathlib import Path
@@ -85,7 +84,8 @@ def toasts(app: App) -> list[str]:
 
 
 @pytest.mark.docker
-def test_switch_card_toasts_and_timeout_warning(
+@pytest.mark.anyio
+async def test_switch_card_toasts_and_timeout_warning(
     tmp_path: Path, runtime: DockerRuntime, busybox_image: str
 ):
     old = busybox_preset(tmp_path, "sw-old", busybox_image, WEB)
@@ -160,7 +160,7 @@ def test_switch_card_toasts_and_timeout_warning(
                 await pilot.pause(0.5)
                 seen()
 
-    asyncio.run(scenario())
+    await scenario()
     warning = next(t for t in every_toast if "switch wait timed out" in t)
     assert "memory did not come back within 2 s" in warning, warning
     assert not any("follow logs failed" in t or "is gone" in t for t in every_toast), every_toast
@@ -183,7 +183,8 @@ def test_switch_card_toasts_and_timeout_warning(
 # ----- the switch-wait dialog at 80x24 ----------------------------------------------------
 
 
-def test_skip_risk_text_shows_in_full_at_80x24():
+@pytest.mark.anyio
+async def test_skip_risk_text_shows_in_full_at_80x24():
     async def scenario() -> None:
         app = WidgetHost()
         async with app.run_test(size=(80, 24)) as pilot:
@@ -219,4 +220,4 @@ def test_skip_risk_text_shows_in_full_at_80x24():
             await pilot.press("s")
             assert skip.is_set()
 
-    asyncio.run(scenario())
+    await scenario()

@@ -7,8 +7,6 @@ stays cached with every column cut to its label (the dashboard showed "ol" for
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from textual.widgets import DataTable
 
@@ -39,7 +37,8 @@ def test_a_row_with_more_cells_than_columns_is_refused() -> None:
         column_widths(("a", "b"), [("1", "2", "3")])
 
 
-def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
+@pytest.mark.anyio
+async def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
     async def scenario() -> None:
         async with host().run_test(size=(120, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
@@ -54,10 +53,11 @@ def test_first_frame_before_any_idle_pass_shows_whole_cells() -> None:
                 "llama.cpp",
             ]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_refilling_replaces_columns_and_rows_and_keys() -> None:
+@pytest.mark.anyio
+async def test_refilling_replaces_columns_and_rows_and_keys() -> None:
     async def scenario() -> None:
         async with host().run_test(size=(120, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
@@ -69,7 +69,7 @@ def test_refilling_replaces_columns_and_rows_and_keys() -> None:
             assert table.get_row("run-7") == ["vllm", "12.5"]
             assert table.render_line(1).text.split() == ["vllm", "12.5"]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 # ----- columns by priority and width (the preset table at 80, 120 and 200 columns) ---------
@@ -110,7 +110,8 @@ def test_a_cut_says_so_with_an_ellipsis_and_images_keep_their_tag() -> None:
     assert cut("模型模型", 5) == "模型…"
 
 
-def test_the_table_shows_only_the_columns_that_fit() -> None:
+@pytest.mark.anyio
+async def test_the_table_shows_only_the_columns_that_fit() -> None:
     async def scenario() -> None:
         async with host().run_test(size=(60, 10)) as pilot:
             table = pilot.app.query_one(DataTable)
@@ -131,4 +132,4 @@ def test_the_table_shows_only_the_columns_that_fit() -> None:
                 "Qwen/Qwen2.5…",
             ]
 
-    asyncio.run(scenario())
+    await scenario()

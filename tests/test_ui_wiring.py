@@ -7,7 +7,6 @@ tests/test_ui_launch.py for why).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 
@@ -98,7 +97,8 @@ def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
+@pytest.mark.anyio
+async def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
     tmp_path, runtime, scope, llama_image
 ):
     write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
@@ -196,12 +196,13 @@ def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
             )
             assert "not running" in str(line.render())
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_the_running_watchdog_stops_the_engine_and_says_so(
+@pytest.mark.anyio
+async def test_the_running_watchdog_stops_the_engine_and_says_so(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
     write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
@@ -255,12 +256,13 @@ def test_the_running_watchdog_stops_the_engine_and_says_so(
             )
             assert "STOPPED the engine" in str(app.query_one(WatchdogLine).render())
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, llama_image):
+@pytest.mark.anyio
+async def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, llama_image):
     fields = llama_preset_fields(llama_image, free_port())
     fields["llamacpp"] = {**fields["llamacpp"], "memory_gib": 4000.0}  # no such machine
     write_preset(tmp_path / "presets", "huge", **fields)
@@ -306,12 +308,15 @@ def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, ll
             )
             assert running(docker_client, scope) == ["huge"]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
 @pytest.mark.docker
 @pytest.mark.llama
-def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, scope, llama_image):
+@pytest.mark.anyio
+async def test_switch_wait_screen_shows_and_skips(
+    tmp_path, runtime, docker_client, scope, llama_image
+):
     for preset_id in ("first", "second"):
         write_preset(
             tmp_path / "presets", preset_id, **llama_preset_fields(llama_image, free_port())
@@ -356,10 +361,11 @@ def test_switch_wait_screen_shows_and_skips(tmp_path, runtime, docker_client, sc
             )
             assert running(docker_client, scope) == ["second"]
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
+@pytest.mark.anyio
+async def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
     """No Docker here: `b` opens the comparison on an empty history and `esc` returns; the
     help lists the tab, chat, guard-dialog and benchmark keys; the chat tab says no engine
     is ready and the palette's chat commands say what to do first."""
@@ -423,4 +429,4 @@ def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
                 what="the toast",
             )
 
-    asyncio.run(scenario())
+    await scenario()

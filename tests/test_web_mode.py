@@ -171,7 +171,8 @@ def test_loopback_needs_the_token_then_its_cookie(web_server: WebServer) -> None
     assert server.stop().count(server.token) == 1  # printed once, at start
 
 
-def test_host_and_origin_are_checked_even_with_the_cookie(web_server: WebServer) -> None:
+@pytest.mark.anyio
+async def test_host_and_origin_are_checked_even_with_the_cookie(web_server: WebServer) -> None:
     server = web_server
     with httpx.Client(cookies=server.cookie) as browser:
         assert browser.get(server.base + "/").status_code == 200
@@ -201,12 +202,12 @@ def test_host_and_origin_are_checked_even_with_the_cookie(web_server: WebServer)
             except aiohttp.WSServerHandshakeError as exc:
                 return exc.status
 
-    assert asyncio.run(handshake("http://evil.example")) == 403
-    assert asyncio.run(handshake(f"http://127.0.0.1:{server.port + 1}")) == 403  # other port
-    assert asyncio.run(handshake("null")) == 403
-    assert asyncio.run(handshake(None)) == 403
+    assert await handshake("http://evil.example") == 403
+    assert await handshake(f"http://127.0.0.1:{server.port + 1}") == 403  # other port
+    assert await handshake("null") == 403
+    assert await handshake(None) == 403
     # the same handshake from the server's own origin is the dashboard (bytes of a screen)
-    own = asyncio.run(handshake(server.base))
+    own = await handshake(server.base)
     assert isinstance(own, bytes) and own
 
 

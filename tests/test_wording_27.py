@@ -4,7 +4,6 @@ subprocess, the real TUI screens under Pilot, the real service owner and Docker.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
@@ -95,7 +94,8 @@ def test_models_pull_offline_says_the_hub_cannot_be_reached() -> None:
     assert "HF_ENDPOINT" in done.stderr  # what to do
 
 
-def test_models_view_points_at_the_box_and_hides_an_idle_bar(tmp_path, monkeypatch) -> None:
+@pytest.mark.anyio
+async def test_models_view_points_at_the_box_and_hides_an_idle_bar(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
 
     async def scenario() -> None:
@@ -108,10 +108,11 @@ def test_models_view_points_at_the_box_and_hides_an_idle_bar(tmp_path, monkeypat
             assert "below" not in text and "model repo to pull" in text
             assert not screen.query_one(ProgressBar).display  # no idle "--%"
 
-    asyncio.run(scenario())
+    await scenario()
 
 
-def test_q_on_the_postmortem_dialog_quits(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_q_on_the_postmortem_dialog_quits(tmp_path: Path) -> None:
     db = default_path()
     db.parent.mkdir(parents=True, exist_ok=True)
     proc = child(db, "vanish")  # real rows, then gone without a clean stop
@@ -136,7 +137,7 @@ def test_q_on_the_postmortem_dialog_quits(tmp_path: Path) -> None:
                 pilot, lambda: app.return_code is not None, what="the app to quit on the first q"
             )
 
-    asyncio.run(scenario())
+    await scenario()
     assert app.return_code is not None
 
 

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import functools
-
 from textual.widgets import Input
 
 from sparkdeck.ui.chat.views import ReplyView
 from tests.support.pane_host import wait_until
 
 SIZE = (100, 40)
-
-
-def sync(test):
-    """Run an async Pilot test with asyncio.run (the suite has no async plugin)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return run
 
 
 async def send_message(pilot, text: str) -> ReplyView:

@@ -5,8 +5,7 @@ Docker factory, and the texts the tests read off the dashboard.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +78,6 @@ class UnreachableDocker:
     def __call__(self) -> DockerRuntime:
         self.calls += 1
         raise DockerUnavailable(DOCKER_ERROR)
-
-
-def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(test())
 
 
 def text_of(widget: Widget) -> str:
