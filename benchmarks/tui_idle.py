@@ -38,7 +38,9 @@ the engine is stopped (s, y) afterwards. Needs DOCKER_HOST and the preset's imag
 
 With --service each run measures sparkdeck twice: standalone (no service on its socket) and
 then with a sparkdeck service running (`python -m sparkdeck.service`, the way a front end
-starts it, on the run's own socket), which the window finds and follows; the order of the
+starts it, on the run's own socket), which the window finds and follows (it then draws the
+service's telemetry, Docker state and engine metrics instead of reading them itself, and
+--btop prints its ratio too); the order of the
 two alternates from run to run (this machine's first frames drift by ~0.1 s within a minute,
 so a fixed order measures the drift), and the median of the paired differences is printed
 at the end. The issue's target: connected no slower to its first frame than standalone.
@@ -136,8 +138,11 @@ def run_env(config: Path, data: Path, extra: dict[str, str] | None = None) -> di
         "COLORTERM": "truecolor",
         **(extra or {}),
     }
-    if "DOCKER_HOST" in os.environ:  # the tmux server may have started without it
-        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    # the tmux server may have started without them; PYTHONPATH: another build measured from
+    # its own copy (PYTHONPATH=/copy python /copy/benchmarks/tui_idle.py), interleaved
+    for name in ("DOCKER_HOST", "PYTHONPATH"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     return env
 
 
@@ -409,7 +414,13 @@ def main() -> int:
                 report(f"run {run} btop (update 1000 ms)", theirs)
                 print(
                     f"run {run} sparkdeck / btop idle CPU: "
-                    f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x",
+                    f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
+                    + (
+                        f" standalone, {connected['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
+                        " connected to the service"
+                        if args.service
+                        else ""
+                    ),
                     flush=True,
                 )
         if to_bare:
