@@ -231,7 +231,9 @@ class ServiceControl:
         if self._client is None:
             from sparkdeck.service.client import ensure_running
 
-            self._client, _ = ensure_running()
+            client, _ = ensure_running()
+            checked_status(client)
+            self._client = client
         return self._client
 
     def guard(
@@ -309,19 +311,27 @@ def engine_control(flow: Callable[[], LaunchFlow], *, start: bool = True) -> Eng
     from sparkdeck.service import location
 
     if location.enabled():
-        from sparkdeck.service.client import ensure_running, other_dirs, running
+        from sparkdeck.service.client import ensure_running, running
 
         client, started = ensure_running() if start else (running(), False)
         if client is not None:
-            try:
-                status = client.status()
-                if (mismatch := other_dirs(status)) is not None:
-                    raise ServiceError(mismatch)
-            except BaseException:
-                client.close()
-                raise
-            return ServiceControl(client, status, started)
+            return ServiceControl(client, checked_status(client), started)
     return LocalControl(flow)
+
+
+def checked_status(client: ServiceClient) -> dict[str, Any]:
+    """The service's status, once it is known to use this front end's config and data dirs
+    (else ServiceError, and `client` is closed: its presets would be launched, not ours)."""
+    from sparkdeck.service.client import other_dirs
+
+    try:
+        status = client.status()
+        if (mismatch := other_dirs(status)) is not None:
+            raise ServiceError(mismatch)
+    except BaseException:
+        client.close()
+        raise
+    return status
 
 
 def guard_control(flow: Callable[[], LaunchFlow] | None = None) -> EngineControl:

@@ -80,7 +80,8 @@ def relay_guard(
 class FrontGuard:
     """The guard loop of one window for one engine: `run()` until `done` is set or the
     window's own watchdog has stopped the engine. `watchdog` is the window's (built by
-    guard.watchdog.engine_watchdog); it runs only while the service does not answer."""
+    control.own_watchdog: it reports as guard events too); it runs only while the service
+    does not answer."""
 
     def __init__(
         self,
