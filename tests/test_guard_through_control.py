@@ -41,7 +41,7 @@ from sparkdeck.service.guard_events import (
 )
 from tests.conftest import scope_containers
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
-from tests.test_service import service_env, service_pid, tiny_preset  # noqa: F401 - a fixture
+from tests.support.service_env import service_env, service_pid, tiny_preset  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
@@ -171,13 +171,13 @@ def test_with_the_service_on_the_front_end_follows_its_guard_through_service_con
     assert os.path.exists(isolated_dirs["runtime"] / "service.sock")
 
 
-def test_the_guard_lines_toast_after_its_own_stop_names_why(
+@pytest.mark.anyio
+async def test_the_guard_lines_toast_after_its_own_stop_names_why(
     isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     """The TUI's line, following the guard through LocalControl: its own watchdog's stop
     decision is shown before the stop attempt that carries it out, so the toast says why the
     engine was stopped (a decision re-posted behind its attempt lost the reasons)."""
-    import asyncio
 
     from sparkdeck.config.settings import load_settings as settings_now
     from sparkdeck.ui.app import SparkdeckApp
@@ -217,7 +217,7 @@ def test_the_guard_lines_toast_after_its_own_stop_names_why(
                 )
             return toasts()
 
-    said = asyncio.run(scenario())
+    said = await scenario()
     assert scope_containers(docker_client, scope) == []
     (toast,) = [t for t in said if "the memory guard stopped the engine" in t]
     line = settings_now().guard.stop_available_pct

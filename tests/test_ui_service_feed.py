@@ -6,7 +6,6 @@ their calls."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -16,17 +15,18 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.service_env import (  # noqa: F401 - a fixture
     client_for,
+    follow_service,
     service_env,
     service_pid,
     tiny_preset,
 )
-from tests.test_ui_service_launch import follow_service
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 WINDOW_S = 4.0  # the window watched idle: four of the service's telemetry samples
 
 
-def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself(
+@pytest.mark.anyio
+async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
     from sparkdeck.config.settings import Settings
@@ -155,6 +155,6 @@ def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself
             assert (len(memory_reads), len(docker_reads)) == reads, "it still reads itself"
 
     try:
-        asyncio.run(scenario())
+        await scenario()
     finally:
         done.set()

@@ -6,37 +6,19 @@ from __future__ import annotations
 
 import threading
 
-import httpx
 import pytest
 
 from tests.conftest import scope_containers
 from tests.support.cli import run_cli
-from tests.support.service_env import client_for, service_env, tiny_preset  # noqa: F401 - a fixture
+from tests.support.service_env import (  # noqa: F401 - service_env is a fixture
+    client_for,
+    follow_service,
+    service_env,
+    tiny_preset,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 READY_S = 90.0
-
-
-def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> threading.Thread:
-    """A second client of the service, recording every event it sends (until `done`)."""
-    live = threading.Event()
-
-    def run() -> None:
-        try:
-            with client_for(env) as client, client.events() as events:
-                for kind, data in events:
-                    seen.append((kind, data))
-                    live.set()
-                    if done.is_set():
-                        return
-        except httpx.HTTPError:
-            if not done.is_set():  # the service went away while the test still ran
-                raise
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert live.wait(10), "the service's event stream did not start"
-    return thread
 
 
 @pytest.mark.anyio

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sparkdeck.service.client import ServiceClient
@@ -56,3 +58,25 @@ def tiny_preset(isolated_dirs, image: str, preset_id: str = "svc-tiny") -> int:
     port = free_port()
     write_preset(isolated_dirs["config"] / "presets", preset_id, **llama_preset_fields(image, port))
     return port
+
+
+def follow_service(env: dict[str, str], seen: list, done: threading.Event) -> threading.Thread:
+    """A second client of the service, recording every event it sends (until `done`)."""
+    live = threading.Event()
+
+    def run() -> None:
+        try:
+            with client_for(env) as client, client.events() as events:
+                for kind, data in events:
+                    seen.append((kind, data))
+                    live.set()
+                    if done.is_set():
+                        return
+        except httpx.HTTPError:
+            if not done.is_set():  # the service went away while the test still ran
+                raise
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert live.wait(10), "the service's event stream did not start"
+    return thread
