@@ -9,7 +9,9 @@ events are its decisions relayed, and this process's watchdog never reads a thin
 a real bounded memory hog takes MemAvailable below a stop line raised into its reach
 (tests/support/memory_hog.py: the box is never endangered), and the guard of that path
 stops the engine: the front end hears the stop decision, the confirmed stop attempt and,
-from the service, the guard's stop.
+from the service, the guard's stop. Then who guards, as the service's control says it when
+the service is SIGSTOPped and let go (taken over within 2 s, handed back), and the TUI's
+line following the guard through LocalControl, whose toast names why it stopped the engine.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from sparkdeck.service.guard_events import (
     StopTried,
     TakenOver,
 )
+from sparkdeck.service.liveness import HEARTBEAT_S, NOT_ANSWERING
 from tests.conftest import scope_containers
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
 from tests.support.service_env import service_env, service_pid, tiny_preset  # noqa: F401 - a fixture
@@ -51,13 +54,14 @@ class Followed:
 
     def __init__(self) -> None:
         self.events: list[GuardEvent] = []
-        self._queue: queue.Queue[GuardEvent] = queue.Queue()
+        self._queue: queue.Queue[tuple[float, GuardEvent]] = queue.Queue()
+        self.at = 0.0  # when the event `until` returned last came (time.monotonic())
         self.done = threading.Event()
         self.own_readings = 0  # what this process's own watchdog read, at the end
 
     def __call__(self, event: GuardEvent) -> None:
         self.events.append(event)
-        self._queue.put(event)
+        self._queue.put((time.monotonic(), event))
         if isinstance(event, GuardStopped):  # as `sparkdeck guard` does: nothing left
             self.done.set()
 
@@ -71,10 +75,11 @@ class Followed:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                event = self._queue.get(timeout=left)
+                at, event = self._queue.get(timeout=left)
             except queue.Empty:
                 break
             if isinstance(event, wanted) and also(event):
+                self.at = at
                 return event
         raise AssertionError(f"no {wanted} within {timeout} s: {self.events}")
 
@@ -222,3 +227,49 @@ async def test_the_guard_lines_toast_after_its_own_stop_names_why(
     (toast,) = [t for t in said if "the memory guard stopped the engine" in t]
     line = settings_now().guard.stop_available_pct
     assert "stopped the engine: MemAvailable" in toast and f"< {line:g} %" in toast, toast
+
+
+def test_the_service_control_takes_over_while_the_service_is_stopped_and_hands_back(
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    """Who guards now, as the front end hears it through ServiceControl: the service; this
+    process within HEARTBEAT_S (2 s) of the service's SIGSTOP, its own watchdog deciding
+    meanwhile; the service again once it answers."""
+    from tests.test_service_liveness import stopped
+
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    settings = load_settings().guard
+    flow = LaunchFlow(connect, flush=False, guard=settings)
+    seen = Followed()
+    with contextlib.closing(engine_control(lambda: flow)) as control:
+        assert type(control) is ServiceControl
+        engine = control.launch(flow.plan(load_catalog().get("svc-tiny")), lambda e: None)
+        following = control.guard(
+            engine, connect(), settings, seen, seen.done, lambda: settings.running_hz
+        )
+        thread = threading.Thread(target=following.run, name="front end guard", daemon=True)
+        thread.start()
+        try:
+            first = seen.until(ServiceGuards, timeout=30)
+            seen.until(ServiceDecided, timeout=30)
+            pid = service_pid(service_env)
+            assert first.pid == pid and pid is not None
+            with stopped(pid) as stopped_at:
+                taken = seen.until(TakenOver, timeout=HEARTBEAT_S + 5)
+                told = seen.at - stopped_at
+                seen.until(Decided, timeout=10)  # this process's own watchdog guards
+                assert len(following.watchdog.window) >= 1
+            back = seen.until(ServiceGuards, timeout=20)
+            seen.until(ServiceDecided, timeout=10)
+        finally:
+            seen.done.set()
+            thread.join(timeout=10)
+    assert isinstance(taken, TakenOver) and taken.liveness.state == NOT_ANSWERING
+    assert taken.liveness.pid == pid and "stopped (SIGSTOP)" in taken.liveness.detail
+    assert told <= HEARTBEAT_S, f"{told:.2f} s"
+    assert isinstance(back, ServiceGuards) and back.pid == pid
+    assert scope_containers(docker_client, scope)  # nobody stopped it: no line was crossed
+    assert not thread.is_alive()
+    print(f"ServiceControl.guard said the service stopped answering {told:.2f} s after SIGSTOP")
