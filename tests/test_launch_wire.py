@@ -24,7 +24,8 @@ from sparkdeck.guard.timeline import PhaseMark, StartupTimeline, TimelinePoint
 from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.host.pagecache import FlushReport
 from sparkdeck.launch import events as ev
-from sparkdeck.launch.events import LaunchEvent, LaunchListener, event_from_dict, event_to_dict
+from sparkdeck.launch.events import LaunchEvent, event_from_dict, event_to_dict
+from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.launch.wire import WireError
 from sparkdeck.models.pull import PullProgress as DownloadProgress
 from sparkdeck.runtime.pull import PullProgress

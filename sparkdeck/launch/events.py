@@ -5,9 +5,9 @@ The launch sequence (sparkdeck.launch.sequence) posts these to its `on_event` si
 prints and the engine card and guard line show, `phase` the engine card's state word while
 the step runs. A front end that must do more than show the sentence (a progress bar, a
 hand-over to the running watchdog) subclasses `LaunchListener` and overrides the hooks it
-needs; `event.deliver(listener)` calls the one hook for that event, so no front end tests
-an event's type. Kept apart from the sequence so that front ends can name them without
-loading the docker SDK.
+needs (sparkdeck.launch.listener); `event.deliver(listener)` calls the one hook for that
+event, so no front end tests an event's type. Kept apart from the sequence so that front
+ends can name them without loading the docker SDK.
 """
 
 from __future__ import annotations
@@ -28,80 +28,13 @@ if TYPE_CHECKING:  # field types only: the TUI names these events before its fir
     from sparkdeck.guard.switch import SwitchProgress
     from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.host.pagecache import FlushReport
+    from sparkdeck.launch.listener import LaunchListener
     from sparkdeck.models.pull import PullProgress as DownloadProgress
     from sparkdeck.runtime.state import EngineState
 
 
 def _name(engine: EngineState) -> str:
     return engine.preset_id or engine.name
-
-
-class LaunchListener:
-    """One hook per event; each defaults to `other(event)`, which does nothing. A front end
-    overrides the hooks it treats apart and `other` for the rest."""
-
-    def other(self, event: LaunchEvent) -> None:
-        """Every event whose hook is not overridden."""
-
-    def pull_started(self, event: PullStarted) -> None:
-        self.other(event)
-
-    def model_pull_started(self, event: ModelPullStarted) -> None:
-        self.other(event)
-
-    def pull_progress(self, event: PullProgress) -> None:
-        self.other(event)
-
-    def fit_checked(self, event: FitChecked) -> None:
-        self.other(event)
-
-    def model_in_cache(self, event: ModelInCache) -> None:
-        self.other(event)
-
-    def model_download_started(self, event: ModelDownloadStarted) -> None:
-        self.other(event)
-
-    def model_downloading(self, event: ModelDownloading) -> None:
-        self.other(event)
-
-    def model_downloaded(self, event: ModelDownloaded) -> None:
-        self.other(event)
-
-    def previous_stopping(self, event: PreviousStopping) -> None:
-        self.other(event)
-
-    def previous_stopped(self, event: PreviousStopped) -> None:
-        self.other(event)
-
-    def switch_waited(self, event: SwitchWaited) -> None:
-        self.other(event)
-
-    def cache_flushed(self, event: CacheFlushed) -> None:
-        self.other(event)
-
-    def flush_skipped(self, event: FlushSkipped) -> None:
-        self.other(event)
-
-    def container_started(self, event: ContainerStarted) -> None:
-        self.other(event)
-
-    def guard_decided(self, event: GuardDecided) -> None:
-        self.other(event)
-
-    def guard_failed(self, event: GuardFailed) -> None:
-        self.other(event)
-
-    def timeline_saved(self, event: TimelineSaved) -> None:
-        self.other(event)
-
-    def engine_ready(self, event: EngineReady) -> None:
-        self.other(event)
-
-    def cleanup_stopping(self, event: CleanupStopping) -> None:
-        self.other(event)
-
-    def cleanup_hurried(self, event: CleanupHurried) -> None:
-        self.other(event)
 
 
 class _Step:

@@ -8,11 +8,11 @@ from typing import Protocol
 from sparkdeck.launch.events import (
     GuardDecided,
     LaunchEvent,
-    LaunchListener,
     ModelPullStarted,
     PullStarted,
     SwitchWaited,
 )
+from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 
 __all__ = ["LaunchPrinter"]

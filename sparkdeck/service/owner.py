@@ -23,13 +23,13 @@ from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
     ContainerStarted,
     LaunchEvent,
-    LaunchListener,
     ModelDownloading,
     ModelDownloadStarted,
     ModelPullStarted,
     PullStarted,
     event_to_dict,
 )
+from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S

@@ -17,7 +17,6 @@ from sparkdeck.launch.events import (
     FitChecked,
     FlushSkipped,
     LaunchEvent,
-    LaunchListener,
     ModelDownloading,
     ModelDownloadStarted,
     ModelPullStarted,
@@ -26,6 +25,7 @@ from sparkdeck.launch.events import (
     PullStarted,
     SwitchWaited,
 )
+from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.launch.stop_countdown import end_text
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.ui.dashboard.engine_card import EngineReport

@@ -13,10 +13,10 @@ from sparkdeck.launch.events import (
     ContainerStarted,
     EngineReady,
     GuardDecided,
-    LaunchListener,
     SwitchWaited,
     TimelineSaved,
 )
+from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.ui.guard.messages import GuardDecisionMade
 
 if TYPE_CHECKING:
