@@ -81,7 +81,10 @@ class Followed:
             if isinstance(event, wanted) and also(event):
                 self.at = at
                 return event
-        raise AssertionError(f"no {wanted} within {timeout} s: {self.events}")
+        raise AssertionError(
+            f"no {wanted} within {timeout} s; {len(self.events)} events, the last: "
+            f"{self.events[-4:]} (a shared box: did other work free as much as the hog took?)"
+        )
 
 
 def launch_then_guard(expect: type, hog_size: int, docker_client, scope) -> Followed:
