@@ -75,6 +75,7 @@ class ServiceFeed:
         self._metrics: tuple[str, EngineMetrics] | None = None  # (container id, reading)
         self.metrics_count = 0
         self._metrics_listeners: list[Callable[[], object]] = []
+        self._telemetry_listeners: list[Callable[[int, TelemetrySnapshot], object]] = []
         self.live = False
         self._listeners: list[Callable[[], object]] = []
         self._thread: threading.Thread | None = None
@@ -90,6 +91,14 @@ class ServiceFeed:
     def on_change(self, listener: Callable[[], object]) -> None:
         """Call `listener` (from the feed's thread) when the Docker word or `live` changes."""
         self._listeners.append(listener)
+
+    def watch_telemetry(
+        self, listener: Callable[[int, TelemetrySnapshot], object]
+    ) -> Callable[[], None]:
+        """Call `listener(count, snapshot)` (from the feed's thread) at each telemetry
+        sample; returns what ends that."""
+        self._telemetry_listeners.append(listener)
+        return lambda: self._telemetry_listeners.remove(listener)
 
     def watch_metrics(self, listener: Callable[[], object]) -> Callable[[], None]:
         """Call `listener` (from the feed's thread) at each metrics reading; returns what
@@ -161,7 +170,10 @@ class ServiceFeed:
             with self._arrived:
                 self._telemetry = snapshot
                 self.telemetry_count += 1
+                count = self.telemetry_count
                 self._arrived.notify_all()
+            for telemetry_listener in list(self._telemetry_listeners):
+                telemetry_listener(count, snapshot)
         elif kind == "metrics":
             from sparkdeck.metrics.snapshot import EngineMetrics
 
@@ -195,11 +207,16 @@ class ServiceFeed:
 
 class FedTelemetry:
     """The machine tab's sampling loop (TelemetrySampler.run's shape): the service's samples
-    while the feed is live, the window's own sampler while it is not or they come late."""
+    while the feed is live, the window's own sampler while it is not or they come late.
+
+    The service's samples are handed on from the feed's own thread as they arrive: no thread
+    of ours wakes for each (a wake-up costs an idle process about a millisecond); this loop
+    looks only every period and LATE_S whether one came."""
 
     def __init__(self, sampler: TelemetrySampler, feed: ServiceFeed | None) -> None:
         self.sampler, self.feed = sampler, feed
         self._seen = 0  # the feed's count of the last sample handed on (shared by loops)
+        self._lock = threading.Lock()  # the feed's thread and a loop's both add to history
         self.own_samples = 0  # samples read by this window itself
 
     def run(
@@ -210,21 +227,55 @@ class FedTelemetry:
         stop: threading.Event,
         keep_going: Callable[[], bool] = lambda: True,
     ) -> None:
-        if self.feed is not None:
-            self.feed.first_look()
+        feed = self.feed
+        if feed is not None:
+            feed.first_look()
+        missed = False  # the service's samples came late: ours until one comes again
         while not stop.is_set() and keep_going():
-            feed = self.feed
-            if feed is not None and feed.live:
-                got = feed.telemetry_after(self._seen, period() + LATE_S)
-                if got is not None:
-                    self._seen, snapshot = got
-                    history.add(snapshot)
-                    emit(snapshot, history.frozen())
-                    continue
-                if stop.is_set():
-                    return
-            snapshot = self.sampler.sample()
-            self.own_samples += 1
-            history.add(snapshot)
-            emit(snapshot, history.frozen())
+            if feed is not None and feed.live and not missed:
+                missed = not self._follow(feed, history, period, emit, stop, keep_going)
+                continue
+            with self._lock:
+                snapshot = self.sampler.sample()
+                self.own_samples += 1
+                history.add(snapshot)
+                frozen = history.frozen()
+            emit(snapshot, frozen)
             stop.wait(period())
+            missed = missed and feed is not None and feed.telemetry_count <= self._seen
+
+    def _follow(
+        self,
+        feed: ServiceFeed,
+        history: History,
+        period: Callable[[], float],
+        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        stop: threading.Event,
+        keep_going: Callable[[], bool],
+    ) -> bool:
+        """Hand on the service's samples until the feed is not live (True) or a sample is
+        late (False), or the loop is stopped."""
+
+        def take(count: int, snapshot: TelemetrySnapshot) -> None:
+            with self._lock:
+                if count <= self._seen:
+                    return  # handed on already (by a loop this one replaced)
+                self._seen = count
+                history.add(snapshot)
+                frozen = history.frozen()
+            emit(snapshot, frozen)
+
+        unwatch = feed.watch_telemetry(take)
+        try:
+            latest = feed.telemetry_after(self._seen, 0)
+            if latest is not None:
+                take(*latest)
+            while feed.live and keep_going():
+                seen = self._seen
+                if stop.wait(period() + LATE_S):
+                    return True
+                if self._seen == seen and feed.live:
+                    return False
+            return True
+        finally:
+            unwatch()
