@@ -153,9 +153,8 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         async def stream() -> AsyncIterator[ServerSentEvent]:
             # the hello first: a client knows its stream is live before it acts
             yield ServerSentEvent(json.dumps({"api_version": API_VERSION}), event="hello")
-            async for event in hub.subscribe(replay=sorted(wanted)):
-                if not wanted or event.kind in wanted:
-                    yield sse(event)
+            async for event in hub.subscribe(replay=sorted(wanted), kinds=wanted or None):
+                yield sse(event)
 
         async def quiet_stream() -> AsyncIterator[ServerSentEvent]:
             """The filtered stream's keep-alive comes only after PING_S without an event:

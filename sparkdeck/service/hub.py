@@ -35,7 +35,10 @@ class EventHub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._subscribers: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event]]] = []
+        # (loop, queue, the kinds it wants: None for all)
+        self._subscribers: list[
+            tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event], frozenset[str] | None]
+        ] = []
         self._wakers: list[tuple[str, asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.latest: dict[str, Event] = {}
 
@@ -43,7 +46,11 @@ class EventHub:
         with self._lock:
             event = Event(next(self._ids), kind, time.time(), data)
             self.latest[kind] = event
-            subscribers = list(self._subscribers)
+            subscribers = [
+                (loop, queue)
+                for loop, queue, kinds in self._subscribers
+                if not kinds or kind in kinds
+            ]
             wakers = [(loop, flag) for wanted, loop, flag in self._wakers if wanted == kind]
         for loop, queue in subscribers:
             try:
@@ -65,12 +72,15 @@ class EventHub:
             self._wakers.append((kind, asyncio.get_running_loop(), flag))
         return flag
 
-    async def subscribe(self, replay: Iterable[str] = ()) -> AsyncGenerator[Event, None]:
-        """Every event published from now on, in order, until the caller stops iterating;
-        first the latest event of each kind in `replay` (taken under the same lock as the
+    async def subscribe(
+        self, replay: Iterable[str] = (), kinds: frozenset[str] | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Every event published from now on (of `kinds` only, when given: the others never
+        wake the subscriber's loop), in order, until the caller stops iterating; first the
+        latest event of each kind in `replay` (taken under the same lock as the
         subscription: none is lost or sent twice in between)."""
         queue: asyncio.Queue[Event] = asyncio.Queue()
-        entry = (asyncio.get_running_loop(), queue)
+        entry = (asyncio.get_running_loop(), queue, kinds)
         with self._lock:
             self._subscribers.append(entry)
             first = [self.latest[kind] for kind in replay if kind in self.latest]
