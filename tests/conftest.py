@@ -147,6 +147,9 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[d
     # sequence's own tests kill and race `sparkdeck launch` processes, whose launch must run
     # in that process. Its socket folder is short (a Unix socket path has 107 bytes at most).
     monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+    # A service a test starts opens the OpenAI endpoint; on the default port 8400 two tests
+    # running at once (xdist workers) would collide. Tests of the endpoint set their own.
+    monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(free_port()))
     runtime = Path(tempfile.mkdtemp(prefix="sdrt-", dir="/tmp"))
     monkeypatch.setenv("SPARKDECK_RUNTIME_DIR", str(runtime))
     yield {"config": config, "data": data, "runtime": runtime}
