@@ -158,3 +158,28 @@ async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_
         await scenario()
     finally:
         done.set()
+
+
+@pytest.mark.anyio
+async def test_a_filtered_subscription_gets_the_latest_of_its_kinds_first_and_only_its_kinds():
+    """What a window's feed asks of the service's hub: the latest reading of each kind it
+    draws at once (it has something to draw before the next sample), then only those kinds
+    (a guard decision or a launch step never wakes it)."""
+    import anyio
+
+    from sparkdeck.service.hub import EventHub
+
+    hub = EventHub()
+    hub.publish("telemetry", n=1)
+    hub.publish("telemetry", n=2)
+    hub.publish("guard", level="ok")
+    events = hub.subscribe(replay=["telemetry", "docker"], kinds=frozenset({"telemetry"}))
+    got = [await anext(events)]  # subscribed now: what is published next reaches it
+    hub.publish("guard", level="warn")
+    hub.publish("note", text="x")
+    hub.publish("telemetry", n=3)
+    with anyio.fail_after(5):
+        got.append(await anext(events))
+    await events.aclose()
+    assert [(e.kind, e.data) for e in got] == [("telemetry", {"n": 2}), ("telemetry", {"n": 3})]
+    assert hub.subscribers == 0  # the stream's end ends its subscription
