@@ -29,10 +29,6 @@ def does_not_fit():
 
 @pytest.mark.anyio
 async def test_fit_modal_shows_numbers_and_cancels_by_default():
-    await _test_fit_modal_shows_numbers_and_cancels_by_default()
-
-
-async def _test_fit_modal_shows_numbers_and_cancels_by_default():
     app = WidgetHost()
     async with app.run_test() as pilot:
         app.push_screen(FitModal("big", does_not_fit()), app.results.append)
@@ -52,10 +48,6 @@ async def _test_fit_modal_shows_numbers_and_cancels_by_default():
 
 @pytest.mark.anyio
 async def test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
-    await _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press()
-
-
-async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second_press():
     skip = threading.Event()
     app = WidgetHost()
     args = dict(baseline=100 * GIB, margin=2 * GIB, timeout=120, gpu_pids_left=None)
@@ -87,10 +79,6 @@ async def _test_switch_wait_screen_follows_progress_and_skips_only_on_the_second
 
 @pytest.mark.anyio
 async def test_switch_wait_screen_closes_itself_when_memory_is_back():
-    await _test_switch_wait_screen_closes_itself_when_memory_is_back()
-
-
-async def _test_switch_wait_screen_closes_itself_when_memory_is_back():
     app = WidgetHost()
     async with app.run_test() as pilot:
         screen = SwitchWaitScreen("sparkdeck-old", threading.Event())
@@ -132,10 +120,6 @@ def test_chart_rows_scale_to_memtotal_and_keep_the_peak():
 
 @pytest.mark.anyio
 async def test_timeline_chart_draws_and_lists_the_phases():
-    await _test_timeline_chart_draws_and_lists_the_phases()
-
-
-async def _test_timeline_chart_draws_and_lists_the_phases():
     chart = TimelineChart()
     app = WidgetHost(chart)
     async with app.run_test(size=(60, 20)) as pilot:
@@ -149,10 +133,6 @@ async def _test_timeline_chart_draws_and_lists_the_phases():
 
 @pytest.mark.anyio
 async def test_watchdog_line_shows_each_level():
-    await _test_watchdog_line_shows_each_level()
-
-
-async def _test_watchdog_line_shows_each_level():
     line = WatchdogLine()
     app = WidgetHost(line)
     _, readings = recording("ramp_to_wedge")

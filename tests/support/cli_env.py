@@ -10,9 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import (
-    remove_scope,
-)
+from tests.conftest import remove_scope
 
 SECRET = "hf_sparkdeck_test_secret_do_not_show"
 

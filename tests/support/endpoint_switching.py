@@ -19,6 +19,8 @@ from tests.conftest import free_port, llama_preset_fields, scope_containers, wri
 from tests.support.cli import run_cli, wait_for
 
 RUNNING_MODEL = "/models/tiny.gguf"  # llama-server's model id: the -m path
+FIXED = {"ignore_eos": True}  # llama.cpp's: the random tiny model may end a reply anywhere
+HI = [{"role": "user", "content": "hello there"}]
 
 
 def llama_metric(port: int, name: str) -> float:
@@ -26,12 +28,6 @@ def llama_metric(port: int, name: str) -> float:
     match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
     assert match, f"{name} missing from /metrics"
     return float(match.group(1))
-
-
-FIXED = {"ignore_eos": True}  # llama.cpp's: the random tiny model may end a reply anywhere
-
-
-HI = [{"role": "user", "content": "hello there"}]
 
 
 def running_presets(docker_client, scope: str) -> list[str]:
@@ -48,7 +44,8 @@ def switching(
 ) -> Iterator[Callable[..., dict]]:
     """Start the service with [endpoint] settings, presets sw-a (launched) and sw-b (not),
     and a sw-huge whose stated claim (4000 GiB) can never fit. No hold after a switch
-    (min_hold_s = 0) unless a test asks for one: these tests time the switch itself."""
+    (min_hold_s = 0) unless a test asks for one: these tests time the switch itself.
+    A module using it imports tests.support.service_env's `service_env` fixture too."""
 
     def start(**endpoint: object) -> dict:
         env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(free_port())}

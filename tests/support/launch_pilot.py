@@ -14,8 +14,6 @@ from tests.support.offline_app import text_of
 from tests.support.pane_host import wait_until
 
 SIZE = (120, 40)
-
-
 READY_S = 90.0  # a loaded 2-core machine: llama-server is ready in < 1 s when idle
 
 

@@ -21,10 +21,7 @@ from sparkdeck.ui.dashboard.engine_card import EngineCard
 from sparkdeck.ui.machine.environment import EnvironmentPanel
 
 DOCKER_ERROR = "cannot reach the Docker daemon (test)"
-
-
 NEVER = 3600.0  # engine poll period for tests that count reads: the timer must not fire
-
 
 TINY_LLAMA = """\
 title = "Tiny llama.cpp"
@@ -33,14 +30,12 @@ image = "local/llama-server:test"
 model = "/models/tiny.gguf"
 """
 
-
 OLLAMA = """\
 title = "Ollama for tests"
 kind = "ollama"
 image = "ollama/ollama:test"
 model = "tiny:latest"
 """
-
 
 # kind llamacpp requires `model`: this file loads as a problem, not as a preset.
 BROKEN = """\

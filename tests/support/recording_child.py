@@ -12,7 +12,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent  # the checkout: the child imports sparkdeck
 
-
 # A recording process as the service runs it: the real sampler, one row a second.
 RECORDING_CHILD = textwrap.dedent("""
     import sys, time
