@@ -183,3 +183,46 @@ async def test_a_filtered_subscription_gets_the_latest_of_its_kinds_first_and_on
     await events.aclose()
     assert [(e.kind, e.data) for e in got] == [("telemetry", {"n": 2}), ("telemetry", {"n": 3})]
     assert hub.subscribers == 0  # the stream's end ends its subscription
+
+
+NO_SERVICE_APP = """
+import asyncio, json, sys
+from pathlib import Path
+from sparkdeck.catalog import PresetCatalog
+from sparkdeck.runtime.errors import DockerUnavailable
+from sparkdeck.ui.app import SparkdeckApp
+
+class App(SparkdeckApp):
+    CSS_PATH = str(Path(sys.modules["sparkdeck.ui.app"].__file__).with_name("sparkdeck.tcss"))
+
+def no_docker():
+    raise DockerUnavailable("no Docker in this test")
+
+async def main():
+    app = App(lambda: PresetCatalog({}, []), no_docker, engine_poll_seconds=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.service_feed.first_look(10)
+        await pilot.pause(2.5)  # the feed's next look for a service too (RETRY_S)
+        print(json.dumps({"httpx": "httpx" in sys.modules and sys.modules["httpx"] is not None,
+                          "live": app.service_feed.live}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_window_with_no_service_running_loads_no_http_client(tmp_path, isolated_dirs):
+    """The feed looks for the service's socket every RETRY_S; while there is none it loads
+    nothing (httpx alone is ~7 MiB of the window's 60 MiB: tests/test_ui_idle_imports.py)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_service_app.py"  # a file: Textual reads the app class's source path
+    script.write_text(NO_SERVICE_APP)
+    env = {**os.environ, "SPARKDECK_SERVICE": "auto"}  # on, but none runs on this socket
+    result = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"httpx": False, "live": False}, seen

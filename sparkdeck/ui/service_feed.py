@@ -50,16 +50,20 @@ class DockerWord:
 
 def _connect() -> ServiceClient | None:
     """The running service's client, or None (none runs, its socket is absent, it speaks
-    another API version, or it is switched off): never starts one."""
-    from sparkdeck.service.client import ServiceClient
-
+    another API version, or it is switched off): never starts one. The HTTP client loads
+    with the first socket found: a window without a service never loads httpx (its RSS,
+    tests/test_ui_idle_imports.py)."""
     if not location.enabled():
         return None
     try:
         path = location.socket_path()
     except ValueError:
         return None
-    return ServiceClient(path, timeout=SILENCE_S) if path.exists() else None
+    if not path.exists():
+        return None
+    from sparkdeck.service.client import ServiceClient
+
+    return ServiceClient(path, timeout=SILENCE_S)
 
 
 class ServiceFeed:
