@@ -19,8 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,7 @@ from tests.conftest import scope_containers
 from tests.support.cli import run_cli, wait_for
 from tests.support.cpu_hog import cpu_hog
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
+from tests.support.paused_process import state_of, stopped
 from tests.support.service_env import (  # noqa: F401 - service_env is a fixture
     client_for,
     service_env,
@@ -38,24 +37,6 @@ from tests.support.service_env import (  # noqa: F401 - service_env is a fixture
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
-
-
-@contextmanager
-def stopped(pid: int) -> Iterator[float]:
-    """SIGSTOP `pid` for the block (the moment it was sent); SIGCONT after, whatever
-    happened."""
-    os.kill(pid, signal.SIGSTOP)
-    sent = time.monotonic()
-    try:
-        wait_for(lambda: state_of(pid) == "T", timeout=5, what="the kernel stopping it", every=0.01)
-        yield sent
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
-def state_of(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 def launched_engine(service_env, isolated_dirs, docker_client, scope, llama_image):
