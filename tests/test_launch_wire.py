@@ -87,6 +87,8 @@ def samples() -> list[LaunchEvent]:
         ),
         ev.ModelDownloaded("org/tiny", 1000, 2.5),
         ev.PreviousStopping(ENGINE, grace=12.0, at=1234.5),
+        ev.RepliesAwaited(2, 60.0),
+        ev.RepliesAwaited(1, 60.0, 60.02, done=True),
         ev.PreviousStopped(ENGINE, 3.25),
         ev.SwitchWaited("old", switch),
         ev.CacheFlushed(FlushReport("root", memory, read_meminfo(), 0.4)),

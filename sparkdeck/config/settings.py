@@ -72,6 +72,9 @@ class EndpointSettings:
     # a model that just loaded serves its queue at least this long before the next switch:
     # two clients on two models get batches, not a switch per request (docs/endpoint.md)
     min_hold_s: float = 10.0
+    # a launch a front end asks for waits this long at most for the replies the endpoint is
+    # streaming from the engine it will stop (a switch never cuts a reply off), then stops it
+    finish_replies_s: float = 60.0
     # loopback is open to every user of the machine: true makes the service refuse to start
     # the endpoint without a key, as it does for a LAN address
     require_key_on_loopback: bool = False
@@ -222,6 +225,14 @@ _SCHEMA: dict[str, dict[str, Option]] = {
             "float",
             EndpointSettings.min_hold_s,
             "seconds a model that just loaded serves its queue before the next switch",
+            minimum=0.0,
+            maximum=3600.0,
+        ),
+        "finish_replies_s": Option(
+            "float",
+            EndpointSettings.finish_replies_s,
+            "seconds a launch from the CLI or the TUI waits for the replies the endpoint "
+            "streams from the engine it stops (0: it does not wait)",
             minimum=0.0,
             maximum=3600.0,
         ),

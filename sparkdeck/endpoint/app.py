@@ -268,7 +268,10 @@ def build_endpoint(
     pool = UpstreamPool()  # its session is made with the first request, in the serving loop
     finder = UpstreamFinder(follower, pool, catalog or load_catalog)
     log = log or RequestLog()
-    forward = Forwarder(finder, pool, log, api_key(settings), SwitchGate(owner, settings, finder))
+    gate = SwitchGate(owner, settings, finder)
+    forward = Forwarder(finder, pool, log, api_key(settings), gate)
+    if owner is not None:  # a launch a front end asks for lets the replies in flight finish
+        owner.before_stop = gate.await_replies
 
     async def models(request: Request) -> Response:
         upstream, _ = await finder.find()

@@ -34,6 +34,7 @@ clients read as a fault of the server), 503 for a failed launch. All carry
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.answers import body_part, loading_notice
 from sparkdeck.endpoint.refusals import openai_error
 from sparkdeck.endpoint.switch_runs import NO_RETRY, Outcome, SwitchRunner
+from sparkdeck.launch.events import EventSink, RepliesAwaited
 
 if TYPE_CHECKING:
     from sparkdeck.endpoint.upstream import Upstream, UpstreamFinder
@@ -95,7 +97,11 @@ class SwitchGate:
         )
         self._switch: _Switch | None = None
         self._queue: list[_Waiter] = []
-        self._serving: set[int] = set()  # the records of requests admitted and not done
+        # the records of requests admitted and not done: whether each went to sparkdeck's
+        # engine (an attached one is not stopped by a launch); `own_replies` counts those,
+        # read by a launch's thread (await_replies)
+        self._serving: dict[int, bool] = {}
+        self.own_replies = 0
         self._engine: Upstream | None = None  # what runs, as last found or switched to
         self._hold_until = 0.0  # the model that loaded last serves until then at least
         self._timer: asyncio.TimerHandle | None = None
@@ -115,7 +121,7 @@ class SwitchGate:
             and (self._owner is None or self._owner.in_flight is None)
         ):  # the hot path
             self._engine = upstream
-            self._serving.add(key)
+            self._serve(key, upstream)
             return Admission(upstream, None, False, 0.0)
         preset = await self._home(model, upstream)
         self._follow_front_end()
@@ -125,7 +131,7 @@ class SwitchGate:
             if (serves and (not self._queue or time.monotonic() < self._hold_until)) or (
                 not serves and preset is None
             ):  # served, or refused by app.py
-                self._serving.add(key)
+                self._serve(key, upstream)
                 return Admission(upstream, None, False, 0.0)
         waiting = sum(w.counted for w in self._queue)
         if waiting >= self._settings.queue:
@@ -141,9 +147,33 @@ class SwitchGate:
         """The request is done (answered, refused or gone): a switch may be its turn."""
         key = id(record)
         if key in self._serving:
-            self._serving.discard(key)
+            self.own_replies -= self._serving.pop(key)
             if not self._serving and self._queue:
                 self._dispatch()
+
+    def _serve(self, key: int, upstream: Upstream | None) -> None:
+        own = upstream is not None and upstream.preset_id is not None
+        self._serving[key] = own
+        self.own_replies += own
+
+    def await_replies(
+        self, on_event: EventSink, cancel: threading.Event | None, skip: threading.Event | None
+    ) -> None:
+        """A launch a front end asked for waits here, in its own thread, before it stops
+        anything: for the replies in flight on sparkdeck's engine to finish (requests that
+        come meanwhile queue behind the launch), `[endpoint] finish_replies_s` at most, or
+        until the launch is cancelled or its wait skipped."""
+        count, limit = self.own_replies, self._settings.finish_replies_s
+        if count <= 0 or limit <= 0:
+            return
+        began = time.monotonic()
+        on_event(RepliesAwaited(count, limit))
+        while count > 0 and time.monotonic() - began < limit:
+            if any(flag is not None and flag.is_set() for flag in (cancel, skip)):
+                break
+            time.sleep(0.05)
+            count = self.own_replies
+        on_event(RepliesAwaited(max(count, 0), limit, time.monotonic() - began, done=True))
 
     # ----- the queue -----------------------------------------------------------------------
 
@@ -275,7 +305,7 @@ class SwitchGate:
         if not waiter.result.done():
             waiter.result.set_result(outcome)
             if outcome[1] is None:
-                self._serving.add(waiter.key)
+                self._serve(waiter.key, outcome[0])
 
     def _queue_full(self, waiting: int) -> JSONResponse:
         switch, last = self._switch, self.last_switch_s or 10.0

@@ -12,6 +12,7 @@ ends can name them without loading the docker SDK.
 
 from __future__ import annotations
 
+import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,6 +173,33 @@ class ModelDownloaded(_Step):
 
     def deliver(self, listener: LaunchListener) -> None:
         listener.model_downloaded(self)
+
+
+@dataclass(frozen=True)
+class RepliesAwaited(_Step):
+    """The endpoint streams `count` replies from the engine this launch stops: the stop
+    waits for them, `limit_s` at most. Sent when the wait begins, and with `done` when it
+    ends (`count` is then the replies still streaming, which the stop cuts off)."""
+
+    count: int
+    limit_s: float
+    waited_s: float = 0.0
+    done: bool = False
+    phase: ClassVar[str | None] = "stopping"
+
+    def describe(self) -> str:
+        replies = f"{self.count} repl{'y' if self.count == 1 else 'ies'}"
+        if not self.done:
+            return (
+                f"waiting for {replies} through the endpoint to finish before the stop "
+                f"(at most {self.limit_s:g} s; [endpoint] finish_replies_s)"
+            )
+        if self.count == 0:
+            return f"the endpoint's replies finished in {self.waited_s:.1f} s"
+        return f"went on after {self.waited_s:.1f} s: the stop cuts {replies} off"
+
+    def deliver(self, listener: LaunchListener) -> None:
+        listener.replies_awaited(self)
 
 
 @dataclass(frozen=True)
@@ -355,6 +383,7 @@ LaunchEvent = (
     | ModelDownloadStarted
     | ModelDownloading
     | ModelDownloaded
+    | RepliesAwaited
     | PreviousStopping
     | PreviousStopped
     | SwitchWaited
@@ -371,6 +400,10 @@ LaunchEvent = (
 
 EventSink = Callable[[LaunchEvent], object]  # what it returns is not used
 """Where a launch sends its events (called from the launch's thread)."""
+
+BeforeStop = Callable[[EventSink, threading.Event | None, threading.Event | None], object]
+"""What a launch runs before it stops anything (the service's wait for the replies its
+endpoint streams): given the launch's event sink, its cancel and its skip-the-wait events."""
 
 
 def event_to_dict(event: LaunchEvent) -> dict[str, Any]:

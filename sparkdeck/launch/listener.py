@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         PreviousStopped,
         PreviousStopping,
         PullStarted,
+        RepliesAwaited,
         SwitchWaited,
         TimelineSaved,
     )
@@ -63,6 +64,9 @@ class LaunchListener:
         self.other(event)
 
     def model_downloaded(self, event: ModelDownloaded) -> None:
+        self.other(event)
+
+    def replies_awaited(self, event: RepliesAwaited) -> None:
         self.other(event)
 
     def previous_stopping(self, event: PreviousStopping) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.pagecache import HOW_TO_ALLOW, can_flush
-from sparkdeck.launch.events import EventSink
+from sparkdeck.launch.events import BeforeStop, EventSink
 from sparkdeck.presets import Preset
 
 if TYPE_CHECKING:  # the docker SDK loads with the first plan, not with the UI
@@ -131,11 +131,13 @@ class LaunchFlow:
         flush: bool | None = None,
         stop_grace: float = 30.0,
         guard: GuardSettings | None = None,
+        before_stop: BeforeStop | None = None,
     ) -> None:
         self._connect = runtime
         self._flush = flush
         self._stop_grace = stop_grace
         self._guard = guard or GuardSettings()
+        self._before_stop = before_stop  # the service's wait for the endpoint's replies
 
     def plan(self, preset: Preset) -> LaunchPlan:
         engines = tuple(self._connect().engines())
@@ -165,7 +167,11 @@ class LaunchFlow:
         from sparkdeck.launch.sequence import Launcher
 
         return Launcher(
-            self._connect(), on_event=on_event, stop_grace=self._stop_grace, guard=self._guard
+            self._connect(),
+            on_event=on_event,
+            stop_grace=self._stop_grace,
+            guard=self._guard,
+            before_stop=self._before_stop,
         )
 
     def run(

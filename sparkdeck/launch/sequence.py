@@ -34,6 +34,7 @@ from sparkdeck.host.nvml import NvmlReader, gpu_process_pids
 from sparkdeck.host.pagecache import FlushReport, flush_page_cache
 from sparkdeck.launch import model_step, preflight
 from sparkdeck.launch.events import (
+    BeforeStop,
     CacheFlushed,
     CleanupHurried,
     CleanupStopping,
@@ -92,8 +93,10 @@ class Launcher:
         readings: Callable[[], Reading] | None = None,
         gpu_pids: Callable[[], Collection[int] | None] = nvml_pids,
         engine_memory: own_memory.ReadEngineMemory = own_memory.default_engine_memory,
+        before_stop: BeforeStop | None = None,
     ):
         self.runtime = runtime
+        self.before_stop = before_stop
         self.engine_memory = engine_memory  # what an engine holds itself (pids -> bytes)
         self.on_event = on_event or (lambda event: None)
         self.flush = flush
@@ -297,6 +300,9 @@ class Launcher:
     ) -> EngineState:
         spec, fit = self._preflight(preset, flush, force, fit, cancel)
         _honour(cancel)
+        if self.before_stop is not None:  # nothing is stopped or started yet: a cancel
+            self.before_stop(self.on_event, cancel, skip_switch_wait)  # here leaves all as is
+            _honour(cancel)
         self._touched = True
         stopped: list[EngineState] = []
         try:

@@ -21,6 +21,7 @@ from sparkdeck.config import paths
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.endpoints import answers
 from sparkdeck.launch.events import (
+    BeforeStop,
     ContainerStarted,
     LaunchEvent,
     ModelDownloading,
@@ -70,6 +71,9 @@ class EngineOwner:
         # the OpenAI endpoint's own state, set by the server: {"on", "address", "url" |
         # "error", "fix"}; front ends report it rather than probe whoever holds the port
         self.endpoint: dict[str, Any] = {"on": False, "error": "not started"}
+        # what a launch runs before it stops the engine: the endpoint's wait for the replies
+        # it streams from it (set by the endpoint, which exists only in the service)
+        self.before_stop: BeforeStop | None = None
         self.follower = GuardFollower(
             hub, guard, runtime, health or _healthy, launching=lambda: self._launching_id
         )
@@ -249,7 +253,9 @@ class EngineOwner:
             self.hub.publish("launch-result", **result)
 
     def _flow(self, flush: bool | None) -> LaunchFlow:
-        return LaunchFlow(self._runtime, flush=flush, guard=self.guard)
+        return LaunchFlow(
+            self._runtime, flush=flush, guard=self.guard, before_stop=self.before_stop
+        )
 
     def _preset(self, preset_id: str):
         catalog = load_catalog()
