@@ -50,7 +50,8 @@ from tests.support.memory_hog import MemoryHog
 from tests.support.paused_process import stopped
 from tests.support.service_env import service_env, service_pid, tiny_preset  # noqa: F401 - a fixture
 
-pytestmark = [pytest.mark.docker, pytest.mark.llama]
+# alone: each crosses a line of host-wide memory with a hog, or times the 2 s promise
+pytestmark = [pytest.mark.docker, pytest.mark.llama, pytest.mark.alone]
 GIB = 2**30
 
 
@@ -264,7 +265,6 @@ async def test_the_guard_lines_toast_after_its_own_stop_names_why(
     assert "stopped the engine: MemAvailable" in toast and f"< {line:g} %" in toast, toast
 
 
-@pytest.mark.alone  # it times the 2 s promise (docs/testing.md: parallel runs)
 def test_the_service_control_takes_over_while_the_service_is_stopped_and_hands_back(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
