@@ -19,6 +19,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sparkdeck.host.meminfo import gib
+from sparkdeck.launch.listener import Step
+from sparkdeck.launch.model_events import (
+    ModelDownloaded,
+    ModelDownloading,
+    ModelDownloadStarted,
+    ModelInCache,
+    ModelPullStarted,
+)
 from sparkdeck.runtime.pull import PullProgress
 
 if TYPE_CHECKING:  # field types only: the TUI names these events before its first frame
@@ -30,7 +38,6 @@ if TYPE_CHECKING:  # field types only: the TUI names these events before its fir
     from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.host.pagecache import FlushReport
     from sparkdeck.launch.listener import LaunchListener
-    from sparkdeck.models.pull import PullProgress as DownloadProgress
     from sparkdeck.runtime.state import EngineState
 
 
@@ -38,20 +45,8 @@ def _name(engine: EngineState) -> str:
     return engine.preset_id or engine.name
 
 
-class _Step:
-    """What every event knows about itself (see the module's docstring)."""
-
-    phase: ClassVar[str | None] = None  # the card's state word; None leaves it as it was
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-    def deliver(self, listener: LaunchListener) -> None:
-        raise NotImplementedError
-
-
 @dataclass(frozen=True)
-class PullStarted(_Step):
+class PullStarted(Step):
     image: str
     phase: ClassVar[str | None] = "pulling"
 
@@ -63,21 +58,7 @@ class PullStarted(_Step):
 
 
 @dataclass(frozen=True)
-class ModelPullStarted(_Step):
-    """The engine is up but lacks the preset's model: it is being pulled (Ollama)."""
-
-    model: str
-    phase: ClassVar[str | None] = "pulling"
-
-    def describe(self) -> str:
-        return f"the engine is up; model {self.model} is not in it yet: pulling it"
-
-    def deliver(self, listener: LaunchListener) -> None:
-        listener.model_pull_started(self)
-
-
-@dataclass(frozen=True)
-class FitChecked(_Step):
+class FitChecked(Step):
     fit: FitCheck
     forced: bool
 
@@ -94,89 +75,7 @@ class FitChecked(_Step):
 
 
 @dataclass(frozen=True)
-class ModelInCache(_Step):
-    """The preset's Hub model is complete in the cache: nothing to download."""
-
-    repo: str
-    size: int | None  # bytes of the files the engine loads (None: the Hub was not asked)
-    note: str | None = None  # e.g. the Hub could not be asked, so the cache was trusted
-
-    def describe(self) -> str:
-        parts = [gib(self.size)] if self.size is not None else []
-        parts += [self.note] if self.note else []
-        said = f" ({'; '.join(parts)})" if parts else ""
-        return f"model {self.repo} is in the cache{said}; the engine starts with the Hub offline"
-
-    def deliver(self, listener: LaunchListener) -> None:
-        listener.model_in_cache(self)
-
-
-@dataclass(frozen=True)
-class ModelDownloadStarted(_Step):
-    """The preset's Hub model is missing (or partly here): it is downloaded before the
-    engine starts, so no engine downloads during its start-up."""
-
-    repo: str
-    commit: str
-    files: int
-    needed: int  # bytes still to fetch
-    total: int  # bytes of every file the engine loads
-    phase: ClassVar[str | None] = "pulling"
-
-    def describe(self) -> str:
-        return (
-            f"model {self.repo} is not in the cache: downloading {gib(self.needed)} "
-            f"({self.files} file(s), {gib(self.total)} in all, commit "
-            f"{self.commit[:12]}) before the engine starts"
-        )
-
-    def deliver(self, listener: LaunchListener) -> None:
-        listener.model_download_started(self)
-
-
-@dataclass(frozen=True)
-class ModelDownloading(_Step):
-    """Progress of that download (sent when a file begins, at each 5 % and every 10 s)."""
-
-    repo: str
-    progress: DownloadProgress
-    phase: ClassVar[str | None] = "pulling"
-
-    @property
-    def fraction(self) -> float:
-        p = self.progress
-        return p.done / p.total if p.total else 0.0
-
-    def describe(self) -> str:
-        p = self.progress
-        eta = f"{p.eta_s:.0f} s" if p.eta_s is not None else "?"
-        return (
-            f"downloading {self.repo}: {self.fraction:4.0%} ({gib(p.done)} of "
-            f"{gib(p.total)}), {p.rate / 2**20:.1f} MiB/s, ETA {eta}; file {p.file}"
-        )
-
-    def deliver(self, listener: LaunchListener) -> None:
-        listener.model_downloading(self)
-
-
-@dataclass(frozen=True)
-class ModelDownloaded(_Step):
-    repo: str
-    fetched: int  # bytes fetched
-    seconds: float
-
-    def describe(self) -> str:
-        return (
-            f"downloaded {self.repo}: {gib(self.fetched)} in {self.seconds:.1f} s; the "
-            "engine starts with the Hub offline"
-        )
-
-    def deliver(self, listener: LaunchListener) -> None:
-        listener.model_downloaded(self)
-
-
-@dataclass(frozen=True)
-class RepliesAwaited(_Step):
+class RepliesAwaited(Step):
     """The endpoint streams `count` replies from the engine this launch stops: the stop
     waits for them, `limit_s` at most. Sent when the wait begins, and with `done` when it
     ends (`count` is then the replies still streaming, which the stop cuts off)."""
@@ -203,7 +102,7 @@ class RepliesAwaited(_Step):
 
 
 @dataclass(frozen=True)
-class PreviousStopping(_Step):
+class PreviousStopping(Step):
     """SIGTERM goes to `engine` now (`at`, epoch seconds); SIGKILL after `grace` seconds."""
 
     engine: EngineState
@@ -219,7 +118,7 @@ class PreviousStopping(_Step):
 
 
 @dataclass(frozen=True)
-class PreviousStopped(_Step):
+class PreviousStopped(Step):
     engine: EngineState
     seconds: float
 
@@ -231,7 +130,7 @@ class PreviousStopped(_Step):
 
 
 @dataclass(frozen=True)
-class SwitchWaited(_Step):
+class SwitchWaited(Step):
     """One step of the wait for a stopped engine's memory (the last one has `done`)."""
 
     engine: str  # its preset id (or container name)
@@ -246,7 +145,7 @@ class SwitchWaited(_Step):
 
 
 @dataclass(frozen=True)
-class CacheFlushed(_Step):
+class CacheFlushed(Step):
     report: FlushReport
     phase: ClassVar[str | None] = "starting"
 
@@ -258,7 +157,7 @@ class CacheFlushed(_Step):
 
 
 @dataclass(frozen=True)
-class FlushSkipped(_Step):
+class FlushSkipped(Step):
     reason: str
     phase: ClassVar[str | None] = "starting"
 
@@ -270,7 +169,7 @@ class FlushSkipped(_Step):
 
 
 @dataclass(frozen=True)
-class ContainerStarted(_Step):
+class ContainerStarted(Step):
     engine: EngineState
     phase: ClassVar[str | None] = "starting"
 
@@ -285,7 +184,7 @@ class ContainerStarted(_Step):
 
 
 @dataclass(frozen=True)
-class GuardDecided(_Step):
+class GuardDecided(Step):
     """The start-up watchdog's decision on one reading."""
 
     decision: Decision
@@ -298,7 +197,7 @@ class GuardDecided(_Step):
 
 
 @dataclass(frozen=True)
-class GuardFailed(_Step):
+class GuardFailed(Step):
     """The start-up watchdog could not read the host: the start-up is not guarded."""
 
     error: str
@@ -311,7 +210,7 @@ class GuardFailed(_Step):
 
 
 @dataclass(frozen=True)
-class TimelineSaved(_Step):
+class TimelineSaved(Step):
     timeline: StartupTimeline
     path: Path
 
@@ -328,7 +227,7 @@ class TimelineSaved(_Step):
 
 
 @dataclass(frozen=True)
-class EngineReady(_Step):
+class EngineReady(Step):
     engine: EngineState
     seconds: float
 
@@ -344,7 +243,7 @@ class EngineReady(_Step):
 
 
 @dataclass(frozen=True)
-class CleanupStopping(_Step):
+class CleanupStopping(Step):
     """The launch failed or was interrupted after its container started: it is being stopped
     with `grace` seconds for SIGTERM (a second Ctrl-C kills it at once)."""
 
@@ -362,7 +261,7 @@ class CleanupStopping(_Step):
 
 
 @dataclass(frozen=True)
-class CleanupHurried(_Step):
+class CleanupHurried(Step):
     """A second interrupt came during that graceful stop: the container is killed now."""
 
     engine: EngineState

@@ -6,7 +6,7 @@ front end tests an event's type.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from sparkdeck.launch.events import (
@@ -104,3 +104,17 @@ class LaunchListener:
 
     def cleanup_hurried(self, event: CleanupHurried) -> None:
         self.other(event)
+
+
+class Step:
+    """What every launch event knows about itself: `describe()` is the sentence the CLI
+    prints and the engine card and guard line show, `phase` the engine card's state word
+    while the step runs, `deliver(listener)` calls the listener's one hook for it."""
+
+    phase: ClassVar[str | None] = None  # the card's state word; None leaves it as it was
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def deliver(self, listener: LaunchListener) -> None:
+        raise NotImplementedError
