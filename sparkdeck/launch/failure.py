@@ -1,5 +1,5 @@
-"""How a launch fails (DoesNotFit, GuardStoppedEngine, LaunchInterrupted), and the last
-failed launch, kept in the data dir until the user dismisses it.
+"""How a launch fails (DoesNotFit, GuardStoppedEngine, LaunchInterrupted and what it leaves),
+and the last failed launch, kept in the data dir until the user dismisses it.
 
 A launch that fails after it stopped the running engine leaves nothing running; a toast that
 fades in seconds is not enough for that. The failure is written here (atomically) and shown
@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.config import paths
+from sparkdeck.runtime.errors import DockerRuntimeError
 from sparkdeck.text_safety import clean, excerpt
 
 if TYPE_CHECKING:
     from sparkdeck.guard.fit import FitCheck
     from sparkdeck.guard.policy import Decision
+    from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.runtime.state import EngineState
 
 # The engine's own last lines say why it failed ("error: invalid argument: ..."): the card
 # has room for a few, `status` for more, `logs --last-failure` for all that were kept.
@@ -49,6 +52,46 @@ class GuardStoppedEngine(Exception):
         )
         self.decision = decision
         self.record = record
+
+
+def after_interrupt(
+    runtime: DockerRuntime, preset_id: str, started: EngineState | None, touched: bool
+) -> str:
+    """What an interrupted launch leaves, as Docker says it is now (not as planned):
+    `started` is the container the launch started, if it got that far; `touched`, whether it
+    had begun to stop or start containers."""
+    parts = [f"launch of {preset_id} interrupted"]
+    try:
+        engines = runtime.engines()
+    except DockerRuntimeError as exc:
+        return f"{parts[0]}; Docker cannot say what is left ({exc}): run `sparkdeck status`"
+    if started is None:
+        parts.append(
+            "before its container was started" if touched else "before anything was changed"
+        )
+    else:
+        mine = next((e for e in engines if e.container_id == started.container_id), None)
+        if mine is None:
+            parts.append(f"its container {started.name} was stopped and removed")
+        elif mine.alive:
+            parts.append(
+                f"its container {started.name} is STILL RUNNING with no memory "
+                "guard: stop it with `sparkdeck stop`"
+            )
+        else:
+            parts.append(
+                f"its container {started.name} stopped but was not removed "
+                "(`sparkdeck stop` removes it)"
+            )
+    others = [
+        e.preset_id or e.name
+        for e in engines
+        if e.alive and (started is None or e.container_id != started.container_id)
+    ]
+    parts.append(
+        f"still running: {', '.join(others)}" if others else "no sparkdeck engine is running now"
+    )
+    return "; ".join(parts)
 
 
 class LaunchInterrupted(Exception):

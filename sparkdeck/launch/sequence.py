@@ -55,6 +55,7 @@ from sparkdeck.launch.failure import (
     DoesNotFit,
     GuardStoppedEngine,
     LaunchInterrupted,
+    after_interrupt,
     clear_failure,
     record_failure,
 )
@@ -249,7 +250,7 @@ class Launcher:
                     flush_note=flush_note,
                 )
             except KeyboardInterrupt:
-                truth = self._after_interrupt(preset.id)
+                truth = after_interrupt(self.runtime, preset.id, self._started, self._touched)
                 if self._touched:
                     record_failure(preset.id, truth, None, [])
                 raise LaunchInterrupted(truth) from None
@@ -386,46 +387,6 @@ class Launcher:
             self.on_event(CleanupHurried(engine))
             self.runtime.stop(engine.container_id, grace=0)
             raise
-
-    def _after_interrupt(self, preset_id: str) -> str:
-        """What an interrupted launch leaves, as Docker says it is now (not as planned)."""
-        parts = [f"launch of {preset_id} interrupted"]
-        try:
-            engines = self.runtime.engines()
-        except DockerRuntimeError as exc:
-            return f"{parts[0]}; Docker cannot say what is left ({exc}): run `sparkdeck status`"
-        started = self._started
-        if started is None:
-            parts.append(
-                "before its container was started"
-                if self._touched
-                else "before anything was changed"
-            )
-        else:
-            mine = next((e for e in engines if e.container_id == started.container_id), None)
-            if mine is None:
-                parts.append(f"its container {started.name} was stopped and removed")
-            elif mine.alive:
-                parts.append(
-                    f"its container {started.name} is STILL RUNNING with no memory "
-                    "guard: stop it with `sparkdeck stop`"
-                )
-            else:
-                parts.append(
-                    f"its container {started.name} stopped but was not removed "
-                    "(`sparkdeck stop` removes it)"
-                )
-        others = [
-            e.preset_id or e.name
-            for e in engines
-            if e.alive and (started is None or e.container_id != started.container_id)
-        ]
-        parts.append(
-            f"still running: {', '.join(others)}"
-            if others
-            else "no sparkdeck engine is running now"
-        )
-        return "; ".join(parts)
 
     def _fetch_model(
         self, preset: Preset, ready: EngineState, cancel: threading.Event | None
