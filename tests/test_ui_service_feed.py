@@ -158,6 +158,10 @@ async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_
         await scenario()
     finally:
         done.set()
+    # the service sampled the engine's metrics each second all along, and its log says
+    # nothing of each request (httpx's INFO lines filled the 3 MiB of log in hours)
+    log = (isolated_dirs["data"] / "service.log").read_text()
+    assert "sparkdeck service" in log and "HTTP Request" not in log, log[-2000:]
 
 
 @pytest.mark.anyio

@@ -76,5 +76,9 @@ def setup(path: Path, max_bytes: int = LOG_BYTES, backups: int = LOG_BACKUPS) ->
         )
         root.addHandler(console)
     root.setLevel(logging.INFO)
+    # httpx logs every request at INFO: the engine's /metrics each second would fill the
+    # 3 MiB of log in hours and push out what the guard and the service said
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     logging.captureWarnings(True)
     return logging.getLogger("sparkdeck.service")
