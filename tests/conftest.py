@@ -33,10 +33,12 @@ from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_l
 from tests.support.parallel_runs import (
     LOCK_DIR_KEY,
     MachineSlot,
+    end_tmux_server,
     lock_dir_of,
     mark_items,
     new_lock_dir,
     one_builder,
+    own_tmux_server,
     remove_lock_dir,
 )
 from tests.support.tiny_gguf import write_tiny_gguf
@@ -98,14 +100,20 @@ _LOCK_DIR = pytest.StashKey[str]()
 _SLOT: MachineSlot | None = None  # this worker's hold on the machine
 
 
+_TMUX_DIR = pytest.StashKey[str]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         config.stash[_LOCK_DIR] = new_lock_dir()
+    config.stash[_TMUX_DIR] = own_tmux_server()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _LOCK_DIR in config.stash:
         remove_lock_dir(config.stash[_LOCK_DIR])
+    if _TMUX_DIR in config.stash:
+        end_tmux_server(config.stash[_TMUX_DIR])
 
 
 @pytest.hookimpl(optionalhook=True)

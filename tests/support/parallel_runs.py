@@ -25,6 +25,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,6 +90,9 @@ ALONE_TESTS = frozenset(
         # STOPGAP: reads the footer after one pilot.pause(); on a loaded machine it is not laid
         # out yet (seen: an empty footer at 120x40). The test should wait for the footer.
         "tests/test_ui_keys_everywhere.py::test_footer_shows_help_at_80_columns_and_quit_at_120",
+        # STOPGAP: clicks #launch-anyway as soon as the FitModal is the screen, before its
+        # buttons are mounted (seen: NoMatches under load). The test should wait for the button.
+        "tests/test_ui_wiring.py::test_fit_modal_cancel_then_force",
     }
 )
 
@@ -197,6 +202,22 @@ def one_builder(what: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def own_tmux_server() -> str:
+    """A tmux socket folder of this process's own (TMUX_TMPDIR, inherited by the tests' tmux
+    calls). On the one default server, a test's kill-session of the last session makes the
+    server exit while another worker's new-session connects to it: seen failing with exit 1.
+    """
+    directory = tempfile.mkdtemp(prefix="sdtmux-", dir="/tmp")  # short: a socket path
+    os.environ["TMUX_TMPDIR"] = directory
+    return directory
+
+
+def end_tmux_server(directory: str) -> None:
+    env = {**os.environ, "TMUX_TMPDIR": directory}
+    subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, check=False)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def lock_dir_of(config: pytest.Config) -> Path | None:
