@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.service.client import ServiceClient, ServiceError
 from tests.conftest import (
     scope_containers,
@@ -30,6 +31,11 @@ from tests.support.service_env import (  # noqa: F401 - service_env is a fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
 GIB = 2**30
+
+
+def _history(env: dict[str, str]) -> list[dict]:
+    """The flight recorder's rows of the last 5 minutes."""
+    return json.loads(run_cli("history", "--json", "--since", "5m", env=env).stdout)["rows"]
 
 
 def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pressure(
@@ -66,6 +72,20 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
                     if kind == "engine" and data["state"] == "stopped by the guard":
                         stopped = data
                         break
+                # the flight recorder commits its rows every few seconds: its dip is read
+                # while the hog still holds the memory (read at once, the last rows were
+                # not on disk yet and the dip was missing)
+                line = stop_pct / 100 * read_meminfo().total
+                rows = wait_for(
+                    lambda: (
+                        (r := _history(service_env))
+                        and min(x["mem_available"] for x in r) < line
+                        and r
+                    ),
+                    timeout=15,
+                    every=0.5,
+                    what="the flight recorder's rows with the hog's dip",
+                )
     assert stopped is not None and stopped["preset_id"] == "svc-tiny"
     assert scope_containers(docker_client, scope) == []
     actions = {}
@@ -81,8 +101,6 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
     assert last["available"] < threshold < last["available"] + 0.9 * hog_size
     assert "stopped" in actions
     # the flight recorder kept the engine's state and the dip, with no window open
-    history = run_cli("history", "--json", "--since", "5m", env=service_env)
-    rows = json.loads(history.stdout)["rows"]
     ready = [r for r in rows if r["engine_state"] == "svc-tiny ready"]
     assert ready, [r["engine_state"] for r in rows]
     assert min(r["mem_available"] for r in rows) < threshold
