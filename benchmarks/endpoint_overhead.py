@@ -224,17 +224,23 @@ def start_relay(engine_port: int, cpus: set[int]) -> tuple[int, int]:
         os._exit(0)
 
 
-async def compare(arms: dict[str, str], runs: int, tokens: int) -> None:
+async def compare(arms: dict[str, str], runs: int, tokens: int, gap: float = 0.0) -> None:
+    """Each arm `runs` times, taking turns; with `gap`, each request after that many
+    seconds of quiet (a person typing between requests): the bare relay then shows what any
+    extra process hop pays after a pause, beside what the endpoint pays."""
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
     async with httpx.AsyncClient(timeout=60) as http:
         for base in arms.values():  # warm every path (connections, slot, caches)
             await one_stream(http, base, tokens)
-        for _ in range(runs):
-            for name, base in arms.items():
-                results[name].append(await one_stream(http, base, tokens))
+        for i in range(runs):
+            names = list(arms)
+            for name in names[i % len(names) :] + names[: i % len(names)]:  # taking turns
+                await asyncio.sleep(gap)
+                results[name].append(await one_stream(http, arms[name], tokens))
     ttft = {k: statistics.median(t for t, _ in v) for k, v in results.items()}
     tps = {k: statistics.median(r for _, r in v) for k, v in results.items()}
-    print(f"single stream, {runs} runs each, {tokens} tokens, alternating:")
+    after = f", each after {gap:g} s of quiet" if gap else ""
+    print(f"single stream, {runs} runs each, {tokens} tokens, alternating{after}:")
     for name in results:
         print(
             f"  {name:10} TTFT median {ttft[name] * 1000:7.2f} ms "
@@ -278,6 +284,9 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--streams", type=int, default=32)
     parser.add_argument(
+        "--gap", type=float, default=0.0, help="seconds of quiet before each request"
+    )
+    parser.add_argument(
         "--no-pin",
         action="store_true",
         help="leave the engine, the service and the client where the "
@@ -309,6 +318,7 @@ def main() -> int:
                     },
                     args.runs,
                     args.tokens,
+                    args.gap,
                 )
             )
         finally:
