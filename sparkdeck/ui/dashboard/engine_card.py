@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Static
 
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, grace_text
 from sparkdeck.runtime.state import docker_time
 from sparkdeck.telemetry.view import Bar, Row
-from sparkdeck.ui.machine.live import bar_content, rows_content
+from sparkdeck.ui.machine.live import LiveText, bar_content, rows_content
 from sparkdeck.ui.readers import EngineReading
 
 if TYPE_CHECKING:
@@ -234,8 +233,10 @@ def failure_content(failure: str, log: tuple[str, ...] = ()) -> Content:
     return Content("\n").join(parts)
 
 
-class EngineCard(Static):
-    """Renders an EngineReport; ticks once a second only while an uptime is shown."""
+class EngineCard(LiveText):
+    """Renders an EngineReport; ticks once a second only while an uptime is shown. A tick
+    repaints only the text that changed (the uptime) and lays out only when the card's
+    height changes (LiveText)."""
 
     report: reactive[EngineReport] = reactive(EngineReport())
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
@@ -253,7 +254,7 @@ class EngineCard(Static):
         content = engine_content(self.report, self._wall_clock())
         if self.failure:
             content = Content("\n").join([content, failure_content(self.failure, self.failure_log)])
-        self.update(content)
+        self.set_text(content)
 
     def watch_failure(self, failure: str | None) -> None:
         self._tick()

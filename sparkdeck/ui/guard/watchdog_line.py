@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 from textual.reactive import var
-from textual.widgets import Static
 from textual.worker import Worker
 
 from sparkdeck.config.settings import GuardSettings
@@ -37,6 +36,7 @@ from sparkdeck.service.guard_events import (
     TakenOver,
 )
 from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.machine.live import LiveText
 from sparkdeck.ui.readers import EngineReading
 from sparkdeck.ui.worker_failures import report_worker_failure
 
@@ -70,9 +70,11 @@ def follow_engine(
     return fast, guarded(engine, launch_guards)
 
 
-class WatchdogLine(Static):
+class WatchdogLine(LiveText):
     """One line: the guard's level and the numbers it decided on; while a stop is carried
-    out, what the stop has done so far (it may take several attempts on a hung Docker)."""
+    out, what the stop has done so far (it may take several attempts on a hung Docker).
+    A decision a second repaints the line only when its words changed, and never asks for
+    a layout pass: the line is one row whatever it says (LiveText)."""
 
     @dataclass
     class Guarded(Message, bubble=False):
@@ -225,16 +227,18 @@ class WatchdogLine(Static):
             self.level = "warn"
             self.set_class(False, "-ok", "-stop")
             self.set_class(True, "-warn")
-            self.update(f"memory guard: {self._takeover}")
+            self.set_text(f"memory guard: {self._takeover}")
         self.notify(self._takeover, title="memory guard", severity="warning", markup=False)
 
     def _service_decided(self, decision: ServiceDecided) -> None:
         self._takeover = None  # the service answers again: it guards, this window relays
+        if decision.level == "stop" and decision.reasons:  # what the stop's toast says why
+            self._stop_reasons = "; ".join(decision.reasons)
         if self._stop is None:
             self.level = decision.level
             for level in ("ok", "warn", "stop"):
                 self.set_class(decision.level == level, f"-{level}")
-            self.update("memory guard (service) " + decision.text)
+            self.set_text("memory guard (service) " + decision.text)
 
     def _alive(self) -> bool:
         """Does the loop for the watched container still run (or has it stopped it)?"""
@@ -297,7 +301,7 @@ class WatchdogLine(Static):
         if self.level != "stop" and (self.level != "off" or text != self._off_text):
             self.level, self._off_text = "off", text  # unchanged text: no repaint each poll
             self.set_class(False, "-ok", "-warn")
-            self.update(text)
+            self.set_text(text)
 
     def reset(self, why: str) -> None:
         """A new engine is followed: what the line said about the last one's stop goes."""
@@ -307,14 +311,14 @@ class WatchdogLine(Static):
 
     def note(self, text: str) -> None:
         """Something the watchdog could not do (it keeps trying)."""
-        self.update(f"memory guard: {text}")
+        self.set_text(f"memory guard: {text}")
 
     def show_attempt(self, text: str, done: bool) -> None:
         self._stop, self._stopped = text, done
         self.level = "stop"
         self.set_class(False, "-ok", "-warn")
         self.set_class(True, "-stop")
-        self.update(
+        self.set_text(
             (
                 "memory guard STOPPED the engine: "
                 if done
@@ -325,7 +329,7 @@ class WatchdogLine(Static):
 
     def show(self, decision: Decision) -> None:
         if self._stop is not None:  # the stop's progress stays in front of the numbers
-            self.update(
+            self.set_text(
                 (
                     "memory guard STOPPED the engine: "
                     if self._stopped
@@ -344,7 +348,7 @@ class WatchdogLine(Static):
         )
         if self._takeover is not None:
             prefix += "(this window; the service does not answer) "
-        self.update(prefix + decision.describe())
+        self.set_text(prefix + decision.describe())
 
 
 def _a_decision_not_a_stop(event: GuardEvent) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from textual.content import Content
+from textual.geometry import Size
 from textual.widgets import Static
 
 from sparkdeck.telemetry.view import Bar, Row, spark_text
@@ -50,20 +51,49 @@ def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH
 class LiveText(Static):
     """A Static for text that is re-rendered every sample: cheap when nothing changed.
 
-    Re-rendering identical text, or asking for a layout pass when the line count is the
-    same, is most of what a 1 Hz panel costs; both are skipped here (see the benchmark).
+    Re-rendering identical text, or asking for a layout pass when the widget's height cannot
+    have changed, is most of what a 1 Hz panel costs (a layout pass re-arranges the whole
+    screen); both are skipped here (see the benchmark). Identical means the same characters
+    in the same styles: a level's colour that changes under the same figure is drawn.
     """
 
     def __init__(self, content: Content | str = "", **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
         self._shown: Content | str = content
+        self._laid_out: tuple[int, int] | None = None  # (width, height) of the text shown
 
-    def set_text(self, content: Content) -> None:
-        if content == self._shown:
+    def set_text(self, content: Content | str) -> None:
+        if same_text(content, self._shown):
             return
-        lines_before = str(self._shown).count("\n")
         self._shown = content
-        self.update(content, layout=content.plain.count("\n") != lines_before)
+        self.update(content, layout=False)
+        if self._size_may_change():
+            self.refresh(layout=True)
+
+    def _size_may_change(self) -> bool:
+        """Whether the text now shown may take another size than the last: never for a
+        fixed height (a one-row line), else its height at this width against the last."""
+        width, height = self.styles.width, self.styles.height
+        if width is not None and width.is_auto:
+            return True  # its width follows the text
+        if height is not None and not height.is_auto:
+            return False  # cells, a share of the room: set by the stylesheet, not the text
+        room = self.content_size.width
+        if not room:  # not laid out yet, or hidden: its first layout measures it anyway
+            self._laid_out = None
+            return False
+        # the new text's height at this width (Textual's own measure, for the new text:
+        # update() dropped the cached one)
+        size = (room, self.get_content_height(Size(0, 0), self.app.size, room))
+        before, self._laid_out = self._laid_out, size
+        return size != before
+
+
+def same_text(a: Content | str, b: Content | str) -> bool:
+    """The same characters in the same styles (Content's own == compares characters only)."""
+    if isinstance(a, Content) and isinstance(b, Content):
+        return a.plain == b.plain and a.spans == b.spans
+    return type(a) is type(b) and a == b
 
 
 class SparkRow(LiveText):

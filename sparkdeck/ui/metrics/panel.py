@@ -13,9 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
 
 from sparkdeck.metrics import text
+from sparkdeck.ui.machine.live import LiveText
 
 if TYPE_CHECKING:
     from sparkdeck.metrics.snapshot import EngineMetrics
@@ -125,11 +126,13 @@ class EngineMetricsPanel(Vertical):
     trail: reactive[Trail] = reactive((), always_update=True)
 
     def compose(self) -> ComposeResult:
-        yield Static(id="metrics-rates")
+        # LiveText: a reading whose words are the ones shown costs no repaint, and one that
+        # keeps each block's height no layout pass of the screen (a reading a second)
+        yield LiveText(id="metrics-rates")
         yield Sparkline([], id="tps-sparkline")
-        yield Static(id="metrics-queue")
+        yield LiveText(id="metrics-queue")
         yield Sparkline([], id="queue-sparkline")
-        yield Static(id="metrics-details")
+        yield LiveText(id="metrics-details")
 
     def on_mount(self) -> None:
         self.border_title = "engine metrics"
@@ -138,9 +141,9 @@ class EngineMetricsPanel(Vertical):
     def watch_trail(self, trail: Trail) -> None:
         if not self.is_mounted:
             return
-        self.query_one("#metrics-rates", Static).update(rates_content(trail))
-        self.query_one("#metrics-queue", Static).update(queue_content(trail))
-        self.query_one("#metrics-details", Static).update(details_content(trail))
+        self.query_one("#metrics-rates", LiveText).set_text(rates_content(trail))
+        self.query_one("#metrics-queue", LiveText).set_text(queue_content(trail))
+        self.query_one("#metrics-details", LiveText).set_text(details_content(trail))
         tps, queue = tps_series(trail), queue_series(trail)
         self.query_one("#tps-sparkline", Sparkline).data = tps
         self.query_one("#queue-sparkline", Sparkline).data = queue

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 from textual.reactive import var
-from textual.widgets import Static
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.host.throttle import throttle_verdict
 from sparkdeck.telemetry.view import NA, spark_text
-from sparkdeck.ui.machine.live import LEVEL_STYLE
+from sparkdeck.ui.machine.live import LEVEL_STYLE, LiveText
 
 if TYPE_CHECKING:
     from sparkdeck.metrics.snapshot import EngineMetrics
@@ -183,8 +182,10 @@ def glance_content(parts: Sequence[Part], width: int) -> Content:
     return Content("\n").join(Content(GAP).join(line) for line in lines)
 
 
-class GlanceStrip(Static):
-    """The strip itself (see the module docstring); the app binds `docker` into it."""
+class GlanceStrip(LiveText):
+    """The strip itself (see the module docstring); the app binds `docker` into it. A sample
+    whose words are the ones shown costs no repaint, and one that keeps the strip's height
+    no layout pass (LiveText)."""
 
     docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
 
@@ -194,7 +195,6 @@ class GlanceStrip(Static):
         self._snapshot: TelemetrySnapshot | None = None
         self._history: History = {}
         self._trail: Sequence[EngineMetrics] = ()
-        self._shown: Content | None = None
 
     def telemetry(self, snapshot: TelemetrySnapshot, history: History) -> None:
         """The machine tab's sample (the same one its panels draw)."""
@@ -216,11 +216,9 @@ class GlanceStrip(Static):
         width = self.content_size.width
         if not width:
             return
-        content = glance_content(
-            glance_parts(self._snapshot, self._history, self.docker, self._trail, self._guard),
-            width,
+        self.set_text(
+            glance_content(
+                glance_parts(self._snapshot, self._history, self.docker, self._trail, self._guard),
+                width,
+            )
         )
-        if content != self._shown:  # identical text: no repaint (idle CPU)
-            lines_before = self._shown.plain.count("\n") if self._shown is not None else -1
-            self._shown = content
-            self.update(content, layout=content.plain.count("\n") != lines_before)
