@@ -41,6 +41,7 @@ from tests.support.parallel_runs import (
     own_tmux_server,
     remove_lock_dir,
 )
+from tests.support.service_teardown import end_test_services
 from tests.support.tiny_gguf import write_tiny_gguf
 from tests.support.vllm_server import VllmServer, running_vllm
 
@@ -107,6 +108,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         config.stash[_LOCK_DIR] = new_lock_dir()
     config.stash[_TMUX_DIR] = own_tmux_server()
+    config.addinivalue_line(
+        "markers",
+        f"{IN_PROCESS_OWNER}(reason): the test is about the in-process owner "
+        "(SPARKDECK_SERVICE=off); every other test runs with the service on",
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -144,23 +150,35 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+IN_PROCESS_OWNER = "in_process_owner"
+
+
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
-    """Every test gets its own config and data dir: never the user's files."""
+def isolated_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Path]]:
+    """Every test gets its own config, data and runtime dir: never the user's files, never
+    another test's service. The service is on, as a user's is (the product's default): a
+    launch, stop or guard the test drives runs through a service started in these dirs,
+    which is ended after the test. A test about the in-process owner (`SPARKDECK_SERVICE=off`,
+    which the product supports) says so: `@pytest.mark.in_process_owner("why")`."""
     config, data = tmp_path / "config", tmp_path / "data"
     monkeypatch.setenv("SPARKDECK_CONFIG_DIR", str(config))
     monkeypatch.setenv("SPARKDECK_DATA_DIR", str(data))
     monkeypatch.delenv("SPARKDECK_SCOPE", raising=False)
-    # The service is off unless a test turns it on (tests/test_service*.py): the launch
-    # sequence's own tests kill and race `sparkdeck launch` processes, whose launch must run
-    # in that process. Its socket folder is short (a Unix socket path has 107 bytes at most).
-    monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+    if request.node.get_closest_marker(IN_PROCESS_OWNER) is not None:
+        monkeypatch.setenv("SPARKDECK_SERVICE", "off")
+    else:  # unset: the default ("auto"), not whatever the shell that runs pytest says
+        monkeypatch.delenv("SPARKDECK_SERVICE", raising=False)
     # A service a test starts opens the OpenAI endpoint; on the default port 8400 two tests
     # running at once (xdist workers) would collide. Tests of the endpoint set their own.
     monkeypatch.setenv("SPARKDECK_ENDPOINT_PORT", str(free_port()))
+    # short: the service's socket goes here (a Unix socket path has 107 bytes at most)
     runtime = Path(tempfile.mkdtemp(prefix="sdrt-", dir="/tmp"))
     monkeypatch.setenv("SPARKDECK_RUNTIME_DIR", str(runtime))
     yield {"config": config, "data": data, "runtime": runtime}
+    # (the environment is still the test's here: monkeypatch undoes it after this)
+    end_test_services(runtime)
     shutil.rmtree(runtime, ignore_errors=True)
 
 
@@ -265,9 +283,13 @@ def vllm_server(
 
 
 @pytest.fixture
-def scope() -> str:
-    """A scope label of this test's own, so tests never see each other's containers."""
-    return "t" + uuid.uuid4().hex[:10]
+def scope(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A scope label of this test's own, so tests never see each other's containers. It is
+    the test's SPARKDECK_SCOPE too: a service the test's window or guard starts (the service
+    is on) then owns the same containers as the test's `runtime`."""
+    label = "t" + uuid.uuid4().hex[:10]
+    monkeypatch.setenv("SPARKDECK_SCOPE", label)
+    return label
 
 
 def remove_scope(client: docker.DockerClient, scope: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import replace
@@ -250,17 +251,27 @@ def test_real_llama_start_up_timeline_has_phases_from_its_logs(runtime, tmp_path
 def test_guard_command_prints_decisions_for_the_running_engine(
     runtime, scope, tmp_path, busybox_image
 ):
-    runtime.start(sleeper(tmp_path, busybox_image).container_spec())
+    """An engine nothing guards (started here, not by a launch): `sparkdeck guard` starts
+    the service, which adopts it and guards it at 1 Hz (it answers its health path: ready),
+    and prints the service's decisions; a second `guard` follows the same service."""
+    engine = runtime.start(web(tmp_path, busybox_image).container_spec())
     env = {**os.environ, "SPARKDECK_SCOPE": scope}
-    result = run_cli("guard", "--duration", "2.5", env=env)
+    result = run_cli("guard", "--duration", "3.5", env=env)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("guarding sparkdeck-sleeper") and "stops the engine" in lines[0]
+    assert lines[0].startswith(f"guarding {engine.name}") and "stops the engine" in lines[0]
+    started = re.search(r"started the sparkdeck service \(process (\d+)\): it guards", lines[1])
+    assert started, lines
     decisions = [line for line in lines if "MemAvailable" in line and "OK" in line]
-    assert 2 <= len(decisions) <= 4  # 1 Hz for 2.5 s
-    as_json = run_cli("guard", "--duration", "1.5", "--json", env=env)
-    first = json.loads(as_json.stdout.splitlines()[0])
-    assert first["level"] == "ok" and first["reading"]["total"] > 0
+    # 1 Hz from the service's start on, for at most 3.5 s (its 2 Hz start-up rate: 6 or more)
+    assert 2 <= len(decisions) <= 4, lines
+    as_json = run_cli("guard", "--duration", "2.5", "--json", env=env)
+    events = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert f"the sparkdeck service (process {started.group(1)}) guards" in events[0]["text"]
+    relayed = [e for e in events if e["event"] == "decision"]
+    assert relayed and all(e["level"] == "ok" and "MemAvailable" in e["text"] for e in relayed), (
+        events
+    )
 
 
 def test_guard_command_without_an_engine_says_so(docker_client, scope):

@@ -85,6 +85,10 @@ def kill_launch_right_after_its_start(
     pytest.fail("the launch wrote its record before it could be frozen, 10 times")
 
 
+@pytest.mark.in_process_owner(
+    "kills the process that runs the launch: with the service on that is the service "
+    "(test_service.py's kill -9 mid-launch test)"
+)
 def test_kill_9_of_launch_after_the_create_leaves_no_wrong_record_and_adopts_the_orphan(
     isolated_dirs, scope, docker_client, busybox_image
 ):

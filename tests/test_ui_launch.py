@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.llama]
 
 
 def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
-    presets = tmp_path / "presets"
+    # the config dir's presets: the service the window starts (it guards the running engine,
+    # then runs the next launch) reads them there
+    presets = tmp_path / "config" / "presets"
     return SparkdeckApp(
         lambda: load_catalog([(presets, False)]),
         lambda: runtime,
@@ -41,8 +43,10 @@ def make_app(tmp_path: Path, runtime: DockerRuntime) -> SparkdeckApp:
 async def test_launch_with_confirmation_follow_logs_then_stop(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
-    write_preset(tmp_path / "presets", "tiny-a", **llama_preset_fields(llama_image, free_port()))
-    claim = load_catalog([(tmp_path / "presets", False)]).get("tiny-a").memory_setting()
+    write_preset(
+        tmp_path / "config" / "presets", "tiny-a", **llama_preset_fields(llama_image, free_port())
+    )
+    claim = load_catalog([(tmp_path / "config" / "presets", False)]).get("tiny-a").memory_setting()
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:
@@ -130,7 +134,9 @@ async def test_switch_stops_the_running_engine_first(
 ):
     for preset_id in ("tiny-a", "tiny-b"):
         write_preset(
-            tmp_path / "presets", preset_id, **llama_preset_fields(llama_image, free_port())
+            tmp_path / "config" / "presets",
+            preset_id,
+            **llama_preset_fields(llama_image, free_port()),
         )
     app = make_app(tmp_path, runtime)
 
@@ -181,7 +187,7 @@ async def test_a_failed_pull_is_a_notification_and_leaves_nothing(
 ):
     fields = llama_preset_fields(llama_image, free_port())
     fields["image"] = f"sparkdeck-test/absent-{scope}:v1"
-    write_preset(tmp_path / "presets", "unpullable", **fields)
+    write_preset(tmp_path / "config" / "presets", "unpullable", **fields)
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:

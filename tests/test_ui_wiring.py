@@ -7,6 +7,7 @@ tests/test_ui_launch.py for why).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,13 +15,13 @@ import pytest
 from textual.message import Message
 from textual.widgets import Input
 
-from sparkdeck.config.settings import GuardSettings, Settings
+from sparkdeck.config.settings import GuardSettings, Settings, load_settings
 from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
+from sparkdeck.service.guard_events import ServiceDecided
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.chat.views import ReplyView
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
@@ -28,6 +29,7 @@ from sparkdeck.ui.readers import claim_cell
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.support.launch_pilot import READY_S, SIZE, press_and_confirm, running
+from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
 from tests.support.offline_app import engine_text, text_of
 from tests.support.pane_host import wait_until
 
@@ -37,7 +39,9 @@ docker_tests = [pytest.mark.docker, pytest.mark.llama]
 def make_app(
     tmp_path: Path, runtime: DockerRuntime, guard: GuardSettings | None = None
 ) -> SparkdeckApp:
-    presets = tmp_path / "presets"
+    # the config dir's presets: the service the window starts (it guards the running engine,
+    # then runs the next launch) reads them there
+    presets = tmp_path / "config" / "presets"
     return SparkdeckApp(
         lambda: load_catalog([(presets, False)]),
         lambda: runtime,
@@ -101,13 +105,15 @@ def test_claim_cell_is_the_guards_claim_then_the_knob(tmp_path):
 async def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
     tmp_path, runtime, scope, llama_image
 ):
-    write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
+    write_preset(
+        tmp_path / "config" / "presets", "tiny", **llama_preset_fields(llama_image, free_port())
+    )
     app = make_app(tmp_path, runtime)
-    decisions: list[GuardDecisionMade] = []
+    decisions: list[ServiceDecided] = []  # the service's, relayed to the window
 
     def hook(message: Message) -> None:
-        if isinstance(message, GuardDecisionMade):
-            decisions.append(message)
+        if isinstance(message, WatchdogLine.Guarded) and isinstance(message.event, ServiceDecided):
+            decisions.append(message.event)
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True, message_hook=hook) as pilot:
@@ -115,15 +121,18 @@ async def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
             assert "not running" in str(line.render())
             await launch(pilot, app, "tiny")
 
-            # The running watchdog: its line follows the real host's readings at 1 Hz.
+            # The running watchdog is the service's (the window started it once the engine
+            # was up): its line follows the service's decisions on the real host's readings.
             seen = len(decisions)
             await wait_until(
                 pilot,
                 lambda: len(decisions) >= seen + 2,
                 timeout=30.0,
-                what="two decisions of the running watchdog",
+                what="two decisions of the service's running watchdog",
             )
-            assert str(line.render()).startswith(("memory guard OK", "memory guard WARN"))
+            assert str(line.render()).startswith(
+                ("memory guard (service) OK", "memory guard (service) WARN")
+            )
             assert "MemAvailable" in str(line.render())
 
             # The start-up timeline of this launch, in the guard tab.
@@ -203,45 +212,47 @@ async def test_metrics_chat_and_watchdog_tabs_on_a_real_llama_server(
 @pytest.mark.llama
 @pytest.mark.anyio
 async def test_the_running_watchdog_stops_the_engine_and_says_so(
-    tmp_path, runtime, docker_client, scope, llama_image
+    tmp_path, isolated_dirs, runtime, docker_client, scope, llama_image
 ):
-    write_preset(tmp_path / "presets", "tiny", **llama_preset_fields(llama_image, free_port()))
-    app = make_app(tmp_path, runtime)
+    """The guard that runs once the engine is up is the service's (the window starts it):
+    a real bounded memory hog takes the host below the stop line of the settings the service
+    reads, and the service stops the real container; the window's line, toast and card say
+    so."""
+    hog_size, stop_pct = stop_line_below_a_hog(isolated_dirs["config"])
+    write_preset(
+        tmp_path / "config" / "presets", "tiny", **llama_preset_fields(llama_image, free_port())
+    )
+    app = make_app(tmp_path, runtime, load_settings().guard)
+    assert app.settings.guard.stop_available_pct == round(stop_pct, 2)
 
     async def scenario() -> None:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
+            line = app.query_one(WatchdogLine)
             await launch(pilot, app, "tiny")
             await wait_until(
                 pilot,
-                lambda: (
-                    app.query_one(WatchdogLine).level == "ok"
-                    or app.query_one(WatchdogLine).level == "warn"
-                ),
+                lambda: str(line.render()).startswith("memory guard (service) OK"),
                 timeout=30.0,
-                what="the watchdog running",
+                what="the service's watchdog running",
             )
-            # Thresholds no host meets: the next watchdog (after the guard restarts for the
-            # same engine) must stop the real container at once.
-            app.watchdog_line.follow(None)
-            app.settings = Settings(
-                guard=GuardSettings(stop_available_pct=99.9, warn_available_pct=99.95)
-            )
-            await wait_until(
-                pilot,
-                lambda: app.query_one(WatchdogLine).level == "stop",
-                timeout=30.0,
-                what="the watchdog's stop",
-            )
-            # the notification's toast mounts a moment after the line turns (seen in CI)
-            await wait_until(
-                pilot,
-                lambda: any(
-                    "the memory guard stopped the engine" in str(t.render())
-                    for t in app.screen.query("Toast")
-                ),
-                timeout=10.0,
-                what="the toast",
-            )
+            with MemoryHog(hog_size) as hog:
+                hog.allocate()
+                await wait_until(
+                    pilot, lambda: line.level == "stop", timeout=30.0, what="the watchdog's stop"
+                )
+                # the notification's toast mounts a moment after the line turns (seen in CI)
+                await wait_until(
+                    pilot,
+                    lambda: any(
+                        "the memory guard stopped the engine: MemAvailable" in str(t.render())
+                        for t in app.screen.query("Toast")
+                    ),
+                    timeout=30.0,
+                    what=lambda: (
+                        "the toast, among "
+                        + repr([str(t.render()) for t in app.screen.query("Toast")])
+                    ),
+                )
             await wait_until(
                 pilot,
                 lambda: "stopped by the memory guard: MemAvailable" in engine_text(app),
@@ -254,9 +265,19 @@ async def test_the_running_watchdog_stops_the_engine_and_says_so(
                 timeout=30.0,
                 what="the container stopped",
             )
-            assert "STOPPED the engine" in str(app.query_one(WatchdogLine).render())
+            assert "STOPPED the engine" in str(line.render())
 
     await scenario()
+    # The service decided (its record, written before the stop) on readings below the line
+    # that the hog made the difference for: without its memory the host was above it.
+    (stopping,) = [
+        record
+        for path in (isolated_dirs["data"] / "guard-actions").glob("*.json")
+        if (record := json.loads(path.read_text()))["action"] == "stopping"
+    ]
+    last = stopping["window"][-1]
+    line = stop_pct / 100 * last["total"]
+    assert last["available"] < line < last["available"] + 0.9 * hog_size
 
 
 @pytest.mark.docker
@@ -265,7 +286,7 @@ async def test_the_running_watchdog_stops_the_engine_and_says_so(
 async def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, scope, llama_image):
     fields = llama_preset_fields(llama_image, free_port())
     fields["llamacpp"] = {**fields["llamacpp"], "memory_gib": 4000.0}  # no such machine
-    write_preset(tmp_path / "presets", "huge", **fields)
+    write_preset(tmp_path / "config" / "presets", "huge", **fields)
     app = make_app(tmp_path, runtime)
 
     async def scenario() -> None:
@@ -313,13 +334,19 @@ async def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, sco
 
 @pytest.mark.docker
 @pytest.mark.llama
+@pytest.mark.in_process_owner(
+    "a wait that only a skip ends needs a margin below zero: settings.toml (the service's) "
+    "refuses one"
+)
 @pytest.mark.anyio
 async def test_switch_wait_screen_shows_and_skips(
     tmp_path, runtime, docker_client, scope, llama_image
 ):
     for preset_id in ("first", "second"):
         write_preset(
-            tmp_path / "presets", preset_id, **llama_preset_fields(llama_image, free_port())
+            tmp_path / "config" / "presets",
+            preset_id,
+            **llama_preset_fields(llama_image, free_port()),
         )
     # A margin below zero: memory "comes back" only at 1000 GiB above what it was, so the
     # wait runs until skipped (the machine itself is left alone).
