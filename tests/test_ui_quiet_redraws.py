@@ -1,5 +1,6 @@
-"""A window with an engine ready redraws what changed, at the rate it changes, and re-arranges
-the screen only when something's size changed (issue 31: its idle CPU with an engine ready).
+"""A window with an engine ready redraws what changed, at the rate it changes, in as few frames
+as it can, and re-arranges the screen only when something's size changed (issue 31: its idle
+CPU with an engine ready).
 
 A layout pass re-arranges every widget on the screen; asked for by each panel that drew a
 new figure (the engine card's uptime, the guard line's numbers, the metrics), it was most of
@@ -118,6 +119,16 @@ async def test_a_window_with_an_engine_ready_lays_out_nothing_while_its_figures_
         )
         await pilot.pause(2.0)  # the log's start-up lines and the first samples drawn
 
+        card = app.query_one("#engine-card")
+        ticks: list[float] = []  # when the card's text changed (its uptime moved)
+        set_text = card.set_text
+
+        def observed(content) -> None:
+            if content.plain != text_of(card):
+                ticks.append(time.monotonic())
+            set_text(content)
+
+        card.set_text = observed  # type: ignore[method-assign]
         layouts: list[float] = []
         app.screen.screen_layout_refresh_signal.subscribe(
             app.screen, lambda _screen: layouts.append(time.monotonic())
@@ -139,3 +150,9 @@ async def test_a_window_with_an_engine_ready_lays_out_nothing_while_its_figures_
         # ... and not one of those figures re-arranged the screen (before: a layout pass for
         # each, several a second)
         assert layouts == [], [round(t - began, 2) for t in layouts]
+        # The uptime moved as each sample was drawn, in the same frame (before: a frame of
+        # its own each second, at the card's own timer's phase)
+        window = [tick for tick in ticks if tick >= began]
+        assert len(window) >= WINDOW_S - 1, ticks
+        apart = [min(abs(tick - sample) for sample in samples) for tick in window]
+        assert max(apart) < 0.1, [round(a, 3) for a in apart]

@@ -175,6 +175,7 @@ class SparkdeckApp(App[int]):
             self.settings.guard,
             lambda preset_id: self.catalog.presets.get(preset_id),  # the catalog of now
             self.strip,
+            lambda: self.launch_area.card.sampled(),  # the uptime moves with each sample
             id="side-area",
         ).data_bind(
             environment=SparkdeckApp.environment,

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.state import EngineState
 
 LOG_LINES_SHOWN = 3
+# no telemetry sample drawn for this long (they come every second): the card ticks by itself
+SAMPLES_LATE_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,15 @@ def failure_content(failure: str, log: tuple[str, ...] = ()) -> Content:
 
 
 class EngineCard(LiveText):
-    """Renders an EngineReport; ticks once a second only while an uptime is shown. A tick
-    repaints only the text that changed (the uptime) and lays out only when the card's
-    height changes (LiveText)."""
+    """Renders an EngineReport; ticks once a second only while an uptime (or a stop's grace)
+    is shown. A tick repaints only the text that changed (the uptime) and lays out only when
+    the card's height changes (LiveText).
+
+    The tick rides on the telemetry samples (`sampled`, once a second, twice while an engine
+    starts or a launch runs), so the uptime moves in the frame that draws the sample: a frame
+    of its own each second, half a second off the sample's, was the biggest part of a ready
+    engine's idle CPU (benchmarks/tui_idle.py). Its own timer ticks only when no sample has
+    come for SAMPLES_LATE_S (before the side tabs are mounted, or a stalled sampler)."""
 
     report: reactive[EngineReport] = reactive(EngineReport())
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
@@ -245,10 +253,22 @@ class EngineCard(LiveText):
     def __init__(self, wall_clock: Callable[[], float] = time.time, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._wall_clock = wall_clock
+        self._ticking = False  # an uptime or a grace is shown: it moves every second
+        self._sampled_at = -SAMPLES_LATE_S  # monotonic time of the last sample drawn
 
     def on_mount(self) -> None:
         self.border_title = "engine"
-        self._ticker = self.set_interval(1.0, self._tick, pause=True, name="uptime")
+        self._ticker = self.set_interval(1.0, self._own_tick, pause=True, name="uptime")
+
+    def sampled(self) -> None:
+        """A telemetry sample is being drawn now: the uptime moves in the same frame."""
+        self._sampled_at = time.monotonic()
+        if self._ticking:
+            self._tick()
+
+    def _own_tick(self) -> None:
+        if time.monotonic() - self._sampled_at >= SAMPLES_LATE_S:
+            self._tick()  # no samples come: the card keeps its own second
 
     def _tick(self) -> None:
         content = engine_content(self.report, self._wall_clock())
@@ -265,7 +285,8 @@ class EngineCard(LiveText):
     def watch_report(self, report: EngineReport) -> None:
         self._tick()
         engine = report.reading.engine if report.reading else None
-        if (engine is not None and engine.alive) or report.stop_deadline is not None:
+        self._ticking = (engine is not None and engine.alive) or report.stop_deadline is not None
+        if self._ticking:
             self._ticker.resume()  # an uptime, or a stop's grace counting down
         else:
             self._ticker.pause()

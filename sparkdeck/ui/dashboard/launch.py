@@ -162,7 +162,9 @@ class LaunchArea(Vertical):
 
     def compose(self) -> ComposeResult:
         yield PresetTable(id="preset-table")
-        yield EngineCard(id="engine-card").data_bind(
+        # held: each telemetry sample drawn moves its uptime (EngineCard.sampled)
+        self.card = EngineCard(id="engine-card")
+        yield self.card.data_bind(
             report=LaunchArea.report, failure=LaunchArea.failure, failure_log=LaunchArea.failure_log
         )
 

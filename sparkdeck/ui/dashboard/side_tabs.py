@@ -12,7 +12,7 @@ which these tabs feed, is made by the app and handed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from textual.app import ComposeResult
@@ -21,7 +21,7 @@ from textual.reactive import var
 from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.telemetry.sampler import History, TelemetrySampler
+from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.machine.environment import EnvironmentReport
@@ -71,6 +71,7 @@ class SideTabs(Vertical):
         guard: GuardSettings,
         preset: Callable[[str], Preset | None],
         strip: GlanceStrip,
+        on_sample: Callable[[], object] = lambda: None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -90,7 +91,14 @@ class SideTabs(Vertical):
         self.timeline_chart = TimelineChart(id="timeline-chart")
         # The strip is placed by the app above both columns and draws what these tabs sample.
         self.strip = strip
-        self.machine_tab.also_show = self.strip.telemetry
+
+        def also_show(
+            snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]
+        ) -> None:
+            self.strip.telemetry(snapshot, history)
+            on_sample()  # in the frame that draws the sample: one frame a second, not two
+
+        self.machine_tab.also_show = also_show
         self.metrics_tab.also_show = self.strip.metrics
 
     def compose(self) -> ComposeResult:
