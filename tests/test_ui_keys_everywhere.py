@@ -211,13 +211,23 @@ async def test_footer_shows_help_at_80_columns_and_quit_at_120(
 
     async def scenario() -> None:
         async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            shown = {
-                key.key_display: str(key.description)
-                for key in app.screen.query(FooterKey)
-                if key.region.width and key.region.right <= size[0]
-            }
+
+            def shown() -> dict[str, str]:
+                return {
+                    key.key_display: str(key.description)
+                    for key in app.screen.query(FooterKey)
+                    if key.region.width and key.region.right <= size[0]
+                }
+
+            # the footer is laid out a frame or more after start (on a loaded machine it was
+            # still empty after one pause): wait for the keys, then judge what fits
+            await wait_until(
+                pilot,
+                lambda: set(must_show) <= set(shown()),
+                timeout=10,
+                what=lambda: f"the footer's keys {sorted(must_show)}; shown: {shown()}",
+            )
             for key, what in must_show.items():
-                assert shown.get(key) == what, (key, shown)
+                assert shown().get(key) == what, (key, shown())
 
     await scenario()
