@@ -294,10 +294,17 @@ async def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, sco
             table = app.query_one(PresetTable)
             await wait_until(pilot, lambda: table.row_count == 1, what="the preset")
             assert table.get_row_at(0)[1] == "~4000.0 GiB"
+
+            def fit_modal_up() -> bool:
+                # the modal is the screen a frame or more before its buttons are mounted and
+                # laid out (clicked too soon under load: NoMatches)
+                if not isinstance(app.screen, FitModal):
+                    return False
+                buttons = app.screen.query("#launch-anyway")
+                return bool(buttons) and buttons.first().region.width > 0
+
             await pilot.press("l")
-            await wait_until(
-                pilot, lambda: isinstance(app.screen, FitModal), timeout=30.0, what="the fit modal"
-            )
+            await wait_until(pilot, fit_modal_up, timeout=30.0, what="the fit modal")
             words = " ".join(str(s.render()) for s in app.screen.query("Static"))
             assert "huge does not fit" in words and "MemAvailable" in words
             await pilot.press("escape")  # cancel: nothing is asked further, nothing starts
@@ -306,12 +313,7 @@ async def test_fit_modal_cancel_then_force(tmp_path, runtime, docker_client, sco
             assert scope_containers(docker_client, scope) == []
 
             await pilot.press("l")
-            await wait_until(
-                pilot,
-                lambda: isinstance(app.screen, FitModal),
-                timeout=30.0,
-                what="the fit modal again",
-            )
+            await wait_until(pilot, fit_modal_up, timeout=30.0, what="the fit modal again")
             await pilot.click("#launch-anyway")
             await wait_until(
                 pilot,

@@ -87,9 +87,6 @@ ALONE_TESTS = frozenset(
         "test_kill_9_of_a_recording_process_loses_at_most_5_s_and_gives_a_postmortem",
         "tests/test_engine_watch.py::test_a_container_start_and_removal_reach_the_window_at_once",
         "tests/test_body_limits.py::test_status_probe_of_an_endless_server_ends_quickly",
-        # STOPGAP: clicks #launch-anyway as soon as the FitModal is the screen, before its
-        # buttons are mounted (seen: NoMatches under load). The test should wait for the button.
-        "tests/test_ui_wiring.py::test_fit_modal_cancel_then_force",
     }
 )
 
