@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+from sparkdeck.endpoint import stream_meter
 from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 from sparkdeck.endpoint.stream_meter import Meter
 
@@ -97,7 +99,9 @@ def test_decode_speed_counts_only_the_tokens_after_the_first_read(monkeypatch):
     """Ten events read at once, then one more 0.1 s later: one token in 0.1 s is 10 tok/s.
     Counting the first read's tokens as if they had taken time would say 100 tok/s."""
     clock = iter([1.0, 1.1, 1.2])  # the two reads, then the end
-    monkeypatch.setattr("sparkdeck.endpoint.stream_meter.time.monotonic", lambda: next(clock))
+    # the meter's own clock only: patching `time.monotonic` itself would hand this finite
+    # clock to everything that reads the time until the test's teardown is over
+    monkeypatch.setattr(stream_meter, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
     meter = Meter(0.0, stream=True, readable=True)  # arrived at 0.0
     meter.feed(event * 10)  # at 1.0
