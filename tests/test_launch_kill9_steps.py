@@ -1,11 +1,12 @@
-"""`kill -9` of `sparkdeck launch` at each step of a switch (issue 11, tests): while the old
-engine is being stopped, right after the new container is created, right after it started,
-and while its health is being polled. Whatever the step, sparkdeck must come back clean:
+"""`kill -9` of the process that runs a launch (the service, which `sparkdeck launch` started)
+at each step of a switch (issue 11, tests): while the old engine is being stopped, right
+after the new container is created, right after it started, and while its health is being
+polled. Whatever the step, sparkdeck must come back clean:
 never two engines alive, no stale launch lock, `status` accounts for every container it owns
 (adopting a live orphan under the guard), and the next launch succeeds and leaves one engine.
 
 Real parts: the CLI in subprocesses, the real Docker daemon and its event stream to find each
-step, SIGSTOP then SIGKILL of the launch process at that moment.
+step, SIGSTOP then SIGKILL of the service at that moment.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 
 import pytest
 
+from sparkdeck.config.file_lock import FileLock
 from sparkdeck.guard import records
 from sparkdeck.runtime.state import PRESET, SCOPE
 from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset
@@ -80,12 +82,15 @@ def kill_launch_at(
             labels = seen.get("Actor", {}).get("Attributes", {})
             if labels.get(PRESET) == preset:
                 time.sleep(delay_s)
-                os.kill(launch.pid, signal.SIGSTOP)  # frozen at this step...
+                # the process that runs the launch: the service the first launch started
+                owner = FileLock("service").held_by()
+                assert owner is not None and owner != launch.pid
+                os.kill(owner, signal.SIGSTOP)  # frozen at this step...
+                os.kill(owner, signal.SIGKILL)  # ...and killed there, as `kill -9`
                 break
     finally:
         events.close()
-    launch.kill()  # ...and killed there, as `kill -9`
-    launch.wait(timeout=30)
+    launch.wait(timeout=60)  # the command that asked for it is told and ends
 
 
 @pytest.mark.parametrize("step", list(STEPS))

@@ -24,6 +24,7 @@ import docker
 import docker.errors
 import pytest
 
+from sparkdeck.config.file_lock import FileLock
 from sparkdeck.launch.failure import last_failure
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.runtime.client import DockerRuntime
@@ -38,7 +39,7 @@ from tests.conftest import (
     scope_containers,
     write_preset,
 )
-from tests.support.cli import cli, run_cli
+from tests.support.cli import cli, run_cli, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -164,7 +165,8 @@ def test_two_launches_at_once_never_leave_two_engines(
         if codes[loser] == 1:  # refused: told what is in progress, nothing touched
             refused += 1
             stderr = out[loser][1]
-            assert f"a launch of {winner} by process {procs[winner].pid}" in stderr, context
+            # the service runs both commands' launches: it names the one it runs
+            assert f"a launch of {winner} is in progress in the service" in stderr, context
             assert "is in progress" in stderr and "Traceback" not in stderr, context
             assert "ready in" not in out[loser][0], context
         else:  # it ran wholly before the winner took the lock: its engine was replaced
@@ -178,7 +180,7 @@ def test_kill_9_of_the_lock_holder_leaves_no_stale_lock(
 ):
     cli_preset(isolated_dirs, "slow", busybox_image, NEVER_READY)
     cli_preset(isolated_dirs, "next", busybox_image, serving())
-    holder = subprocess.Popen(
+    front = subprocess.Popen(
         cli("launch", "slow", *LAUNCH_FLAGS, "--timeout", "300"),
         env=cli_env,
         stdout=subprocess.PIPE,
@@ -187,19 +189,23 @@ def test_kill_9_of_the_lock_holder_leaves_no_stale_lock(
         stdin=subprocess.DEVNULL,
     )
     try:
-        assert holder.stdout is not None
-        for line in holder.stdout:  # the launch holds the lock until its engine is ready
-            if line.startswith("started "):
+        assert front.stdout is not None
+        for line in front.stdout:  # the launch holds the lock until its engine is ready
+            if line.startswith("started sparkdeck-"):
                 break
+        # the launch (and its lock) is the service's, which this command started
+        holder = FileLock("launch").held_by()
+        assert holder is not None and holder == FileLock("service").held_by() != front.pid
         refused = run_cli("launch", "next", *LAUNCH_FLAGS, env=cli_env)
         assert refused.returncode == 1
-        assert f"a launch of slow by process {holder.pid}" in refused.stderr
+        assert "a launch of slow is in progress in the service" in refused.stderr
         assert alive_presets(docker_client, scope) == ["slow"]
         stop = run_cli("stop", env=cli_env)  # a stop waits its turn too
         assert stop.returncode == 1 and "a launch of slow" in stop.stderr
+        os.kill(holder, signal.SIGKILL)  # no cleanup runs, the kernel drops the flock
     finally:
-        holder.kill()  # SIGKILL: no cleanup runs, the kernel drops the flock
-        holder.wait(timeout=30)
+        front.kill()
+        front.wait(timeout=30)
     started = time.monotonic()
     after = run_cli("launch", "next", *LAUNCH_FLAGS, "--timeout", "60", env=cli_env)
     assert after.returncode == 0, after.stderr
@@ -361,6 +367,10 @@ def test_a_running_engine_under_the_name_is_refused_not_removed(
 # ----- item 7: the truth after Ctrl-C, twice ---------------------------------------------------
 
 
+@pytest.mark.in_process_owner(
+    "the second Ctrl-C's kill is the in-process launch's; through the service it stops "
+    "waiting (the next test)"
+)
 def test_second_ctrl_c_kills_the_engine_and_says_so(
     cli_env, isolated_dirs, scope, docker_client, busybox_image
 ):
@@ -388,7 +398,7 @@ def test_second_ctrl_c_kills_the_engine_and_says_so(
         return False
 
     try:
-        assert wait_line("started ", 60), lines
+        assert wait_line("started sparkdeck-", 60), lines  # (not "started the ... service")
         (engine_id,) = alive_ids(docker_client, scope)
         engine = docker_client.containers.get(engine_id)
         proc.send_signal(signal.SIGINT)
@@ -414,3 +424,50 @@ def test_second_ctrl_c_kills_the_engine_and_says_so(
     assert "no sparkdeck engine is running now" in stderr
     # the switch had nothing to stop, but the start was begun: the failure is kept
     assert last_failure() is not None and "interrupted" in last_failure()["message"]
+
+
+def test_second_ctrl_c_through_the_service_stops_waiting_and_the_service_cancels(
+    cli_env, isolated_dirs, scope, docker_client, busybox_image
+):
+    """With the service running the launch, a second Ctrl-C ends the command at once and
+    says the service goes on cancelling; the service answers (it is not called lost, nor the
+    engine unguarded) and stops what the cancelled launch started."""
+    cli_preset(isolated_dirs, "stubborn", busybox_image, IGNORES_TERM)
+    proc = subprocess.Popen(
+        cli("launch", "stubborn", *LAUNCH_FLAGS, "--timeout", "300"),
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_for(
+            lambda: any(line.startswith("started sparkdeck-") for line in lines),
+            timeout=60,
+            what=lambda: f"the engine's start, in {lines}",
+        )
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr
+    assert "stopped waiting: the service goes on cancelling the launch" in stderr, stderr
+    assert "stopped answering" not in stderr and "no memory guard" not in stderr, stderr
+    service = FileLock("service").held_by()
+    assert (
+        service is not None
+        and json.loads(run_cli("service", "status", "--json", env=cli_env).stdout)["running"]
+    )
+    # its PID 1 ignores SIGTERM: the cancel's stop waits out the grace, then kills it
+    wait_for(
+        lambda: alive(docker_client, scope) == [],
+        timeout=90,
+        what="the service to stop what the cancelled launch started",
+    )

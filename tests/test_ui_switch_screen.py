@@ -84,6 +84,10 @@ def toasts(app: App) -> list[str]:
 
 
 @pytest.mark.docker
+@pytest.mark.in_process_owner(
+    "a wait that runs to its timeout needs a margin below zero: settings.toml (the "
+    "service's) refuses one"
+)
 @pytest.mark.anyio
 async def test_switch_card_toasts_and_timeout_warning(
     tmp_path: Path, runtime: DockerRuntime, busybox_image: str

@@ -40,6 +40,11 @@ class ServiceLost(ServiceError):
     what is running now and what to do."""
 
 
+class StoppedWaiting(ServiceError):
+    """A second Ctrl-C: this front end stopped waiting for the cancel, which the service (it
+    answers) carries on; not a lost service."""
+
+
 def follow_launch(
     client: ServiceClient,
     preset: str,
@@ -72,7 +77,8 @@ def follow_launch(
     except httpx.TransportError as exc:  # the stream broke: the service is gone
         raise ServiceLost(lost_line(preset, launch_id is not None, exc)) from None
     except ServiceError as exc:
-        if exc.status is None and launch_id is not None:  # no answer mid-launch: gone too
+        if exc.status is None and launch_id is not None and not isinstance(exc, StoppedWaiting):
+            # no answer mid-launch: gone too
             raise ServiceLost(lost_line(preset, True, exc)) from None
         raise
 
@@ -115,7 +121,7 @@ def _cancel(client: ServiceClient, launch_id: int, on_event: OnEvent) -> dict[st
                     return ended
             return _until_result(client, events, launch_id, on_event, None)
     except KeyboardInterrupt:
-        raise ServiceError(
+        raise StoppedWaiting(
             "stopped waiting: the service goes on cancelling the launch (no "
             "engine is started after a cancel); `sparkdeck status` says what "
             "runs"
