@@ -380,49 +380,23 @@ def main() -> int:
         )
         gaps: list[float] = []
         to_bare: list[float] = []  # each run's first frame less the bare app's, same run
-        for run in range(1, args.runs + 1):
-            if args.baseline:
-                bare = Path(tmp, "bare.py")
-                bare.write_text(BARE_APP)
-                bare_run = one_run(f"{sys.executable} {bare}", args.seconds, config, data)
-                report(f"run {run} bare Textual", bare_run)
-            name = f"run {run} sparkdeck" + (
-                f", {args.launch.stem} ready" if row is not None else ""
+        try:
+            measure_runs(args, sparkdeck, config, data, row, private, runtime, gaps, to_bare)
+        finally:
+            # a window with an engine starts the service (its guard): it outlives the window
+            # and, left behind, would sample beside every later run
+            subprocess.run(
+                [sparkdeck, "service", "stop"],
+                env={
+                    **os.environ,
+                    **private,
+                    "SPARKDECK_CONFIG_DIR": str(config),
+                    "SPARKDECK_DATA_DIR": str(data),
+                },
+                capture_output=True,
+                timeout=60,
+                check=False,
             )
-            connected_first = args.service and run % 2 == 0  # the order alternates
-            if connected_first:
-                connected = connected_run(
-                    sparkdeck, args.seconds, config, data, row, private, runtime
-                )
-                report(name + ", connected to the service", connected)
-            ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
-            report(name + (", standalone" if args.service else ""), ours)
-            if args.baseline:
-                to_bare.append(ours["first_frame_s"] - bare_run["first_frame_s"])
-            if args.service:
-                if not connected_first:
-                    connected = connected_run(
-                        sparkdeck, args.seconds, config, data, row, private, runtime
-                    )
-                    report(name + ", connected to the service", connected)
-                gaps.append(connected["first_frame_s"] - ours["first_frame_s"])
-                print(
-                    f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s", flush=True
-                )
-            if args.btop:
-                theirs = btop_run(args.seconds, Path(tmp))
-                report(f"run {run} btop (update 1000 ms)", theirs)
-                print(
-                    f"run {run} sparkdeck / btop idle CPU: "
-                    f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
-                    + (
-                        f" standalone, {connected['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
-                        " connected to the service"
-                        if args.service
-                        else ""
-                    ),
-                    flush=True,
-                )
         if to_bare:
             print_gaps(to_bare)
         if gaps:
@@ -432,6 +406,59 @@ def main() -> int:
                 f"{max(gaps):+.2f} s)"
             )
     return 0
+
+
+def measure_runs(
+    args: argparse.Namespace,
+    sparkdeck: str,
+    config: Path,
+    data: Path,
+    row: int | None,
+    private: dict[str, str],
+    runtime: Path,
+    gaps: list[float],
+    to_bare: list[float],
+) -> None:
+    """The runs themselves: each prints its figures; gaps and to_bare collect the first
+    frames' differences for the summary."""
+    tmp = config.parent
+    for run in range(1, args.runs + 1):
+        if args.baseline:
+            bare = Path(tmp, "bare.py")
+            bare.write_text(BARE_APP)
+            bare_run = one_run(f"{sys.executable} {bare}", args.seconds, config, data)
+            report(f"run {run} bare Textual", bare_run)
+        name = f"run {run} sparkdeck" + (f", {args.launch.stem} ready" if row is not None else "")
+        connected_first = args.service and run % 2 == 0  # the order alternates
+        if connected_first:
+            connected = connected_run(sparkdeck, args.seconds, config, data, row, private, runtime)
+            report(name + ", connected to the service", connected)
+        ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
+        report(name + (", standalone" if args.service else ""), ours)
+        if args.baseline:
+            to_bare.append(ours["first_frame_s"] - bare_run["first_frame_s"])
+        if args.service:
+            if not connected_first:
+                connected = connected_run(
+                    sparkdeck, args.seconds, config, data, row, private, runtime
+                )
+                report(name + ", connected to the service", connected)
+            gaps.append(connected["first_frame_s"] - ours["first_frame_s"])
+            print(f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s", flush=True)
+        if args.btop:
+            theirs = btop_run(args.seconds, Path(tmp))
+            report(f"run {run} btop (update 1000 ms)", theirs)
+            print(
+                f"run {run} sparkdeck / btop idle CPU: "
+                f"{ours['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
+                + (
+                    f" standalone, {connected['idle_cpu_pct'] / theirs['idle_cpu_pct']:.2f}x"
+                    " connected to the service"
+                    if args.service
+                    else ""
+                ),
+                flush=True,
+            )
 
 
 def print_gaps(to_bare: list[float]) -> None:
