@@ -406,6 +406,10 @@ def line_text(app: SparkdeckApp) -> str:
     return str(app.query_one(WatchdogLine).render())
 
 
+@pytest.mark.in_process_owner(
+    "the window's own watchdog over the runtime the test hands it: the take-over path when "
+    "the service is silent (test_guard_through_control.py follows the service's guard)"
+)
 @pytest.mark.anyio
 async def test_tui_watchdog_follows_a_starting_engine_and_a_hung_one(
     runtime, docker_client, scope, tmp_path, busybox_image
@@ -502,6 +506,10 @@ async def test_tui_running_watchdog_takes_over_before_the_launch_ends(
     assert at_finish[0] == (engine.id, 1)
 
 
+@pytest.mark.in_process_owner(
+    "the window's own watchdog over a private dockerd the test pauses; a service would "
+    "read DOCKER_HOST's daemon, not this one"
+)
 @pytest.mark.anyio
 async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_path):
     """The dashboard's watchdog decides to stop while Docker is SIGSTOPped: the line says the

@@ -163,6 +163,10 @@ def test_status_returns_within_the_timeout_with_one_line(private_daemon):
 
 
 @pytest.mark.docker
+@pytest.mark.in_process_owner(
+    "the window reads a private dockerd the test pauses, through the runtime it is handed; "
+    "a service would read DOCKER_HOST's daemon, not this one"
+)
 @pytest.mark.anyio
 async def test_engine_card_says_docker_is_not_answering_and_s_answers(
     private_daemon, private_busybox, tmp_path
