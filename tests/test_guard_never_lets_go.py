@@ -323,7 +323,9 @@ def test_guard_json_lines_all_parse_when_the_engine_goes(runtime, scope, tmp_pat
     result = run_cli("guard", "--json", "--duration", "20", env=env)
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]  # every line is JSON
-    assert lines[0]["level"] == "ok"
+    # the command starts the service, which guards the engine; its decisions are relayed
+    assert lines[0]["event"] == "note" and "started the sparkdeck service" in lines[0]["text"]
+    assert next(line for line in lines if "level" in line)["level"] == "ok"
     assert lines[-1]["event"] == "gone" and "nothing left to guard" in lines[-1]["text"]
 
 
@@ -349,8 +351,9 @@ def test_guard_piped_into_head_ends_quietly(runtime, scope, tmp_path, busybox_im
 def test_guard_command_says_what_its_stop_did_in_text_and_json(
     runtime, docker_client, scope, tmp_path, busybox_image, isolated_dirs
 ):
-    """Thresholds no host meets (settings.toml): the guard stops the engine at its first
-    sample and says so: a stop attempt line (a JSON object in --json), then the error."""
+    """Thresholds no host meets (settings.toml): the service the command starts stops the
+    engine at its first sample, and the command says so as its own stop would: the stop
+    attempt line (a JSON object in --json), then the error and the readings' record, exit 1."""
     isolated_dirs["config"].mkdir(parents=True, exist_ok=True)
     (isolated_dirs["config"] / "settings.toml").write_text(
         "[guard]\nstop_available_pct = 99.9\nwarn_available_pct = 99.95\n"
@@ -364,17 +367,21 @@ def test_guard_command_says_what_its_stop_did_in_text_and_json(
     # the decision's record (named for its container), not an earlier warning
     assert re.search(r"-stopping-[0-9a-f]{12}\.json\)", text.stderr), text.stderr
     assert scope_containers(docker_client, scope) == []
+    # the service the first run started guards every engine from now on, and would stop the
+    # next one before a second `guard` could show it: the second run starts its own
+    assert run_cli("service", "stop", env=env).returncode == 0
     runtime.start(sleeper(tmp_path, busybox_image).container_spec())
     as_json = run_cli("guard", "--json", "--duration", "30", env=env)
     assert as_json.returncode == 1 and "Traceback" not in as_json.stderr, as_json.stderr
     lines = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert lines[0]["level"] == "stop"
-    assert lines[-1] == {
+    assert next(line for line in lines if "level" in line)["level"] == "stop"
+    assert {
         "event": "stop attempt",
         "done": True,
         "killed": 0,
         "text": "stopped: Docker killed and removed the container",
-    }
+    } in lines
+    assert lines[-1]["event"] == "stopped" and "the service stopped" in lines[-1]["text"]
     assert scope_containers(docker_client, scope) == []
 
 

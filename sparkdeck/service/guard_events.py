@@ -55,9 +55,10 @@ class ReadFailed:
 @dataclass(frozen=True)
 class GuardStopped:
     """The service's watchdog stopped the engine, for `reasons` (this process's own stop
-    is its stop decision and the StopTried that says done)."""
+    is its stop decision and the StopTried that says done); `record`: the readings' file."""
 
     reasons: str
+    record: str = ""
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,11 @@ def relay_guard(
                         )
                     )
                 elif kind == "engine" and data.get("state") == "stopped by the guard":
-                    on_event(GuardStopped("; ".join(data.get("reasons", ()))))
+                    on_event(
+                        GuardStopped(
+                            "; ".join(data.get("reasons", ())), str(data.get("record") or "")
+                        )
+                    )
     except Exception:  # noqa: BLE001 - the stream broke or went quiet (httpx, JSON)
         pass
     return done.is_set()

@@ -154,7 +154,9 @@ def _history(as_json: bool) -> int:
     return 0
 
 
-def _renderer(name: str, out: _Output, done: threading.Event) -> GuardSink:
+def _renderer(
+    name: str, out: _Output, done: threading.Event, stopped: list[GuardStopped]
+) -> GuardSink:
     """What each guard event prints. While the sparkdeck service answers it guards the
     engine and its decisions are shown (a second watchdog would decide, record and stop
     twice); while it does not, or with it switched off, this command's own watchdog guards
@@ -174,8 +176,9 @@ def _renderer(name: str, out: _Output, done: threading.Event) -> GuardSink:
                 if not errors or errors[-1] != text:
                     out.event("error", f"watchdog: {text}; trying again")
                 errors.append(text)
-            case GuardStopped(reasons):
+            case GuardStopped(reasons) as stop:
                 out.event("stopped", f"the service stopped {name}: {reasons}")
+                stopped.append(stop)  # the command then ends as its own stop would
                 done.set()
             case ServiceGuards(text=text) | GuardNote(text=text):
                 out.event("note", text)
@@ -213,11 +216,12 @@ def run_guard(args: argparse.Namespace) -> int:
 
     readings = HostReadings()
     control = guard_control()
+    by_service: list[GuardStopped] = []
     following = control.guard(
         engine,
         runtime,
         guard,
-        _renderer(engine.name, out, done),
+        _renderer(engine.name, out, done, by_service),
         done,
         lambda: guard.running_hz,
         read=readings,
@@ -248,6 +252,11 @@ def run_guard(args: argparse.Namespace) -> int:
     if readings.psi_error:
         out.event(
             "note", f"note: no PSI on this kernel, the stall rule was off ({readings.psi_error})"
+        )
+    if by_service:  # the same exit and words whichever watchdog stopped it
+        raise CommandFailed(
+            f"stopped {engine.name} (the sparkdeck service's watchdog): "
+            f"{by_service[0].reasons} (readings saved in {by_service[0].record or '-'})"
         )
     if dog.stopped_by is not None:
         raise CommandFailed(
