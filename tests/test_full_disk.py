@@ -116,8 +116,11 @@ def test_a_guard_stop_on_a_full_disk_is_shown_by_service_status_and_written_when
         ]
         assert len(unwritten) == 2 and " stopping " in unwritten[0], status.stdout
         assert " stopped " in unwritten[1] and "kept in memory" in unwritten[1]
-        history = run_cli("guard", "--history", env=env)
-        assert "no watchdog actions recorded yet" in history.stdout
+        # nothing of the stop is on disk yet (a "warned" record may be: a host already in
+        # the warn band before the disk filled, other work holding memory, writes it then)
+        history = run_cli("guard", "--history", "--json", env=env)
+        actions = [json.loads(line)["action"] for line in history.stdout.splitlines()]
+        assert set(actions) <= {"warned"}, history.stdout
 
         filler.unlink()  # room again: the next status (or the follower's loop) writes them
         with client_for(env) as client:
