@@ -23,7 +23,7 @@ dependencies importable). It:
 
 Everything the comparison computes (argument handling, parsing llama-bench's JSON and
 nvidia-smi's CSV, matching samples by the second, ratios and verdicts, the table) is plain
-functions at the top of this file, tested without a GPU in tests/test_gpu_engine_bench.py.
+functions at the top of this file, tested without a GPU in tests/unit/test_gpu_engine_bench.py.
 """
 
 from __future__ import annotations

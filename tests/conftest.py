@@ -57,6 +57,7 @@ LLAMA_CACHE = Path(os.environ.get("SPARKDECK_CI_CACHE", "/var/cache/sparkdeck-ci
 TINY_HF_MODEL_SCRIPT = Path(__file__).parent / "support" / "tiny_hf_model.py"
 
 
+UNIT = Path(__file__).resolve().parent / "unit"  # the quick tier's folder
 _VLLM_FIXTURES = frozenset({"vllm_server", "tiny_hf_model", "vllm_python"})
 
 
@@ -81,11 +82,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     marks that share the machine between xdist workers (tests/support/parallel_runs.py)."""
     mark_items(items)
     unmarked: list[str] = []
+    misplaced: list[str] = []
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in _NEEDS.items():
             if fixtures & used and item.get_closest_marker(marker) is None:
                 unmarked.append(f"{item.nodeid} ({marker})")
+        # the quick tier (`pytest tests/unit`) runs where no Docker or engine is
+        if UNIT in item.path.parents:
+            misplaced += [
+                f"{item.nodeid} ({marker})"
+                for marker in _NEEDS
+                if item.get_closest_marker(marker) is not None
+            ]
         if _VLLM_FIXTURES & used and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(VLLM_TEST_TIMEOUT))
     if unmarked:
@@ -93,6 +102,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "these tests use a real part's fixtures but lack its marker "
             "(add e.g. `pytestmark = [pytest.mark.docker, "
             "pytest.mark.llama]`): " + ", ".join(unmarked)
+        )
+    if misplaced:
+        raise pytest.UsageError(
+            "tests/unit is the quick tier, with no Docker and no engine; move these modules to "
+            "tests/integration: " + ", ".join(misplaced)
         )
 
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PURE = "tests/test_mutants_28.py"
-REAL = "tests/test_mutants_28_docker.py"
+PURE = "tests/unit/test_mutants_28.py"
+REAL = "tests/integration/test_mutants_28_docker.py"
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ MUTANTS = (
         "sparkdeck/guard/watchdog.py",
         "container_id, resume = engine.container_id, records.pending_stop(engine.container_id)",
         "container_id, resume = engine.container_id, None",
-        ("tests/test_guard_handover.py",),
+        ("tests/integration/test_guard_handover.py",),
     ),
     Mutant(
         "2a",
@@ -163,7 +163,7 @@ MUTANTS = (
         "sparkdeck/endpoint/switching.py",
         "for preset in sorted(catalog.presets.values(), key=lambda p: p.id):",
         "for preset in []:",
-        ("tests/test_endpoint.py::test_with_a_key_a_request_without_it_gets_401",),
+        ("tests/integration/test_endpoint.py::test_with_a_key_a_request_without_it_gets_401",),
     ),
     Mutant(
         "W2",
@@ -171,7 +171,7 @@ MUTANTS = (
         "sparkdeck/ui/readers.py",
         'if found is None:\n        return "-"\n    return f"{bytes_on_disk',
         'if found is None:\n        return "?"\n    return f"{bytes_on_disk',
-        ("tests/test_ui_app.py::test_preset_table_rows_match_the_catalog",),
+        ("tests/unit/test_ui_app.py::test_preset_table_rows_match_the_catalog",),
     ),
     Mutant(
         "W3",
@@ -179,7 +179,7 @@ MUTANTS = (
         "sparkdeck/ui/screens/help.py",
         'what = f"{binding.description}: {binding.tooltip}" if binding.tooltip',
         "what = binding.description if binding.tooltip",
-        ("tests/test_models_ui.py::test_o_opens_the_models_view_and_help_lists_it",),
+        ("tests/unit/test_models_ui.py::test_o_opens_the_models_view_and_help_lists_it",),
     ),
     Mutant(
         "W4",
@@ -187,7 +187,7 @@ MUTANTS = (
         "sparkdeck/host/nvml.py",
         'self._failure = f"no NVIDIA driver (NVML: {exc})"',
         'self._failure = f"NVML: {exc}"',
-        ("tests/test_telemetry.py::test_sampler_on_this_machines_real_proc",),
+        ("tests/unit/test_telemetry.py::test_sampler_on_this_machines_real_proc",),
     ),
     Mutant(
         "W5",

@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkdeck.config.schema import FileProblem
 
-# Binding ids of the TUI that [keys] may remap (tests/test_ui_keymap.py checks that this is
+# Binding ids of the TUI that [keys] may remap (tests/unit/test_ui_keymap.py checks that this is
 # every id the UI's bindings carry). Kept here as plain data: settings never imports the UI.
 KEY_IDS = frozenset(
     {

@@ -12,8 +12,9 @@ the answer ends: a stream may run for minutes and needs its request no longer.
 
 A body costs more than its size at its peak: parsing makes a decoded copy and the parsed
 strings (freed again at once), and asyncio copies what the socket does not take at once when
-it is sent on. So the total is one MAX_REQUEST, not several (tests/test_endpoint_bodies.py
-measures the service's RSS with ten 50 MB bodies sent at once).
+it is sent on. So the total is one MAX_REQUEST, not several
+(tests/integration/test_endpoint_bodies.py measures the service's RSS with ten 50 MB
+bodies sent at once).
 """
 
 from __future__ import annotations

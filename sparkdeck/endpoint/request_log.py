@@ -2,9 +2,9 @@
 
 What is kept: when, from where, which model, the HTTP status, prompt and output tokens,
 time to first token and decode speed. What is never kept: the prompt or the reply text (a
-record is built from counts and clocks only; tests/test_endpoint.py greps the file for the
-prompt). The file is append-only, a whole line at a time (a full disk drops a line whole),
-and bounded: past MAX_BYTES it is renamed to
+record is built from counts and clocks only; tests/integration/test_endpoint.py greps the
+file for the prompt). The file is append-only, a whole line at a time (a full disk drops
+a line whole), and bounded: past MAX_BYTES it is renamed to
 `requests.jsonl.1` (the older one dropped), so the log never holds more than twice that.
 """
 

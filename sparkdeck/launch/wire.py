@@ -8,7 +8,7 @@ a launch reads the same whichever process runs it, and no front end parses sente
 The encoding follows the dataclasses' own fields, recursively (nested snapshots such as a
 FitCheck's MemorySnapshot included), with the event's class name under "type"; decoding
 reads the field types from the annotations. Paths travel as text, tuples as lists. Every
-event type round-trips (tests/test_launch_wire.py builds one of each).
+event type round-trips (tests/unit/test_launch_wire.py builds one of each).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ TabbedContent) only then: the first frame, with the header, the glance strip, th
 column and the side column's empty place, comes that much sooner (benchmarks/tui_idle.py,
 docs/performance.md). It is the idea of Textual's `textual.lazy.Lazy`, which cannot be used
 as it is: a `q` pressed before its mount made it mount into a screen that was already gone,
-and the app died with a MountError instead of quitting (tests/test_tui_quick_quit.py). Here a
-quit that comes first simply wins.
+and the app died with a MountError instead of quitting
+(tests/integration/test_tui_quick_quit.py). Here a quit that comes first simply wins.
 
 The stand-in is styled by the stylesheet (an id of its own, placed and sized like the
 widget it stands for), so the layout does not move when the widget arrives. The widget is

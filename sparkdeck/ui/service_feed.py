@@ -52,7 +52,7 @@ def _connect() -> ServiceClient | None:
     """The running service's client, or None (none runs, its socket is absent, it speaks
     another API version, or it is switched off): never starts one. The HTTP client loads
     with the first socket found: a window without a service never loads httpx (its RSS,
-    tests/test_ui_idle_imports.py)."""
+    tests/integration/test_ui_idle_imports.py)."""
     if not location.enabled():
         return None
     try:

@@ -72,7 +72,8 @@ def stop_line_below_a_hog(config: Path) -> tuple[int, float]:
 
 
 # A bounded hog in another process: allocates and touches N MiB at once, says so, holds until
-# stdin closes (tests/test_engine_memory.py and tests/test_switch_own_memory.py).
+# stdin closes (tests/integration/test_engine_memory.py and
+# tests/integration/test_switch_own_memory.py).
 HELD_HOG = r"""
 import sys
 block = bytearray(int(sys.argv[1]) * 2**20)

@@ -63,30 +63,30 @@ ALONE_MODULES = frozenset(
 ALONE_TESTS = frozenset(
     {
         # /proc/meminfo against psutil a moment apart, within 256 MiB
-        "tests/test_host_memory.py::test_real_meminfo_agrees_with_psutil",
+        "tests/integration/test_host_memory.py::test_real_meminfo_agrees_with_psutil",
         # drops the whole machine's page cache and measures that it went
-        "tests/test_host_memory.py::test_flush_as_root_drops_a_file_from_the_cache",
+        "tests/integration/test_host_memory.py::test_flush_as_root_drops_a_file_from_the_cache",
         # a 20 Hz sampler's count over 0.4 s
-        "tests/test_throttle_bench.py::test_the_sampler_thread_counts_every_sample_under_load",
+        "tests/integration/test_throttle_bench.py::test_the_sampler_thread_counts_every_sample_under_load",
         # the guard's stop within 2 s
-        "tests/test_guard_never_lets_go.py::"
+        "tests/integration/test_guard_never_lets_go.py::"
         "test_threshold_crossed_container_stopped_within_2_s_median_of_5_runs",
         # `sparkdeck guard` must be up before a timer stops the engine 2.5 s later
-        "tests/test_guard_never_lets_go.py::test_guard_json_lines_all_parse_when_the_engine_goes",
+        "tests/integration/test_guard_never_lets_go.py::test_guard_json_lines_all_parse_when_the_engine_goes",
         # the interface answers within 3 s while Docker is slow
-        "tests/test_ui_app.py::test_a_slow_docker_daemon_never_freezes_the_interface",
+        "tests/unit/test_ui_app.py::test_a_slow_docker_daemon_never_freezes_the_interface",
         # keep-alive comments at their interval while a switch runs
-        "tests/test_endpoint_switch.py::"
+        "tests/integration/test_endpoint_switch.py::"
         "test_a_stream_waiting_for_the_switch_gets_keepalive_comments_before_its_first_token",
         # tok/s, queue and TTFT against the engine's own figures, sampled while they happen
-        "tests/test_metrics_llama.py::test_tok_s_agrees_with_the_server_and_queues_drain",
-        "tests/test_metrics_vllm.py::test_tok_s_queue_kv_and_ttft_agree_with_vllm",
+        "tests/integration/test_metrics_llama.py::test_tok_s_agrees_with_the_server_and_queues_drain",
+        "tests/integration/test_metrics_vllm.py::test_tok_s_queue_kv_and_ttft_agree_with_vllm",
         # on disk within the flush interval; at most 5 s lost; events reach the window at once
-        "tests/test_chat_store.py::test_streamed_pieces_reach_the_disk_within_the_flush_interval",
-        "tests/test_recorder.py::"
+        "tests/unit/test_chat_store.py::test_streamed_pieces_reach_the_disk_within_the_flush_interval",
+        "tests/integration/test_recorder.py::"
         "test_kill_9_of_a_recording_process_loses_at_most_5_s_and_gives_a_postmortem",
-        "tests/test_engine_watch.py::test_a_container_start_and_removal_reach_the_window_at_once",
-        "tests/test_body_limits.py::test_status_probe_of_an_endless_server_ends_quickly",
+        "tests/integration/test_engine_watch.py::test_a_container_start_and_removal_reach_the_window_at_once",
+        "tests/unit/test_body_limits.py::test_status_probe_of_an_endless_server_ends_quickly",
     }
 )
 

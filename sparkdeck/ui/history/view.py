@@ -35,7 +35,7 @@ HOW_TO_RECORD = (
 )
 
 
-# binding ids of keys 1-5, in the ids' style (letters and dashes: tests/test_ui_keymap.py)
+# binding ids of keys 1-5, in the ids' style (letters and dashes: tests/unit/test_ui_keymap.py)
 WINDOW_IDS = ("ten-minutes", "hour", "six-hours", "day", "week")
 
 
