@@ -220,7 +220,19 @@ def test_a_client_that_walks_away_mid_stream_aborts_the_engines_request(running)
     for index, _ in enumerate(stream):
         if index == 20:
             break
-    assert llama_metric(port, "llamacpp:requests_processing") == 1
+    # the reply runs for seconds: the engine's gauge says so. Read again for up to 1 s: a
+    # single read gave 0 in the 2026-12-03 CI and two runs before it, cause not found (alone
+    # it reads 1 every time). A reply already over would leave the abort below untested:
+    # then this fails, saying how far the engine got.
+    wait_for(
+        lambda: llama_metric(port, "llamacpp:requests_processing") == 1,
+        timeout=1,
+        every=0.05,
+        what=lambda: (
+            "llama-server's requests_processing at 1 while the reply streams; tokens "
+            f"predicted so far {llama_metric(port, 'llamacpp:tokens_predicted_total'):.0f}"
+        ),
+    )
     before = llama_metric(port, "llamacpp:tokens_predicted_total")
     stream.close()
     closed = time.monotonic()
