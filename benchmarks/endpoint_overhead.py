@@ -19,7 +19,8 @@ GPU, and the service's CPU work never takes the engine's compute. A CPU-only lla
 a small test machine computes on the same cores as the service, so without placement the
 figure measures the two competing for cores, not what forwarding adds. So the engine runs one
 thread (`-t 1 -tb 1`) on the first CPU (its container's cpuset), and the service and this
-client on the others (their affinity), for the direct and the through requests alike.
+client on the others (their affinity), for the direct and the through requests alike
+(on two CPUs the client shares the engine's: place() says why).
 
 A third arm, alternating with the other two, goes through a bare TCP relay (asyncio
 streams copying bytes both ways, no HTTP: the least any process in the path can add), run
@@ -177,19 +178,34 @@ def pin(pid: int, cpus: set[int]) -> None:
             pass  # a thread that ended meanwhile
 
 
-def place(client: docker.DockerClient, scope: str, service: int) -> str:
-    """The engine on CPU 0, the service and this process on the rest (see the docstring)."""
+def place(
+    client: docker.DockerClient, scope: str, service: int, *, client_beside_engine: bool = False
+) -> str:
+    """The engine on the first CPU, the service on the others, and this process on a CPU of
+    its own where there are three or more (see the docstring). On two CPUs this process
+    shares one: the service's, or with `client_beside_engine` the engine's. A client's own
+    work between its send and its wait for the answer delays whatever shares its CPU: beside
+    the service it delays only the requests that go through (TTFT after a pause +2.06-2.11
+    ms beside the service, +1.0-1.6 ms beside the engine, in test_endpoint_traffic on the
+    2-core host, 2026-12-04), beside the engine both ways alike. But beside the engine it
+    reads every direct token event on the engine's own CPU, which slows the direct decode
+    (through/direct 115 %): TTFT is read beside the engine, decode beside the service."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return "not placed: one CPU only"
-    engine, rest = cpus[0], set(cpus[1:])
+    engine = cpus[0]
+    if len(cpus) >= 3:
+        rest, mine = set(cpus[1:-1]), {cpus[-1]}
+    else:
+        rest = set(cpus[1:])
+        mine = {engine} if client_beside_engine else rest
     for container in client.containers.list(filters={"label": f"io.sparkdeck.scope={scope}"}):
         container.update(cpuset_cpus=str(engine))
     pin(service, rest)
-    pin(os.getpid(), rest)
+    pin(os.getpid(), mine)
     return (
-        f"engine on CPU {engine} (one thread), service and client on CPUs "
-        f"{','.join(map(str, sorted(rest)))}"
+        f"engine on CPU {engine} (one thread), service on CPUs "
+        f"{','.join(map(str, sorted(rest)))}, client on CPUs {','.join(map(str, sorted(mine)))}"
     )
 
 
@@ -292,6 +308,12 @@ def main() -> int:
         help="leave the engine, the service and the client where the "
         "scheduler puts them (see the docstring)",
     )
+    parser.add_argument(
+        "--client-beside-engine",
+        action="store_true",
+        help="on two CPUs, this client on the engine's CPU, not the service's (for TTFT; "
+        "see place())",
+    )
     args = parser.parse_args()
     bench = TinyEngine.set_up(
         "bench", "bench-ep", context=32768, parallel=8, pinned=not args.no_pin
@@ -302,8 +324,9 @@ def main() -> int:
         bench.launch()
         service_cpus = set(os.sched_getaffinity(0))
         if not args.no_pin:
-            print(place(client, scope, service_pid(env)))
-            service_cpus = set(os.sched_getaffinity(0))  # this process is on them now
+            service = service_pid(env)
+            print(place(client, scope, service, client_beside_engine=args.client_beside_engine))
+            service_cpus = os.sched_getaffinity(service)  # the relay runs where the service does
         else:
             print("not placed (--no-pin): engine, service and client share every CPU")
         relay_port, relay_pid = start_relay(engine_port, service_cpus)

@@ -83,6 +83,31 @@ def crossing_hog() -> MemoryHog:
     return MemoryHog(size)
 
 
+class CrossingHogs:
+    """Hogs that take MemAvailable to 1 GiB below the stop line and keep it below: another
+    is added whenever other work on this shared box frees memory and MemAvailable comes back
+    to within half a GiB of the line (seen in a parallel run: 60 s at 78.3 % after the hog,
+    the line at 76.5 %, and no stop to wait for)."""
+
+    def __init__(self) -> None:
+        self.hogs: list[MemoryHog] = []
+
+    def keep_below(self) -> None:
+        memory = read_meminfo()
+        line = load_settings().guard.stop_available_pct / 100 * memory.total
+        if memory.available > line - GIB // 2:
+            self.hogs.append(crossing_hog())
+            self.hogs[-1].allocate()
+
+    def __enter__(self) -> CrossingHogs:
+        self.keep_below()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for hog in self.hogs:
+            hog.close()
+
+
 class Followed:
     """A front end's view of the guard: the events as they came, read in order."""
 
@@ -141,9 +166,17 @@ def launch_then_guard(expect: type, docker_client, scope) -> Followed:
             decided = ServiceDecided if expect is ServiceControl else Decided
             seen.until(decided, timeout=30)  # the guard of this path decides, before the hog
             assert scope_containers(docker_client, scope), "stopped before the hog"
-            with crossing_hog() as hog:
-                hog.allocate()
-                seen.until(StopTried, timeout=60, also=lambda e: e.attempt.done)
+            with CrossingHogs() as hogs:
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        left = deadline - time.monotonic()
+                        seen.until(StopTried, timeout=min(5, left), also=lambda e: e.attempt.done)
+                        break
+                    except AssertionError:
+                        if time.monotonic() >= deadline:
+                            raise
+                        hogs.keep_below()
             thread.join(timeout=30)
             assert not thread.is_alive(), "the guard did not end after the engine's stop"
         finally:
@@ -248,14 +281,22 @@ async def test_the_guard_lines_toast_after_its_own_stop_names_why(
                 timeout=30.0,
                 what=lambda: f"the line's own decisions: {line.render()}",
             )
-            with crossing_hog() as hog:
-                hog.allocate()
-                await wait_until(
-                    pilot,
-                    lambda: any("the memory guard stopped the engine" in t for t in toasts()),
-                    timeout=60.0,
-                    what=lambda: f"the stop's toast: {toasts()}",
-                )
+            with CrossingHogs() as hogs:
+                for chunk in range(12):
+                    try:
+                        await wait_until(
+                            pilot,
+                            lambda: any(
+                                "the memory guard stopped the engine" in t for t in toasts()
+                            ),
+                            timeout=5.0,
+                            what=lambda: f"the stop's toast within 60 s: {toasts()}",
+                        )
+                        break
+                    except AssertionError:
+                        if chunk == 11:
+                            raise
+                        hogs.keep_below()
             return toasts()
 
     said = await scenario()
