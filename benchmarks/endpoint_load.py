@@ -44,9 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 import httpx
 
-from benchmarks.endpoint_overhead import TinyEngine, pin, place
+from benchmarks.endpoint_overhead import TinyEngine, place
 from benchmarks.service_cost import TICK, clean_up, service_pid
 from tests.conftest import free_port
+from tests.support.cpu_placement import pin
 
 MODEL = "/models/tiny.gguf"  # llama-server's id of its model (and sparkdeck's)
 LITELLM_MODEL = "tiny"  # LiteLLM's name for it (its config's model_name)

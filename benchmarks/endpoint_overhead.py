@@ -53,6 +53,7 @@ from benchmarks.service_cost import (
     service_pid,
 )
 from tests.conftest import free_port, llama_preset_fields
+from tests.support.cpu_placement import pin
 from tests.support.images import ensure_llama_image
 from tests.support.tiny_gguf import write_tiny_gguf
 
@@ -167,15 +168,6 @@ class TinyEngine:
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
-
-
-def pin(pid: int, cpus: set[int]) -> None:
-    """Every thread of `pid` onto `cpus` (threads made later inherit it)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            os.sched_setaffinity(int(task.name), cpus)
-        except ProcessLookupError:
-            pass  # a thread that ended meanwhile
 
 
 def place(

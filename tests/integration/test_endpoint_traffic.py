@@ -27,7 +27,6 @@ import os
 import statistics
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -36,6 +35,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.support.cli import run_cli, wait_for
+from tests.support.cpu_placement import pin
 from tests.support.endpoint_service import log_rows
 
 pytestmark = [pytest.mark.docker, pytest.mark.llama]
@@ -202,15 +202,6 @@ def test_a_kept_alive_client_gets_each_first_token_within_2_ms_of_direct(attache
     )
 
 
-def _pin(pid: int, cpus: set[int]) -> None:
-    """Every thread of `pid` onto `cpus` (threads made later inherit it)."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            os.sched_setaffinity(int(task.name), cpus)
-        except ProcessLookupError:
-            pass  # a thread that ended meanwhile
-
-
 def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
     """A person types between requests: each comes after seconds of quiet, on the chat UI's
     kept-alive connection, and its first token comes within the 2 ms promise of the
@@ -228,7 +219,7 @@ def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
     if len(cpus) > 1:
         attached_llama["container"].update(cpuset_cpus=str(cpus[0]))
         status = run_cli("service", "status", "--json", env=attached_llama["env"])
-        _pin(json.loads(status.stdout)["pid"], set(cpus[1:] if len(cpus) == 2 else cpus[1:-1]))
+        pin(json.loads(status.stdout)["pid"], set(cpus[1:] if len(cpus) == 2 else cpus[1:-1]))
         os.sched_setaffinity(0, {cpus[0]} if len(cpus) == 2 else {cpus[-1]})
     through, direct = [], []
     try:
