@@ -63,13 +63,16 @@ async def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
         store=store,
     ).run()
     assert run.status != "complete"
-    # the sweep stopped at the first level the engine refused: 4 and 8 were not sent
+    # the sweep stopped at the first level the engine refused and sent none after it. Two
+    # requests at once overflow the shared context when they run side by side; on a busy
+    # host one of a level's pairs can run late enough to fit (seen once under xdist: the
+    # sweep went on to c=4 and stopped there), so the level is read, not assumed to be 2
     levels = [p.concurrency for p in run.points]
-    assert levels == [1, 2], levels
-    refused = run.points[1]
-    assert refused.errors > 0
+    assert levels == [1, 2, 4, 8][: len(levels)] and len(levels) >= 2, levels
+    *fitted, refused = run.points
+    assert refused.errors > 0 and all(p.errors == 0 for p in fitted), run.points
     assert "Context size has been exceeded" in (run.reason or "")
-    assert "c=2" in (run.reason or "")
+    assert f"c={refused.concurrency}" in (run.reason or "")
     assert (
         refused.summary["error_message"]
         and "Context size has been exceeded" in refused.summary["error_message"]
@@ -78,7 +81,9 @@ async def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
     out = io.StringIO()
     print_run(run, out)
     text = out.getvalue()
-    assert f"c=2: {refused.errors} of {refused.requests} requests failed" in text
+    assert (
+        f"c={refused.concurrency}: {refused.errors} of {refused.requests} requests failed" in text
+    )
     assert "Context size has been exceeded" in text
     for point in run.points:  # no spread wider than the figure itself (was 350.5 ±340499.3)
         for name in ("decode_tps", "ttft_s", "prefill_tps"):

@@ -107,13 +107,26 @@ class _Output:
         self.event("stop attempt", attempt.text, done=attempt.done, killed=attempt.killed)
 
 
+# how long after a stop attempt an engine found gone is taken for that stop's doing, and
+# the guard's own word ("stopped ...") waited for: the service's stop of an engine whose
+# removal Docker took longer than an attempt to answer was once said here as "gone", exit 0
+STOP_WORD_S = 2 * DOCKER_TIMEOUT_S
+
+
 def _until_gone(
-    runtime: DockerRuntime, container_id: str, done: threading.Event, dog: Watchdog, out: _Output
+    runtime: DockerRuntime,
+    container_id: str,
+    done: threading.Event,
+    dog: Watchdog,
+    out: _Output,
+    last_attempt: list[float],
 ) -> None:
     """Ends the watch when the engine stops by other means (every 2 s: Docker is not free).
 
     A daemon that does not answer ends nothing (the engine may well still be running), and
-    neither does anything while the watchdog's own stop is still being carried out."""
+    neither does anything while a stop is still being carried out: this watchdog's own, or
+    the service's, whose last attempt (`last_attempt`, its time.monotonic()) came within
+    STOP_WORD_S."""
     silent = False
     while not done.wait(2.0):
         try:
@@ -129,7 +142,10 @@ def _until_gone(
             silent = True
             continue
         silent = False
-        if not alive and dog.stopping is None:  # its own stop says so itself
+        stopping = dog.stopping is not None or (
+            bool(last_attempt) and time.monotonic() - last_attempt[-1] < STOP_WORD_S
+        )
+        if not alive and not stopping:  # a stop says so itself
             out.event("gone", "the engine is gone: nothing left to guard")
             done.set()
 
@@ -155,7 +171,11 @@ def _history(as_json: bool) -> int:
 
 
 def _renderer(
-    name: str, out: _Output, done: threading.Event, stopped: list[GuardStopped]
+    name: str,
+    out: _Output,
+    done: threading.Event,
+    stopped: list[GuardStopped],
+    last_attempt: list[float],
 ) -> GuardSink:
     """What each guard event prints. While the sparkdeck service answers it guards the
     engine and its decisions are shown (a second watchdog would decide, record and stop
@@ -171,6 +191,7 @@ def _renderer(
                 out.event("decision", text, level=level)
             case StopTried(attempt):
                 out.attempt(attempt)
+                last_attempt.append(time.monotonic())  # its word follows: _until_gone waits
             case ReadFailed(error):  # a failed reading: said once, then retried
                 text = _first_line(error)
                 if not errors or errors[-1] != text:
@@ -217,11 +238,12 @@ def run_guard(args: argparse.Namespace) -> int:
     readings = HostReadings()
     control = guard_control()
     by_service: list[GuardStopped] = []
+    last_attempt: list[float] = []
     following = control.guard(
         engine,
         runtime,
         guard,
-        _renderer(engine.name, out, done, by_service),
+        _renderer(engine.name, out, done, by_service, last_attempt),
         done,
         lambda: guard.running_hz,
         read=readings,
@@ -238,7 +260,14 @@ def run_guard(args: argparse.Namespace) -> int:
     threading.Thread(
         target=_until_gone,
         daemon=True,
-        args=(runtime.with_timeout(DOCKER_TIMEOUT_S), engine.container_id, done, dog, out),
+        args=(
+            runtime.with_timeout(DOCKER_TIMEOUT_S),
+            engine.container_id,
+            done,
+            dog,
+            out,
+            last_attempt,
+        ),
     ).start()
     try:
         following.run()
