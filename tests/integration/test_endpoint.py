@@ -205,10 +205,18 @@ def test_models_lists_every_preset_and_marks_the_running_one(running):
     assert by_id["/models/other.gguf"]["running"] is False
 
 
-def test_a_client_that_walks_away_mid_stream_aborts_the_engines_request(running):
+def test_a_client_that_walks_away_mid_stream_aborts_the_engines_request(
+    running, docker_client, scope
+):
     """The engine's own gauge: 1 while the stream runs, 0 soon after the client closes,
     long before the reply would have ended (a forwarder that keeps reading would hold it)."""
     port = running["engine_port"]
+    # The tiny model's reply ends at its 4096-token training context, whatever max_tokens
+    # asks: about a second at full speed, which a busy host's scheduling could use up
+    # before the walk-away (the gauge then read 0, or the reply was logged whole with
+    # 4,056 tokens: three CI runs, 2026-12-03/04). On a tenth of a CPU it runs for seconds.
+    (engine,) = docker_client.containers.list(filters={"label": f"io.sparkdeck.scope={scope}"})
+    engine.update(cpu_period=100_000, cpu_quota=10_000)
     client = openai.OpenAI(base_url=running["base"], api_key="unused", max_retries=0)
     stream = client.chat.completions.create(
         model=RUNNING_MODEL,
@@ -220,10 +228,9 @@ def test_a_client_that_walks_away_mid_stream_aborts_the_engines_request(running)
     for index, _ in enumerate(stream):
         if index == 20:
             break
-    # the reply runs for seconds: the engine's gauge says so. Read again for up to 1 s: a
-    # single read gave 0 in the 2026-12-03 CI and two runs before it, cause not found (alone
-    # it reads 1 every time). A reply already over would leave the abort below untested:
-    # then this fails, saying how far the engine got.
+    # the reply runs for seconds: the engine's gauge says so (read for up to 1 s). A reply
+    # already over would leave the abort below untested: then this fails, saying how far
+    # the engine got.
     wait_for(
         lambda: llama_metric(port, "llamacpp:requests_processing") == 1,
         timeout=1,
@@ -261,7 +268,17 @@ def test_a_client_that_walks_away_mid_stream_aborts_the_engines_request(running)
             else None
         ),
         timeout=5,
-        what="the disconnect logged",
+        what=lambda: (
+            "the disconnect logged; the log holds "
+            + str(
+                [
+                    {k: r[k] for k in ("status", "stream", "output_tokens", "error")}
+                    for r in map(json.loads, log.read_text().splitlines())
+                ]
+                if log.exists()
+                else "nothing"
+            )
+        ),
     )
     assert walked[0]["stream"] is True and walked[0]["status"] == 200
 

@@ -81,6 +81,9 @@ ALONE_TESTS = frozenset(
         # tok/s, queue and TTFT against the engine's own figures, sampled while they happen
         "tests/integration/test_metrics_llama.py::test_tok_s_agrees_with_the_server_and_queues_drain",
         "tests/integration/test_metrics_vllm.py::test_tok_s_queue_kv_and_ttft_agree_with_vllm",
+        # vLLM's API server must get the CPU to see the client leave before its engine core
+        # has run the reply to its end (3 tries of 990 tokens all ran whole beside 3 workers)
+        "tests/integration/test_vllm_engine.py::test_client_disconnect_aborts_the_request",
         # on disk within the flush interval; at most 5 s lost; events reach the window at once
         "tests/unit/test_chat_store.py::test_streamed_pieces_reach_the_disk_within_the_flush_interval",
         "tests/integration/test_recorder.py::"
