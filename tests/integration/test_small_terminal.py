@@ -319,8 +319,11 @@ async def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
                         what="the chat input to take the keys",
                     )
                     await pilot.press("escape", back)
-                    await pilot.pause(0.2)
-                    assert app.focused is table, (back, app.focused)
+                    await wait_until(
+                        pilot,
+                        lambda: app.focused is table,
+                        what=lambda back=back: f"the table's focus after {back}: {app.focused}",
+                    )
                     await pilot.press("down")
                     row += 1
                     assert table.selected_id() == PRESETS[row], (back, table.selected_id())
@@ -409,9 +412,9 @@ async def test_a_real_llama_server_at_80x24_chat_log_and_focus(
             # the whole reply within the log's view, its text and its rate line
             assert chat_log.region.contains_region(view.region), (view.region, screen_dump(app))
 
-            await pilot.press("escape", "m", "up")
-            await pilot.pause(0.2)
-            assert app.focused is table, app.focused
+            await pilot.press("escape", "m")
+            await wait_until(pilot, lambda: app.focused is table, what=lambda: str(app.focused))
+            await pilot.press("up")
             assert table.selected_id() == PRESETS[-1], table.selected_id()  # the row above
 
     await scenario()

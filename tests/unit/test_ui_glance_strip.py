@@ -88,8 +88,11 @@ async def test_the_strip_stays_on_screen_on_every_tab_and_draws_the_tabs_own_sam
             await wait_until(pilot, lambda: "1440 MHz" in text_of(strip), what="a GPU sample")
             for key in ("e", "c", "g", "m"):
                 await pilot.press(key)
-                await pilot.pause(0.3)
-                assert strip.region.height >= 1 and strip.region.y <= 2, (key, strip.region)
+                await wait_until(  # laid out on the new tab (a fixed pause is a race under load)
+                    pilot,
+                    lambda: strip.region.height >= 1 and strip.region.y <= 2,
+                    what=lambda key=key: f"the strip at the top on tab {key}: {strip.region}",
+                )
                 assert "avail 40.0 GiB" in text_of(strip)
             # the memory panel and the strip drew the same reading
             assert "40.0 GiB" in text_of(app.query_one("#memory-bars"))
