@@ -146,6 +146,10 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         # ?kinds=telemetry,docker: only those kinds, the latest of each first (a window that
         # renders the service's readings draws them at once and parses nothing else)
         wanted = frozenset(filter(None, request.query_params.get("kinds", "").split(",")))
+        # &replay=a,b: replay only those kinds' latest (`replay=` none: a guard relay must not
+        # take an earlier engine's "stopped by the guard" for news about this one)
+        asked = request.query_params.get("replay")
+        replay = wanted if asked is None else wanted & frozenset(filter(None, asked.split(",")))
 
         def sse(event: Any) -> ServerSentEvent:
             return ServerSentEvent(json.dumps(event.to_dict()), event=event.kind, id=str(event.id))
@@ -153,7 +157,7 @@ def build_app(owner: EngineOwner, hub: EventHub) -> Starlette:
         async def stream() -> AsyncIterator[ServerSentEvent]:
             # the hello first: a client knows its stream is live before it acts
             yield ServerSentEvent(json.dumps({"api_version": API_VERSION}), event="hello")
-            async for event in hub.subscribe(replay=sorted(wanted), kinds=wanted or None):
+            async for event in hub.subscribe(replay=sorted(replay), kinds=wanted or None):
                 yield sse(event)
 
         async def quiet_stream() -> AsyncIterator[ServerSentEvent]:

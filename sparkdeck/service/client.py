@@ -85,11 +85,15 @@ class ServiceClient:
 
     @contextmanager
     def events(
-        self, read_timeout: float | None = None, kinds: tuple[str, ...] = ()
+        self,
+        read_timeout: float | None = None,
+        kinds: tuple[str, ...] = (),
+        replay: tuple[str, ...] | None = None,
     ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
         """The event stream as (kind, data) pairs, from the service's hello on;
         `read_timeout`: the longest silence taken (a keep-alive comes every second);
-        `kinds`: only these (the latest of each first), instead of every event."""
+        `kinds`: only these (the latest of each first, or of those in `replay` when given),
+        instead of every event."""
         import json
 
         from httpx_sse import connect_sse
@@ -98,7 +102,7 @@ class ServiceClient:
             self._http,
             "GET",
             f"/v{API_VERSION}/events",
-            params={"kinds": ",".join(kinds)} if kinds else None,
+            params=_stream_params(kinds, replay),
             timeout=httpx.Timeout(30.0, read=read_timeout),
         ) as source:
             self._check(source.response)
@@ -284,3 +288,10 @@ def service_state() -> tuple[int | None, str | None, dict[str, Any] | None]:
         return None, str(exc), None
     finally:
         client.close()
+
+
+def _stream_params(kinds: tuple[str, ...], replay: tuple[str, ...] | None) -> dict[str, str]:
+    params = {"kinds": ",".join(kinds)} if kinds else {}
+    if kinds and replay is not None:
+        params["replay"] = ",".join(replay)
+    return params

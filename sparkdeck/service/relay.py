@@ -43,6 +43,12 @@ SILENCE_S = 1.3
 CLASSIFY_S = 0.5
 PROBE_EVERY_S = 1.0  # while a window guards: how often it asks whether the service is back
 RESTART_EVERY_S = 30.0  # a service that failed to start is not tried again sooner
+# Only what the relay hands on: the service then never sends (nor the window parses) the
+# telemetry and metrics events, several a second with an engine up. The guard's decision
+# comes every second, and the filtered stream's keep-alive after a second without an event,
+# so the silence test above holds. Nothing is replayed: a stream that starts after an
+# earlier engine was stopped by the guard must not report that stop for this engine.
+GUARD_KINDS = ("guard", "stop-attempt", "engine")
 
 
 def relay_guard(
@@ -56,7 +62,7 @@ def relay_guard(
     from sparkdeck.guard.stopper import StopAttempt
 
     try:
-        with client.events(read_timeout=silence_s) as events:
+        with client.events(read_timeout=silence_s, kinds=GUARD_KINDS, replay=()) as events:
             for kind, data in events:
                 if done.is_set():
                     return True

@@ -6,6 +6,7 @@ their calls."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -231,3 +232,59 @@ def test_a_window_with_no_service_running_loads_no_http_client(tmp_path, isolate
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == {"httpx": False, "live": False}, seen
+
+
+def test_the_guard_relays_stream_carries_only_the_guards_kinds_and_replays_nothing(
+    service_env, isolated_dirs, llama_image
+):
+    """The guard line's (and `sparkdeck guard`'s) stream from the service: with an engine
+    up, the service sends it the guard's decisions (one a second, so its 1.3 s silence test
+    never trips) and no telemetry or metrics events (several a second, each parsed only to be
+    dropped: 12 % of an idle window's CPU); and it replays no earlier event, so an earlier
+    engine's "stopped by the guard" never reaches a line that follows a new one."""
+    import time
+
+    from sparkdeck.service import relay
+    from sparkdeck.service.guard_events import ServiceDecided
+
+    tiny_preset(isolated_dirs, llama_image, "relay-tiny")
+    assert run_cli("service", "start", env=service_env).returncode == 0
+    launched = run_cli("launch", "relay-tiny", "--no-flush", "--yes", env=service_env, timeout=120)
+    assert launched.returncode == 0, launched.stderr
+    with client_for(service_env) as client, client.events(kinds=("engine",)) as events:
+        latest_engine = next(data for kind, data in events if kind == "engine")
+
+    arrivals: list[tuple[float, str, dict]] = []
+    with client_for(service_env) as client:
+        with client.events(
+            read_timeout=relay.SILENCE_S, kinds=relay.GUARD_KINDS, replay=()
+        ) as events:
+            began = time.monotonic()
+            for kind, data in events:
+                arrivals.append((time.monotonic(), kind, data))
+                if time.monotonic() - began > 4.0:
+                    break
+    kinds = {kind for _, kind, _ in arrivals}
+    assert kinds <= {"hello", *relay.GUARD_KINDS}, kinds
+    assert sum(kind == "guard" for _, kind, _ in arrivals) >= 3, arrivals
+    replayed = [d for _, kind, d in arrivals if kind != "hello" and d["id"] <= latest_engine["id"]]
+    assert replayed == [], replayed
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals[1:])]  # after the hello
+    assert max(gaps) < relay.SILENCE_S, gaps
+
+    # and the relay itself asks for that stream, and hands each decision on
+    decided: list[object] = []
+    done = threading.Event()
+    threading.Timer(2.5, done.set).start()
+    with client_for(service_env) as client:
+        asked: list[dict] = []
+        plain = client.events
+
+        def spy(**kwargs):
+            asked.append(kwargs)
+            return plain(**kwargs)
+
+        client.events = spy  # type: ignore[method-assign]
+        assert relay.relay_guard(client, done, decided.append) is True
+    assert asked == [{"read_timeout": relay.SILENCE_S, "kinds": relay.GUARD_KINDS, "replay": ()}]
+    assert sum(isinstance(e, ServiceDecided) for e in decided) >= 2, decided
