@@ -104,13 +104,13 @@ def check_gpu(spec: ContainerSpec, runtimes: Collection[str], local_daemon: bool
         raise PreflightFailed(f"{spec.preset_id} not launched: {GPU_RUNTIME_MISSING}")
 
 
-def check_limits(client: docker.DockerClient, spec: ContainerSpec) -> None:
+def check_limits(client: docker.DockerClient, spec: ContainerSpec, scope: str) -> None:
     """Raise PreflightFailed when Docker cannot give the container its limits (`memlock`
     above what dockerd may grant): seen by a probe container now, not after the stop and
     the flush (sparkdeck.runtime.limits_probe)."""
     from sparkdeck.runtime.limits_probe import limits_problem
 
-    problem = limits_problem(client, spec)
+    problem = limits_problem(client, spec, scope)
     if problem:
         raise PreflightFailed(
             f"{spec.preset_id} not launched: {problem}. Seen by a probe "

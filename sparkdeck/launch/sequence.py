@@ -284,7 +284,7 @@ class Launcher:
             self.on_event(PullStarted(spec.image))
             self.runtime.pull(spec.image, on_progress=self.on_event)
             preflight.check_port(spec, freed)  # a pull can take minutes: look again
-        preflight.check_limits(self.runtime.lifecycle, spec)  # memlock: before the flush
+        preflight.check_limits(self.runtime.lifecycle, spec, self.runtime.scope)  # memlock first
         return spec, fit
 
     def _launch(

@@ -21,14 +21,16 @@ import requests
 from sparkdeck.runtime.create import ulimits
 from sparkdeck.runtime.errors import explain_start_failure
 from sparkdeck.runtime.spec import ContainerSpec
+from sparkdeck.runtime.state import SCOPE
 
 PROBE_LABEL = "io.sparkdeck.probe"
 MISSING_PROGRAM = "/sparkdeck-limits-probe-not-a-program"
 
 
-def limits_problem(client: docker.DockerClient, spec: ContainerSpec) -> str | None:
+def limits_problem(client: docker.DockerClient, spec: ContainerSpec, scope: str) -> str | None:
     """Why Docker cannot start `spec`'s image with its limits (the advice the launch would
-    give after its failure), or None when it can or the probe cannot tell."""
+    give after its failure), or None when it can or the probe cannot tell. The probe carries
+    the launch's scope, so each sparkdeck on one daemon can tell its own probe."""
     try:
         probe = client.containers.create(
             spec.image,
@@ -36,7 +38,7 @@ def limits_problem(client: docker.DockerClient, spec: ContainerSpec) -> str | No
             command=[],
             network_mode="none",
             name=f"sparkdeck-probe-{uuid.uuid4().hex[:12]}",
-            labels={PROBE_LABEL: "limits"},
+            labels={PROBE_LABEL: "limits", SCOPE: scope},
             ulimits=ulimits(spec),
         )
     except (docker.errors.DockerException, requests.RequestException):

@@ -1,10 +1,10 @@
 """The chat client against a real llama-server container (tiny random-weight GGUF).
 
-One container serves the module: a context of 8192 shared by llama-server's default four
+One container serves the module: a context of 32,768 shared by llama-server's default four
 slots (unified KV cache). The GGUF says it was trained on 4096 tokens, which would cap each
 slot there, so the test raises that with --override-kv: then one reply may use the whole
-context (seconds of generation to cancel) and three concurrent long replies overflow it
-mid-stream: the real in-stream error after HTTP 200.
+context (seconds of generation to cancel) and three concurrent replies with long prompts
+overflow it mid-stream: the real in-stream error after HTTP 200.
 """
 
 from __future__ import annotations
@@ -178,6 +178,15 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
 
 
 def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
+    """Three replies whose prompts fill most of the shared context overflow it a few hundred
+    tokens into their decode: the prompts are read in batches (a second or two), where three
+    decodes of a whole context each were 33,000 tokens (13 s on a quiet host, 160-210 s on a
+    loaded one, once with a stream silent for 180 s)."""
+    per_token = len(
+        httpx.post(llama_url + "/tokenize", json={"content": "word " * 100}).json()["tokens"]
+    )
+    words = int(CONTEXT * 0.31 * 100 / per_token)  # three prompts: 93 % of the context
+    prompt = "word " * words
     errors: list[StreamErrorEvent] = []
     statuses: list[int] = []
 
@@ -186,7 +195,9 @@ def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
             try:
                 for timed in client.stream(
                     ChatRequest(
-                        [{"role": "user", "content": "write"}], max_tokens=CONTEXT - 100, extra=LONG
+                        [{"role": "user", "content": prompt}],
+                        max_tokens=CONTEXT // 4,
+                        extra=LONG,
                     )
                 ):
                     if isinstance(timed.delta, Opened):

@@ -9,6 +9,7 @@ real Docker daemon and llama-server build b11434 (the build the docs name):
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -63,6 +64,7 @@ def test_a_memlock_dockerd_cannot_grant_is_refused_before_the_stop_and_the_flush
     preset = load_file(write_preset(tmp_path / "presets", "from-docs", **fields))
     assert preset.memlock == -1
     events: list[Any] = []
+    began = time.time()  # a float: Docker takes fractions of a second
     with pytest.raises(PreflightFailed) as info:
         Launcher(runtime, on_event=events.append, flush=flush, stop_grace=5).launch(
             preset, flush=True, skip_switch_wait=skip_wait()
@@ -74,8 +76,18 @@ def test_a_memlock_dockerd_cannot_grant_is_refused_before_the_stop_and_the_flush
     alive = [c.id for c in scope_containers(docker_client, scope) if c.status == "running"]
     assert alive == [first.container_id]  # the running engine still serves
     assert last_failure() is None  # nothing was touched: nothing to dismiss
-    # the probe left nothing behind
-    assert docker_client.containers.list(all=True, filters={"label": "io.sparkdeck.probe"}) == []
+    # the probe (labelled with this scope: other workers' launches probe the same daemon)
+    # left nothing behind
+    probes = {"label": ["io.sparkdeck.probe", f"io.sparkdeck.scope={scope}"]}
+    assert docker_client.containers.list(all=True, filters=probes) == []
+    seen = docker_client.events(
+        since=began,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={**probes, "type": "container"},
+    )
+    actions = [event["Action"] for event in seen]
+    assert actions.count("create") == 1 and actions.count("destroy") == 1, actions
 
 
 def test_the_default_no_mmap_works_with_the_documented_build(
