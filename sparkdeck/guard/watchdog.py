@@ -22,6 +22,7 @@ from sparkdeck.guard import records
 from sparkdeck.guard.policy import OK, STOP, WARN, Decision, WatchdogPolicy
 from sparkdeck.guard.readings import Reading
 from sparkdeck.guard.stopper import StopAttempt
+from sparkdeck.host.ticks import until_next_tick
 
 if TYPE_CHECKING:
     from sparkdeck.config.settings import GuardSettings
@@ -192,7 +193,7 @@ class Watchdog:
         """
         decision = None
         while not until.is_set() and self.stopped_by is None:
-            began, tried = self.clock(), len(self.attempts)
+            began, tried = time.monotonic(), len(self.attempts)  # ticks are real time
             self.interval_s = 1.0 / hz()
             try:
                 decision = self.step()
@@ -212,7 +213,9 @@ class Watchdog:
                 period = min(period, 1.0 / WARN_HZ)
             if self.stop_pending:
                 period = min(period, RETRY_S)
-            until.wait(max(0.0, period - (self.clock() - began)))
+            # on the machine's shared ticks (host.ticks): the service's telemetry and this
+            # decision reach a window together, drawn in one frame
+            until.wait(until_next_tick(period, began))
         return decision
 
 

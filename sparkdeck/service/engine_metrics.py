@@ -11,8 +11,10 @@ for the flight recorder (tok/s beside the memory figures).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.host.ticks import until_next_tick
 from sparkdeck.service.hub import EventHub
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class EngineMetricsLoop:
         try:
             while True:
                 changed.clear()
+                began = time.monotonic()
                 engine = self.follower.engine if self.follower.ready else None
                 key = engine.container_id if engine is not None else None
                 if key != sampled:
@@ -65,8 +68,8 @@ class EngineMetricsLoop:
                             container_id=engine.container_id,
                             reading=metrics.to_dict(),
                         )
-                if sampler is not None:
-                    await asyncio.sleep(PERIOD_S)
+                if sampler is not None:  # on the shared ticks, with telemetry (host.ticks)
+                    await asyncio.sleep(until_next_tick(PERIOD_S, began))
                 else:
                     await changed.wait()
         finally:

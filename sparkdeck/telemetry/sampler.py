@@ -21,6 +21,7 @@ from sparkdeck.host.meminfo import MemInfoError, MemorySnapshot, read_meminfo
 from sparkdeck.host.nvml import GpuReading, NvmlReader
 from sparkdeck.host.psi import PsiError, PsiRates, PsiSnapshot, read_pressure, stall_rates
 from sparkdeck.host.throttle import reading_verdicts
+from sparkdeck.host.ticks import until_next_tick
 
 HISTORY_SECONDS = 300.0
 
@@ -86,12 +87,13 @@ class TelemetrySampler:
         no. Two loops (an old one ending, its faster replacement starting) never sample at
         once: PSI rates come from consecutive readings."""
         while not stop.is_set() and keep_going():
+            began = time.monotonic()
             with self._lock:
                 snapshot = self.sample()
                 history.add(snapshot)
                 frozen = history.frozen()
             emit(snapshot, frozen)
-            stop.wait(period())
+            stop.wait(until_next_tick(period(), began))  # the shared ticks: host.ticks says why
 
     def sample(self) -> TelemetrySnapshot:
         taken_at = self._clock()

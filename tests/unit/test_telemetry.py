@@ -271,3 +271,54 @@ def test_telemetry_command_text_and_bad_count() -> None:
     assert bad.returncode == 1 and bad.stderr.strip() == (
         "sparkdeck: --samples must be at least 1, not 0"
     )
+
+
+def test_the_sampler_and_the_watchdog_wake_together_on_the_machines_ticks():
+    """The telemetry sampler (the service's, or a window's own) and the guard's watchdog
+    wake on whole seconds of the monotonic clock, however far apart they started, so their
+    events reach a window together and are drawn in one frame (sparkdeck.host.ticks): real
+    loops on this machine's /proc, started 0.45 s apart (0.1 s allowed for a loaded host's
+    scheduler; apart, they would stay 0.45 s off)."""
+    import threading
+    import time
+
+    from sparkdeck.guard.policy import WatchdogPolicy
+    from sparkdeck.guard.readings import HostReadings
+    from sparkdeck.guard.watchdog import Watchdog
+    from sparkdeck.host.ticks import until_next_tick
+
+    assert until_next_tick(1.0, now=10.25) == pytest.approx(0.75)
+    assert until_next_tick(1.0, since=10.9, now=10.95) == pytest.approx(1.05)  # not at 11.0
+    assert until_next_tick(0.5, since=10.0, now=10.2) == pytest.approx(0.3)
+
+    sampled: list[float] = []
+    read: list[float] = []
+    readings = HostReadings()
+
+    def reading():
+        read.append(time.monotonic())
+        return readings()
+
+    stop = threading.Event()
+    sampler = threading.Thread(
+        target=TelemetrySampler(gpu=NvmlReader()).run,
+        args=(History(), lambda: 1.0, lambda *_: sampled.append(time.monotonic()), stop),
+    )
+    settings = GuardSettings(stop_available_pct=0.0, warn_available_pct=0.0)  # never acts
+    dog = Watchdog(
+        WatchdogPolicy(settings), reading, lambda: None, engine="t", record=lambda *a, **k: None
+    )
+    watchdog = threading.Thread(target=dog.run, args=(stop, lambda: 1.0))
+    sampler.start()
+    time.sleep(0.45)
+    watchdog.start()
+    time.sleep(3.2)
+    stop.set()
+    sampler.join(5)
+    watchdog.join(5)
+    # after each loop's own first turn, both on the same whole seconds
+    ticks = read[1:]
+    assert len(ticks) >= 2 and len(sampled) >= 3, (sampled, read)
+    for t in ticks:
+        assert min(abs(t - s) for s in sampled[1:]) < 0.1, (sampled, read)
+        assert min(t % 1.0, 1.0 - t % 1.0) < 0.1, t
