@@ -32,6 +32,10 @@ __all__ = [
 ]
 
 VERSION_HEADER = "X-Sparkdeck-Api"
+# What the stream's keep-alive (an SSE comment) is yielded as: httpx-sse hands it on as a
+# nameless "message" once an event with an id has come (the last event id outlives the event,
+# as the SSE spec says); the service never sends a nameless event itself.
+KEEP_ALIVE = "keep-alive"
 START_TIMEOUT_S = 15.0  # bounds a slow start; a failed one is reported when it fails
 
 
@@ -91,7 +95,8 @@ class ServiceClient:
         replay: tuple[str, ...] | None = None,
     ) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
         """The event stream as (kind, data) pairs, from the service's hello on;
-        `read_timeout`: the longest silence taken (a keep-alive comes every second);
+        `read_timeout`: the longest silence taken (a keep-alive comes every second, and may
+        be yielded as (KEEP_ALIVE, {}));
         `kinds`: only these (the latest of each first, or of those in `replay` when given),
         instead of every event."""
         import json
@@ -109,7 +114,10 @@ class ServiceClient:
 
             def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
                 for sse in source.iter_sse():
-                    yield sse.event, json.loads(sse.data) if sse.data else {}
+                    if sse.event == "message" and not sse.data:
+                        yield KEEP_ALIVE, {}
+                    else:
+                        yield sse.event, json.loads(sse.data) if sse.data else {}
 
             yield pairs()
 

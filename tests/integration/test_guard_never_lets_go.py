@@ -521,7 +521,9 @@ async def test_tui_running_watchdog_takes_over_before_the_launch_ends(
 async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, tmp_path):
     """The dashboard's watchdog decides to stop while Docker is SIGSTOPped: the line says the
     processes were killed directly and keeps showing new decisions (it does not freeze on a
-    failed stop), and once Docker answers again the stop completes and the line says so."""
+    failed stop), and once Docker answers again the stop completes and the line says so, even
+    when the container was seen dead meanwhile (its processes killed: the app then follows
+    no engine, and the loop must still get Docker to remove it)."""
     daemon_pid, client, host = private_dockerd
     image = ensure_busybox_image(client, Path(shutil.which("busybox") or "/bin/busybox"))
     scope = "t" + uuid.uuid4().hex[:10]
@@ -567,6 +569,9 @@ async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, 
                     what="decisions going on while Docker is paused",
                 )
                 assert "STOPPING" in line_text(app)
+                # what the app does when Docker's events say the container died (its
+                # processes were killed): the loop must carry its stop through all the same
+                app.watchdog_line.follow(None)
             finally:
                 os.kill(daemon_pid, signal.SIGCONT)
                 resumed = time.monotonic()
@@ -574,7 +579,10 @@ async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, 
                 pilot,
                 lambda: "STOPPED the engine" in line_text(app),
                 timeout=90.0,
-                what="the stop confirmed once Docker answers",
+                what=lambda: (
+                    f"the stop confirmed once Docker answers (the line: {line_text(app)!r}; "
+                    f"containers: {[c.status for c in scope_containers(client, scope)]})"
+                ),
             )
             print(f"TUI: stop confirmed {time.monotonic() - resumed:.1f} s after SIGCONT")
             await wait_until(

@@ -245,6 +245,7 @@ def test_the_guard_relays_stream_carries_only_the_guards_kinds_and_replays_nothi
     import time
 
     from sparkdeck.service import relay
+    from sparkdeck.service.client import KEEP_ALIVE
     from sparkdeck.service.guard_events import ServiceDecided
 
     tiny_preset(isolated_dirs, llama_image, "relay-tiny")
@@ -265,9 +266,9 @@ def test_the_guard_relays_stream_carries_only_the_guards_kinds_and_replays_nothi
                 if time.monotonic() - began > 4.0:
                     break
     kinds = {kind for _, kind, _ in arrivals}
-    assert kinds <= {"hello", *relay.GUARD_KINDS}, kinds
+    assert kinds <= {"hello", KEEP_ALIVE, *relay.GUARD_KINDS}, kinds
     assert sum(kind == "guard" for _, kind, _ in arrivals) >= 3, arrivals
-    replayed = [d for _, kind, d in arrivals if kind != "hello" and d["id"] <= latest_engine["id"]]
+    replayed = [d for _, kind, d in arrivals if "id" in d and d["id"] <= latest_engine["id"]]
     assert replayed == [], replayed
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals[1:])]  # after the hello
     assert max(gaps) < relay.SILENCE_S, gaps

@@ -131,7 +131,10 @@ class WatchdogLine(LiveText):
         """Guard `engine` at guard.running_hz, or stop guarding (None).
 
         The same container keeps its watchdog, unless that loop ended without stopping it
-        (then a new one starts): a stop in progress is never abandoned."""
+        (then a new one starts): a stop in progress is never abandoned. Nor is it when the
+        engine is seen gone (None: its processes were killed, Docker has not removed it yet):
+        the loop carries its stop through to the container's removal, as the service's does
+        (service.guarding), and the line says when it is done."""
         container = engine.container_id if engine is not None else None
         if engine is None:
             self.off(
@@ -140,6 +143,8 @@ class WatchdogLine(LiveText):
                 else "not running (no sparkdeck engine is running)"
             )
         if container == self.watched and (container is None or self._alive()):
+            return
+        if container is None and self._carrying_out_a_stop():
             return
         self.watched = container
         self.stop_watching()
@@ -246,6 +251,11 @@ class WatchdogLine(LiveText):
         if watchdog is None or watchdog.stopped_by is not None:
             return True
         return any(w.group == "guard" and not w.is_finished for w in self.workers)
+
+    def _carrying_out_a_stop(self) -> bool:
+        """Has this window's watchdog decided a stop that Docker has not confirmed yet?"""
+        watchdog = self._watchdog
+        return watchdog is not None and watchdog.stop_pending and self._alive()
 
     def stop_watching(self) -> None:
         """End the running loop at its next wait (a new engine, or the app's end)."""
