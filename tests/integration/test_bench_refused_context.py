@@ -52,7 +52,9 @@ async def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
         kind="llamacpp",
         store=store,
     ).run()
-    assert good.status in ("complete", "unreliable"), good.reason
+    # complete: the comparison below keeps a complete run beside the failed one (the test
+    # runs alone: beside other tests' load the server falls behind and the run is unreliable)
+    assert good.status == "complete", good.reason
 
     run = BenchSession(
         BenchConfig(
@@ -93,7 +95,7 @@ async def test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete(
 
     # the history keeps the good run beside the failed one for the comparison view
     shown = store.comparison(run.fingerprint.model)
-    assert {r.id for r in shown} == {good.id, run.id}
+    assert {r.id for r in shown} == {good.id, run.id}, (good.status, good.reason)
     await comparison_shows_both(store, good.id, run.id, refused)
 
 

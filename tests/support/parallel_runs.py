@@ -91,6 +91,9 @@ ALONE_TESTS = frozenset(
         "test_kill_9_of_a_recording_process_loses_at_most_5_s_and_gives_a_postmortem",
         "tests/integration/test_engine_watch.py::test_a_container_start_and_removal_reach_the_window_at_once",
         "tests/unit/test_body_limits.py::test_status_probe_of_an_endless_server_ends_quickly",
+        # a bench run that must be complete, not unreliable (its server behind its clients)
+        "tests/integration/test_bench_refused_context.py::"
+        "test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete",
     }
 )
 
