@@ -204,43 +204,39 @@ class Forwarder:
             if k.lower() not in _HOP or k.lower() == b"content-length"
         ]
 
-        answered = asyncio.Event()  # the engine's answer was handed on to its end
-
-        async def pump() -> None:
-            if not await begin_answer(send, answer, headers, opened):
-                return  # an engine's error put into the stream a switch wait opened
-            async for chunk in answer.aiter_raw():
-                meter.feed(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            answered.set()
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-        async def gone() -> None:
+        async def watch() -> None:
+            # the caller went away: the engine's connection is closed, which is how an
+            # engine learns to abort the request (and the relay below ends with it)
             while (await receive())["type"] != "http.disconnect":
                 pass
+            answer.close()
 
-        pumping = asyncio.ensure_future(pump())
-        watching = asyncio.ensure_future(gone())
+        # the answer is relayed in this task, the caller watched in one beside it: a task
+        # less on each request's first token than relaying in a task of its own
+        watching = asyncio.ensure_future(watch())
+        answered, broke = False, None
         try:
-            await asyncio.wait((pumping, watching), return_when=asyncio.FIRST_COMPLETED)
+            if await begin_answer(send, answer, headers, opened):
+                async for chunk in answer.aiter_raw():
+                    meter.feed(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            answered = True  # the engine's answer was handed on to its end
+        except Exception as exc:  # noqa: BLE001 - the answer broke off: logged as its error
+            broke = exc
         finally:
-            for task in (pumping, watching):
-                task.cancel()
-            await asyncio.gather(pumping, watching, return_exceptions=True)
-            broke = None if pumping.cancelled() else pumping.exception()
-            # uvicorn reports a disconnect as soon as the closing send is made, even while
-            # that send still waits to drain, and a client may hang up after a stream's
-            # [DONE]: after the whole answer, no client left early
-            meter.disconnected = (
-                watching.done()
-                and not watching.cancelled()
-                and not (answered.is_set() or meter.stream_ended())
-            )
-            if broke is not None:
-                meter.failed = "the answer broke off: " + (
-                    broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__
-                )
+            left = watching.done() and not watching.cancelled()
+            watching.cancel()
             answer.close()  # mid-body: the connection closes and the engine aborts
+            await asyncio.gather(watching, return_exceptions=True)
+        # uvicorn reports a disconnect as soon as the closing send is made, even while that
+        # send still waits to drain, and a client may hang up after a stream's [DONE]: after
+        # the whole answer, no client left early
+        meter.disconnected = left and not (answered or meter.stream_ended())
+        if broke is not None:
+            meter.failed = "the answer broke off: " + (
+                broke.kind if isinstance(broke, UpstreamError) else type(broke).__name__
+            )
 
     async def _refuse(
         self,

@@ -1,40 +1,50 @@
-"""The endpoint's HTTP connection to the engine: aiohttp's client, set up as a proxy needs it.
+"""The endpoint's HTTP connection to the engine: HTTP/1.1 on asyncio, answers parsed by httptools.
 
-Why aiohttp here when the rest of sparkdeck speaks httpx: on the 2-core test machine a
-minimal forwarder through aiohttp's client added 1.2-1.4 ms to a stream's first token, and
-the same forwarder through httpx's transport 2.2-2.4 ms (docs/performance.md, 2026-12-02):
-aiohttp parses the engine's answer in C. It is already installed with textual-serve.
+Why no client library here (the rest of sparkdeck speaks httpx): the endpoint's promise is
+at most 2 ms added to a stream's first token, and on a 2-core host the client was most of
+it. CPU of one streamed request up to its first chunk, against a local server that answers
+like llama-server (benchmarks/upstream_client.py, 2026-12-04): aiohttp's client 850-1000 µs
+(httpx's more), the same request written here and parsed by httptools 330-600 µs (the
+lower on uvloop, the service's loop). What is
+written here is the request line and headers, the pool and the two rules below; the answer
+is parsed by httptools (llhttp, the C parser uvicorn serves the endpoint's callers with),
+which also undoes the chunked transfer coding.
 
-What a client adds to a request on its own is switched off, so the engine gets what the
-caller sent: no default User-Agent, Accept, Accept-Encoding or Content-Type; no cookie jar
-(one caller's cookie would go with the next caller's request); no redirects; and answers
-pass through compressed as they came. The session is made with the first request, in the
-loop that serves it: an idle service never loads aiohttp.
+The engine gets what the caller sent and nothing a client would add (no User-Agent, Accept,
+Accept-Encoding or Content-Type of its own, no cookie jar shared between callers, no
+redirects followed); answers pass through compressed as they came.
 
 Kept-alive connections and what engines do with them (measured on llama-server b11434,
 2026-12-03): it closes a connection idle for 5 s (its `Keep-Alive: timeout=5`), after 100
 requests (with `Connection: close`), and right after every streamed (chunked) answer
 although that answer said `Keep-Alive`. A pooled connection can so be closed by the engine
 just as the pool hands it to the next request: 50 concurrent streams through the endpoint
-got 20-54 of 500 requests a 502 (ServerDisconnectedError, ClientOSError) that the engine
-never sent. So: a request whose pooled connection the engine closed before the answer's
-status and headers came back is sent once more, on a new connection (nothing had gone to
-the caller yet; once the answer began, nothing is ever sent twice); and the pool lets an
-idle connection go after KEEPALIVE_S, before the engine's own 5 s.
+got 20-54 of 500 requests a 502 that the engine never sent. So: a request whose pooled
+connection the engine closed before the first byte of an answer came back is sent once
+more, on a new connection (nothing had gone to the caller yet; once the answer began,
+nothing is ever sent twice); and the pool lets an idle connection go after KEEPALIVE_S,
+before the engine's own 5 s.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import ssl
+from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    import aiohttp
+import httptools
 
 CONNECT_TIMEOUT_S = 5.0  # no read timeout: a long prefill sends nothing for minutes
 KEEPALIVE_S = 4.0  # below llama-server's 5 s idle close (uvicorn's own default is 5 s too)
 MODELS_TIMEOUT_S = 5.0
-_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+# an answer read ahead of a slow caller: reading from the engine pauses above HIGH and
+# resumes below LOW, so a caller that stops reading holds the engine back, not memory
+HIGH_WATER, LOW_WATER = 256 * 1024, 64 * 1024
 
 
 class UpstreamError(Exception):
@@ -45,145 +55,320 @@ class UpstreamError(Exception):
         self.kind = kind
 
 
+class _ClosedBeforeAnswer(UpstreamError):
+    """The connection closed before a byte of the answer came: on a reused connection, the
+    engine had closed it under the pool (the request is sent again on a new one)."""
+
+
+@lru_cache(maxsize=64)
+def _target(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
+    """(scheme, host, port), the Host header, and the request target of `url`."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UpstreamError(f"not an http(s) URL: {url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = port == (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (
+        (parts.scheme, parts.hostname, port),
+        (host if default else f"{host}:{port}").encode("idna"),
+        path.encode("latin-1"),
+    )
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection to the engine, one answer at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.reused = False  # handed out before: the engine may have closed it meanwhile
+        self._expiry: asyncio.TimerHandle | None = None
+        self._begin()
+
+    def _begin(self) -> None:
+        """Ready for the next answer on this connection."""
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head: asyncio.Future[None] = self._loop.create_future()
+        self.complete = False
+        self.keep_alive = False
+        self.broke: UpstreamError | None = None
+        self._answered = False  # a byte of this answer came
+        self._framed = False  # its length is known (Content-Length or chunked), not the close
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    # ----- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a TCP transport (uvloop's is no subclass)
+
+    def data_received(self, data: bytes) -> None:
+        self._answered = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(UpstreamError(f"a malformed answer ({exc})"))
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes itself: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if self.complete:
+            return
+        if not self.head.done():
+            kind = "the engine closed the connection before it answered"
+            self._fail(_ClosedBeforeAnswer(kind) if not self._answered else UpstreamError(kind))
+        elif not self._framed:
+            self._ended()  # an answer whose end is the connection's close (HTTP/1.0 style)
+        else:
+            self._fail(UpstreamError("the engine closed the connection mid-answer"))
+
+    # ----- httptools' callbacks ------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+        lowered = name.lower()
+        if lowered == b"content-length" or (
+            lowered == b"transfer-encoding" and b"chunked" in value.lower()
+        ):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:  # an interim answer (103 Early Hints): the real one follows
+            self.headers, self._framed = [], False
+            return
+        self.status = status
+        if not self.head.done():
+            self.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+        self._buffered += len(body)
+        if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if not self.status:
+            return  # the end of an interim answer
+        self.keep_alive = self._parser.should_keep_alive()
+        self._ended()
+
+    # ----- the answer, as the endpoint reads it ----------------------------------------------
+
+    def send(self, request: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(request)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            if self._chunks:
+                chunk = self._chunks.popleft()
+                self._buffered -= len(chunk)
+                if self._paused and self._buffered < LOW_WATER and self.transport is not None:
+                    self._paused = False
+                    self.transport.resume_reading()
+                yield chunk
+            elif self.complete:
+                return
+            elif self.broke is not None:
+                raise self.broke
+            else:
+                self._waiter = self._loop.create_future()
+                await self._waiter
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True
+
+    def _ended(self) -> None:
+        self.complete = True
+        self._wake()
+
+    def _fail(self, error: UpstreamError) -> None:
+        if not self.head.done():
+            self.head.set_exception(error)
+        self.broke = self.broke or error
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
 class UpstreamAnswer:
     """The engine's answer while it streams: status, raw headers and the body's bytes."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-        self.status_code = response.status
-        self.raw_headers: list[tuple[bytes, bytes]] = list(response.raw_headers)
-        self.content_encoding = response.headers.get("Content-Encoding")
+    def __init__(self, connection: _Connection, pool: UpstreamPool, key: Any) -> None:
+        self._connection, self._pool, self._key = connection, pool, key
+        self.status_code = connection.status
+        self.raw_headers = connection.headers
+        self.content_encoding = next(
+            (v.decode("latin-1") for k, v in self.raw_headers if k.lower() == b"content-encoding"),
+            None,
+        )
+        self._done = False
 
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
-        """The body as it arrives (still compressed if it was)."""
-        import aiohttp
-
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(type(exc).__name__) from exc
+    def aiter_raw(self) -> AsyncIterator[bytes]:
+        """The body as it arrives (still compressed if it was); UpstreamError when the
+        engine's answer breaks off."""
+        return self._connection.chunks()
 
     async def aread(self) -> bytes:
         return b"".join([chunk async for chunk in self.aiter_raw()])
 
     def close(self) -> None:
-        """After a whole answer the connection goes back to the pool; mid-body it is closed,
-        which is how an engine learns that the client went away and aborts the request."""
-        if self._response.content.at_eof():
-            self._response.release()
+        """After a whole answer a kept-alive connection goes back to the pool; mid-body it
+        is closed, which is how an engine learns that the client went away and aborts."""
+        if self._done:
+            return
+        self._done = True
+        connection = self._connection
+        if connection.complete and connection.keep_alive and not connection.closed:
+            self._pool._release(self._key, connection)
         else:
-            self._response.close()
-
-
-class _Attempt:
-    """One try of a request: whether the pool gave it a connection it had used before."""
-
-    __slots__ = ("reused",)
-
-    def __init__(self) -> None:
-        self.reused = False
+            connection.close()
 
 
 class UpstreamPool:
-    """One aiohttp session (its connection pool) for every forwarded request, and one of
-    new connections only, for the second try of a request whose pooled connection the
-    engine had closed."""
+    """Kept-alive connections to the engine, most recently used first, and the requests
+    sent on them."""
 
     def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
+        self._idle: dict[Any, list[_Connection]] = {}
+        self._tls: ssl.SSLContext | None = None
         self.retried = 0  # requests sent again on a new connection (benchmarks report it)
         # requests the engine did not answer: the finder looks for the engine again after
         # one (endpoint/upstream.py), having trusted what it found until then
         self.failures = 0
 
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = _session(
-                _reuse_traced(), keepalive_timeout=KEEPALIVE_S, limit=0
-            )  # no cap below what 32+ streams need
-        return self._session
-
-    def _open_fresh(self) -> aiohttp.ClientSession:
-        if self._fresh is None:
-            self._fresh = _session(None, force_close=True, limit=0)
-        return self._fresh
-
     async def send(
         self, method: str, url: str, headers: list[tuple[bytes, bytes]], body: bytes | bytearray
     ) -> UpstreamAnswer:
-        """Send a request as given; the answer once its headers are in (UpstreamError when
-        the engine does not answer). A pooled connection the engine closed before the
-        answer began is no answer: the request goes again, once, on a new connection."""
-        import aiohttp
-
-        pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
-        attempt = _Attempt()
+        """Send a request as given; the answer once its status and headers are in
+        (UpstreamError when the engine does not answer). A pooled connection the engine
+        closed before the answer began is no answer: the request goes again, once, on a
+        new connection."""
         try:
+            key, host, path = _target(url)
+            request = _request(method, host, path, headers, body)
+            connection = self._take(key) or await self._connect(key)
             try:
-                response = await self._open().request(
-                    method,
-                    url,
-                    headers=pairs,
-                    data=body,
-                    allow_redirects=False,
-                    trace_request_ctx=attempt,
-                )
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                # a refused or failed connect (ClientConnectorError) is never a reused
-                # connection: only a connection the engine closed under us is tried again
-                if not attempt.reused:
+                await self._exchange(connection, request)
+            except _ClosedBeforeAnswer:
+                if not connection.reused:
                     raise
                 self.retried += 1
-                response = await self._open_fresh().request(
-                    method, url, headers=pairs, data=body, allow_redirects=False
-                )
-        except (TimeoutError, aiohttp.ClientError) as exc:
+                connection = await self._connect(key)
+                await self._exchange(connection, request)
+            return UpstreamAnswer(connection, self, key)
+        except UpstreamError:
             self.failures += 1
-            raise UpstreamError(type(exc).__name__) from exc
-        return UpstreamAnswer(response)
+            raise
 
     async def get_json(self, url: str) -> Any:
-        """GET `url` and decode its JSON (UpstreamError or ValueError when it cannot).
-        aiohttp itself sends a GET again when its reused connection was closed."""
-        import aiohttp
+        """GET `url` and decode its JSON (UpstreamError or ValueError when it cannot)."""
+        import json
 
         try:
-            async with self._open().get(
-                url, timeout=aiohttp.ClientTimeout(total=MODELS_TIMEOUT_S)
-            ) as response:
-                return await response.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise UpstreamError(type(exc).__name__) from exc
+            async with asyncio.timeout(MODELS_TIMEOUT_S):
+                answer = await self.send("GET", url, [(b"accept", b"application/json")], b"")
+                try:
+                    body = await answer.aread()
+                finally:
+                    answer.close()
+        except TimeoutError as exc:
+            raise UpstreamError(f"no answer within {MODELS_TIMEOUT_S:.0f} s") from exc
+        return json.loads(body)
 
     async def close(self) -> None:
-        for session in (self._session, self._fresh):
-            if session is not None:
-                await session.close()
+        for connections in self._idle.values():
+            for connection in connections:
+                connection.close()
+        self._idle.clear()
+
+    # ----- connections ---------------------------------------------------------------------
+
+    async def _exchange(self, connection: _Connection, request: bytes) -> None:
+        """Write the request and wait for the answer's status and headers; the connection
+        is closed when that does not happen (an error, or the caller gone)."""
+        try:
+            connection.send(request)
+            await connection.head
+        except BaseException:
+            connection.close()
+            raise
+
+    def _take(self, key: Any) -> _Connection | None:
+        idle = self._idle.get(key)
+        while idle:
+            connection = idle.pop()
+            if connection._expiry is not None:
+                connection._expiry.cancel()
+            if not connection.closed:
+                connection.reused = True
+                connection._begin()
+                return connection
+        return None
+
+    def _release(self, key: Any, connection: _Connection) -> None:
+        self._idle.setdefault(key, []).append(connection)
+        connection._expiry = asyncio.get_running_loop().call_later(
+            KEEPALIVE_S, self._expire, key, connection
+        )
+
+    def _expire(self, key: Any, connection: _Connection) -> None:
+        idle = self._idle.get(key, [])
+        if connection in idle:
+            idle.remove(connection)
+        connection.close()
+
+    async def _connect(self, key: tuple[str, str, int]) -> _Connection:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        tls = None
+        if scheme == "https":
+            self._tls = self._tls or ssl.create_default_context()
+            tls = self._tls
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(loop), host, port, ssl=tls
+                )
+        except TimeoutError as exc:
+            raise UpstreamError(f"no connection within {CONNECT_TIMEOUT_S:.0f} s") from exc
+        except OSError as exc:  # refused, unreachable, a name that does not resolve, TLS
+            raise UpstreamError(os.strerror(exc.errno) if exc.errno else str(exc)) from exc
+        return connection
 
 
-def _session(traces: aiohttp.TraceConfig | None, **connector: Any) -> aiohttp.ClientSession:
-    import aiohttp
-
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(**connector),
-        timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S),
-        cookie_jar=aiohttp.DummyCookieJar(),
-        skip_auto_headers=_AUTO_HEADERS,
-        auto_decompress=False,
-        trace_configs=[traces] if traces is not None else None,
-    )
-
-
-def _reuse_traced() -> aiohttp.TraceConfig:
-    """aiohttp's hook that says a request got a pooled connection: marks its _Attempt."""
-    import aiohttp
-
-    async def reused(_session: Any, context: Any, _params: Any) -> None:
-        if isinstance(context.trace_request_ctx, _Attempt):
-            context.trace_request_ctx.reused = True
-
-    traces = aiohttp.TraceConfig()
-    traces.on_connection_reuseconn.append(reused)
-    return traces
+def _request(
+    method: str,
+    host: bytes,
+    path: bytes,
+    headers: list[tuple[bytes, bytes]],
+    body: bytes | bytearray,
+) -> bytes:
+    """The request's bytes: the caller's headers as they came (uvicorn parsed them: no line
+    breaks in them), the Host of the engine and the body's length."""
+    lines = [method.encode("ascii"), b" ", path, b" HTTP/1.1\r\nhost: ", host, b"\r\n"]
+    for name, value in headers:
+        lines += (name, b": ", value, b"\r\n")
+    if body or method not in ("GET", "HEAD"):
+        lines.append(b"content-length: %d\r\n" % len(body))
+    lines += (b"\r\n", bytes(body))
+    return b"".join(lines)

@@ -3,10 +3,11 @@
 The service runs for days; its idle size is a promise (issue 16: <= 45 MiB; the figure is
 measured by benchmarks/service_cost.py). Most of it is libraries, so those it can do
 without until they are needed are checked here, in the process the detached start and the
-systemd unit run (`python -m sparkdeck.service`): aiohttp (the endpoint's client, made with
-its first request), httpx (the metrics reader's, made with the first ready engine) and
-requests' character-set detector (not loaded at all). With no detector, the docker SDK still reads
-Docker's answers and its error messages.
+systemd unit run (`python -m sparkdeck.service`): aiohttp (`sparkdeck web`'s; the
+endpoint's connection to the engine was aiohttp's client until 2026-12-04), httpx (the
+metrics reader's, made with the first ready engine) and requests' character-set detector
+(not loaded at all). With no detector, the docker SDK still reads Docker's answers and its
+error messages.
 """
 
 from __future__ import annotations
