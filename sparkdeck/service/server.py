@@ -351,7 +351,7 @@ def _run(settings: Settings, path: Path, sock: socket.socket, report: StartRepor
     try:
         # uvloop: the loop's sockets and callbacks in C. The endpoint's 2 ms promise on a
         # stream's first token is mostly the service's CPU on that path (its request, the
-        # connection to the engine, the answer's first bytes): 1.4-2.0 ms with asyncio's
+        # connection to the engine, the answer's first bytes): 1.4-1.6 ms with asyncio's
         # own loop on a 2-core host, 0.8-1.1 ms with this one (docs/performance.md)
         uvloop.run(
             _serve(
