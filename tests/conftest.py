@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,6 +315,25 @@ def remove_scope(client: docker.DockerClient, scope: str) -> None:
             c.remove(force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            # the service is removing it already (a cancelled launch's stop, a guard's):
+            # Docker answers 409 to a second removal; the test waits for the first
+            if exc.status_code != 409 or "already in progress" not in str(exc):
+                raise
+            _wait_removed(client, c.id)
+
+
+def _wait_removed(
+    client: docker.DockerClient, container_id: str | None, within: float = 60
+) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"container {container_id} still there {within:.0f} s into its removal")
 
 
 @pytest.fixture
