@@ -56,16 +56,19 @@ def stop_line_below_a_hog(config: Path) -> tuple[int, float]:
     """Raise the guard's stop line (settings.toml in `config`) to halfway down a hog's drop:
     today's MemAvailable is above it by half a hog (2 GiB at most), and the hog takes it
     below by as much (other work on a shared box moves it by less). The test never endangers
-    the box. The hog's size and the stop line (% of MemTotal)."""
+    the box. The hog's size and the stop line (% of MemTotal, as the guard reads it)."""
     from sparkdeck.host.meminfo import read_meminfo
 
     memory = read_meminfo()
     hog_size = min(4 * 2**30, memory.available // 5) // 4096 * 4096
     start_pct = 100 * memory.available / memory.total
-    stop_pct = start_pct - 50 * hog_size / memory.total
+    # the line as written (2 decimals) is the guard's: a test that judged readings against
+    # the unrounded figure was up to 0.005 % of MemTotal off (a reading 254 KB above it
+    # was below the guard's line, and the test failed a stop the rule had made)
+    stop_pct = round(start_pct - 50 * hog_size / memory.total, 2)
     config.mkdir(parents=True, exist_ok=True)
     (config / "settings.toml").write_text(
-        f"[guard]\nstop_available_pct = {stop_pct:.2f}\n"
+        f"[guard]\nstop_available_pct = {stop_pct}\n"
         f"warn_available_pct = {min(stop_pct + 0.5 * (start_pct - stop_pct), 99.0):.2f}\n"
     )
     return hog_size, stop_pct
