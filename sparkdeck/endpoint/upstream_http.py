@@ -24,6 +24,16 @@ connection the engine closed before the first byte of an answer came back is sen
 more, on a new connection (nothing had gone to the caller yet; once the answer began,
 nothing is ever sent twice); and the pool lets an idle connection go after KEEPALIVE_S,
 before the engine's own 5 s.
+
+A connection kept ready (Envoy's "preconnect"): since llama-server closes the connection of
+every streamed answer, each chat request would open a new one, and after seconds of quiet
+that connect (through docker-proxy for a published port, which then dials the container)
+is the slowest step of the endpoint's part of a first token. So once an answer ends with no
+idle connection left, the pool opens one for the next request, and renews it as KEEPALIVE_S
+lets it go, for SPARE_FOR_S after the last request; then the service is idle again. It is
+one idle connection: one of the engine's HTTP threads on llama-server, which the next
+request through the endpoint uses. A spare the engine closed meanwhile is treated as any
+pooled one: the request goes again on a new connection.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +52,7 @@ import httptools
 
 CONNECT_TIMEOUT_S = 5.0  # no read timeout: a long prefill sends nothing for minutes
 KEEPALIVE_S = 4.0  # below llama-server's 5 s idle close (uvicorn's own default is 5 s too)
+SPARE_FOR_S = 120.0  # a connection is kept ready this long after the last request
 MODELS_TIMEOUT_S = 5.0
 # an answer read ahead of a slow caller: reading from the engine pauses above HIGH and
 # resumes below LOW, so a caller that stops reading holds the engine back, not memory
@@ -85,9 +97,28 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.reused = False  # handed out before: the engine may have closed it meanwhile
+        self.reused = False  # pooled: the engine may have closed it meanwhile
+        self.answers = 0  # whole answers read on it
         self._expiry: asyncio.TimerHandle | None = None
+        self._on_lost: Callable[[], None] | None = None
         self._begin()
+
+    def park(self, expiry: asyncio.TimerHandle, on_lost: Callable[[], None]) -> None:
+        """Idle in the pool until `expiry` lets it go; `on_lost` if the engine closes it
+        first."""
+        self._expiry, self._on_lost = expiry, on_lost
+
+    def take(self) -> bool:
+        """Out of the pool for the next request; False when the engine closed it."""
+        self._on_lost = None
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if self.closed:
+            return False
+        self.reused = True
+        self._begin()
+        return True
 
     def _begin(self) -> None:
         """Ready for the next answer on this connection."""
@@ -117,13 +148,13 @@ class _Connection(asyncio.Protocol):
             self._fail(UpstreamError(f"a malformed answer ({exc})"))
             self.close()
 
-    def eof_received(self) -> bool:
-        return False  # the transport closes itself: connection_lost follows
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._expiry is not None:
             self._expiry.cancel()
+        if self._on_lost is not None:  # closed by the engine while idle in the pool
+            on_lost, self._on_lost = self._on_lost, None
+            on_lost()
         if self.complete:
             return
         if not self.head.done():
@@ -165,6 +196,7 @@ class _Connection(asyncio.Protocol):
         if not self.status:
             return  # the end of an interim answer
         self.keep_alive = self._parser.should_keep_alive()
+        self.answers += 1
         self._ended()
 
     # ----- the answer, as the endpoint reads it ----------------------------------------------
@@ -191,6 +223,7 @@ class _Connection(asyncio.Protocol):
                 await self._waiter
 
     def close(self) -> None:
+        self._on_lost = None  # closed by the pool's own decision
         if self.transport is not None and not self.closed:
             self.transport.close()
         self.closed = True
@@ -239,9 +272,10 @@ class UpstreamAnswer:
         self._done = True
         connection = self._connection
         if connection.complete and connection.keep_alive and not connection.closed:
-            self._pool._release(self._key, connection)
+            self._pool.release(self._key, connection)
         else:
             connection.close()
+            self._pool.keep_ready(self._key)
 
 
 class UpstreamPool:
@@ -250,6 +284,9 @@ class UpstreamPool:
 
     def __init__(self) -> None:
         self._idle: dict[Any, list[_Connection]] = {}
+        self._opening: dict[Any, asyncio.Task[None]] = {}  # spares being connected
+        self._last_request = 0.0  # time.monotonic()
+        self._closed = False
         self._tls: ssl.SSLContext | None = None
         self.retried = 0  # requests sent again on a new connection (benchmarks report it)
         # requests the engine did not answer: the finder looks for the engine again after
@@ -263,6 +300,7 @@ class UpstreamPool:
         (UpstreamError when the engine does not answer). A pooled connection the engine
         closed before the answer began is no answer: the request goes again, once, on a
         new connection."""
+        self._last_request = time.monotonic()
         try:
             key, host, path = _target(url)
             request = _request(method, host, path, headers, body)
@@ -296,6 +334,9 @@ class UpstreamPool:
         return json.loads(body)
 
     async def close(self) -> None:
+        self._closed = True
+        for task in list(self._opening.values()):
+            task.cancel()
         for connections in self._idle.values():
             for connection in connections:
                 connection.close()
@@ -313,29 +354,64 @@ class UpstreamPool:
             connection.close()
             raise
 
+    def release(self, key: Any, connection: _Connection) -> None:
+        """A connection whose answer ended, kept for the next request to `key`."""
+        self._idle.setdefault(key, []).append(connection)
+        connection.park(
+            asyncio.get_running_loop().call_later(KEEPALIVE_S, self._expire, key, connection),
+            lambda: self._lost(key, connection),
+        )
+
+    def _lost(self, key: Any, connection: _Connection) -> None:
+        """The engine closed an idle connection. After an answer (llama-server closes the
+        connection of each streamed one, often a moment after the answer ended) a ready
+        one takes its place; one never used is not replaced, or an engine that closes idle
+        connections at once would be reconnected to in a loop."""
+        idle = self._idle.get(key, [])
+        if connection in idle:
+            idle.remove(connection)
+        if connection.answers:
+            self.keep_ready(key)
+
+    def keep_ready(self, key: Any) -> None:
+        """Open a connection to `key` for the next request, unless one is idle or opening,
+        or the last request is SPARE_FOR_S old."""
+        if (
+            self._closed
+            or self._idle.get(key)
+            or key in self._opening
+            or time.monotonic() - self._last_request > SPARE_FOR_S
+        ):
+            return
+        self._opening[key] = asyncio.get_running_loop().create_task(self._open_spare(key))
+
+    async def _open_spare(self, key: Any) -> None:
+        try:
+            connection = await self._connect(key)
+        except UpstreamError:
+            return  # the engine is going or gone: the next request finds out for itself
+        finally:
+            del self._opening[key]
+        if self._closed:
+            connection.close()
+            return
+        connection.reused = True  # opened ahead: the engine may close it before it is used
+        self.release(key, connection)
+
     def _take(self, key: Any) -> _Connection | None:
         idle = self._idle.get(key)
         while idle:
             connection = idle.pop()
-            if connection._expiry is not None:
-                connection._expiry.cancel()
-            if not connection.closed:
-                connection.reused = True
-                connection._begin()
+            if connection.take():
                 return connection
         return None
-
-    def _release(self, key: Any, connection: _Connection) -> None:
-        self._idle.setdefault(key, []).append(connection)
-        connection._expiry = asyncio.get_running_loop().call_later(
-            KEEPALIVE_S, self._expire, key, connection
-        )
 
     def _expire(self, key: Any, connection: _Connection) -> None:
         idle = self._idle.get(key, [])
         if connection in idle:
             idle.remove(connection)
         connection.close()
+        self.keep_ready(key)
 
     async def _connect(self, key: tuple[str, str, int]) -> _Connection:
         scheme, host, port = key

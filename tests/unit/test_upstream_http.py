@@ -89,6 +89,13 @@ def whole(body: bytes, status: bytes = b"200 OK") -> bytes:
     return b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
 
 
+def closing(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+
 async def answer_with(writer: asyncio.StreamWriter, data: bytes) -> None:
     writer.write(data)
     await writer.drain()
@@ -258,3 +265,106 @@ async def test_get_json_reads_a_models_list() -> None:
         assert await pool.get_json(served.url) == {"data": [{"id": "m"}]}
         assert served.connections[0][0].startswith(b"GET /v1/chat/completions HTTP/1.1\r\n")
         assert b"content-length" not in served.connections[0][0]
+
+
+async def test_after_a_stream_the_engine_closed_the_next_request_finds_a_connection_ready() -> None:
+    """llama-server closes the connection of every streamed answer: the pool opens the next
+    one as the answer ends, so a request after a pause does not wait for a connect (nor for
+    docker-proxy to dial the container). It goes on that connection, and nothing more is
+    opened while it is idle."""
+
+    async def answer(_c: int, _r: int, _rd: Any, writer: asyncio.StreamWriter) -> None:
+        # as llama-server does: the answer says keep-alive, and the connection closes
+        # after it, before or after the pool has taken it back
+        await answer_with(writer, chunked(SSE, b"data: [DONE]\n\n"))
+        writer.close()
+
+    async with engine(answer) as (served, pool):
+        first = await pool.send("POST", served.url, [], BODY)
+        await first.aread()
+        first.close()
+        await asyncio.sleep(0.3)  # a pause before the next request
+        assert len(served.connections) == 2  # opened before anything was asked of it
+        assert served.connections[1] == [] and not served.ended[1].is_set()
+        again = await pool.send("POST", served.url, [], BODY)
+        assert await again.aread() == SSE + b"data: [DONE]\n\n"
+        again.close()
+        assert [len(requests) for requests in served.connections[:2]] == [1, 1]
+        assert (pool.retried, pool.failures) == (0, 0)
+
+
+async def test_a_ready_connection_is_renewed_for_spare_for_s_then_none_is_kept(
+    monkeypatch,
+) -> None:
+    """Each ready connection goes after KEEPALIVE_S like any idle one, and a new one takes
+    its place until SPARE_FOR_S after the last request; then the pool holds nothing and
+    opens nothing (an idle service does not wake). Here 0.2 s and 0.7 s."""
+    monkeypatch.setattr(upstream_http, "KEEPALIVE_S", 0.2)
+    monkeypatch.setattr(upstream_http, "SPARE_FOR_S", 0.7)
+
+    async def answer(_c: int, _r: int, _rd: Any, writer: asyncio.StreamWriter) -> None:
+        await answer_with(writer, closing(b"ok"))
+        writer.close()
+
+    async with engine(answer) as (served, pool):
+        (await pool.send("POST", served.url, [], BODY)).close()
+        await asyncio.sleep(1.2)
+        opened = len(served.connections)
+        assert 4 <= opened <= 6, opened  # the request's, then one every 0.2 s up to 0.7 s
+        await asyncio.sleep(0.5)
+        assert len(served.connections) == opened  # none after SPARE_FOR_S
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in served.ended)), 1.0)
+        assert all(requests == [] for requests in served.connections[1:])
+        assert (pool.retried, pool.failures) == (0, 0)
+
+
+async def test_a_ready_connection_that_cannot_be_opened_is_no_failure() -> None:
+    """The engine went away after its answer: the connection the pool opens ahead is
+    refused, quietly (the next request finds out for itself, and counts it)."""
+
+    async def answer(_c: int, _r: int, _rd: Any, writer: asyncio.StreamWriter) -> None:
+        await answer_with(writer, closing(b"ok"))
+        writer.close()
+
+    port = free_port()
+    served = Engine(answer, url=f"http://127.0.0.1:{port}/v1/chat/completions")
+    server = await asyncio.start_server(served.handle, "127.0.0.1", port)
+    pool = UpstreamPool()
+    try:
+        got = await pool.send("POST", served.url, [], BODY)
+        server.close()  # listens no more: the connection opened ahead is refused
+        got.close()
+        await asyncio.sleep(0.3)
+        assert (pool.failures, len(served.connections)) == (0, 1)
+        with pytest.raises(UpstreamError, match="refused"):
+            await pool.send("POST", served.url, [], BODY)
+        assert pool.failures == 1
+    finally:
+        await pool.close()
+
+
+async def test_a_ready_connection_the_engine_closes_unused_is_not_replaced_in_a_loop() -> None:
+    """An engine that closes idle connections at once: the one opened ahead goes, and no
+    other takes its place until a request's answer ends (else: a connect loop)."""
+    accepted: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(len(accepted))
+        if len(accepted) == 1:
+            await reader.readuntil(b"\r\n\r\n" + BODY)
+            writer.write(closing(b"ok"))
+            await writer.drain()
+        writer.close()  # any later connection: closed before a request
+
+    port = free_port()
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    pool = UpstreamPool()
+    try:
+        got = await pool.send("POST", f"http://127.0.0.1:{port}/v1/x", [], BODY)
+        assert await got.aread() == b"ok"
+        got.close()
+        await asyncio.sleep(0.5)
+        assert len(accepted) == 2  # the request's, and one opened ahead that the engine closed
+    finally:
+        await pool.close()
+        server.close()
