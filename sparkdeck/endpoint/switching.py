@@ -189,8 +189,15 @@ class SwitchGate:
             return None
         if self._serves(upstream, model):
             return upstream.preset_id if upstream is not None else None
-        starting = self._owner.follower.engine  # one on its way up is waited for, not re-run
-        if starting is not None and model in (starting.preset_id, starting.name):
+        # one on its way up is waited for, not re-run. While a switch runs, the engine the
+        # guard still holds as ready is the one being taken down (not gone from Docker
+        # yet): a request for it waits for a switch back. Taken for one starting, such a
+        # request got no switch and went to the next engine, which refused its model in
+        # the stream it had opened (tests/integration/test_endpoint_queue.py, 2026-12-04)
+        follower = self._owner.follower
+        starting = follower.engine
+        going = self._switch is not None and follower.ready
+        if starting is not None and not going and model in (starting.preset_id, starting.name):
             return None
         catalog = await self._finder.presets()
         named = [
