@@ -13,15 +13,16 @@ reported it. The owner and the finder are stand-ins for what the gate reads of t
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from sparkdeck.config.settings import EndpointSettings, GuardSettings
 from sparkdeck.endpoint.switching import SwitchGate, _Switch
-from sparkdeck.runtime.state import EngineState
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.hub import EventHub
+from tests.support.snapshot_readings import READY, no_docker
 
 pytestmark = pytest.mark.anyio
 
@@ -34,24 +35,9 @@ class Finder:  # stand-in: the presets the gate looks a model up in
 
 
 def gate_with(engine: str, ready: bool, switching_to: str | None) -> SwitchGate:
-    def no_docker():
-        raise AssertionError("asked Docker")
-
     follower = GuardFollower(EventHub(), GuardSettings(), no_docker, lambda engine: False)
-    follower.engine = EngineState(
-        container_id=f"c-{engine}",
-        name=f"sparkdeck-{engine}-1",
-        preset_id=engine,
-        kind="llama.cpp",
-        image="img",
-        model=f"/models/{engine}.gguf",
-        base_url="http://127.0.0.1:1",
-        health_path="/health",
-        metrics_path=None,
-        spec_hash="h",
-        docker_state="running",
-        exit_code=None,
-        started_at=None,
+    follower.engine = replace(
+        READY, container_id=f"c-{engine}", name=f"sparkdeck-{engine}-1", preset_id=engine
     )
     follower.ready = ready
     owner = SimpleNamespace(follower=follower, in_flight=None)
