@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self, cast
 
 from textual.content import Content
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.visual import Visual
 from textual.widgets import Static
 
 from sparkdeck.telemetry.view import Bar, Row, spark_text
@@ -49,13 +51,26 @@ def bar_content(bar: Bar, width: int = BAR_WIDTH, label_width: int = LABEL_WIDTH
 
 
 class LiveText(Static):
-    """A Static for text that is re-rendered every sample: cheap when nothing changed.
+    """A Static for text that is re-rendered every sample: cheap when nothing changed, and
+    when little did.
 
     Re-rendering identical text, or asking for a layout pass when the widget's height cannot
     have changed, is most of what a 1 Hz panel costs (a layout pass re-arranges the whole
     screen); both are skipped here (see the benchmark). Identical means the same characters
     in the same styles: a level's colour that changes under the same figure is drawn.
+
+    Text that changed in some of its lines repaints only those lines: each line's rows are
+    rendered on their own and kept, and the frame draws only the rows of the lines that
+    changed. An engine card whose uptime moves each second re-rendered all seven of its lines
+    for it (1.5 of a 6 ms frame), and the frame's box around the changed rows grew with it
+    (docs/performance.md). A line whose row count changes, a new line count, a new width,
+    a theme or style change or a text selection renders the whole text anew, as Static does.
     """
+
+    # (line, its rendered rows) for each line of the text shown, at _width; None: render anew
+    _lines: list[tuple[Content, list[Strip]]] | None = None
+    _width = -1
+    _only: list[Region] | None = None  # while set_text updates: the rows it changed
 
     def __init__(self, content: Content | str = "", **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
@@ -66,9 +81,80 @@ class LiveText(Static):
         if same_text(content, self._shown):
             return
         self._shown = content
-        self.update(content, layout=False)
-        if self._size_may_change():
+        self._only = self._rows_changed_by(content)
+        try:
+            self.update(content, layout=False)
+        finally:
+            only, self._only = self._only, None
+        if only is None and self._size_may_change():
             self.refresh(layout=True)
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> Self:
+        if self._only is not None and not regions and not layout and not recompose:
+            if self._only:  # the rows of the lines set_text changed, and no others
+                super().refresh(*self._only, repaint=repaint)
+            return self
+        if repaint and not regions:
+            self._lines = None  # all of it: a new text, a new size, a theme or class change
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def render_line(self, y: int) -> Strip:
+        if not self._by_line():
+            return super().render_line(y)
+        if self._lines is None or self._width != self.size.width:
+            self._width = width = self.size.width
+            lines = cast(Content, self.content).split("\n", allow_blank=True)
+            self._lines = [(line, self._rows_of(n, line, width)) for n, line in enumerate(lines)]
+        for _, rows in self._lines:
+            if y < len(rows):
+                return rows[y]
+            y -= len(rows)
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
+
+    def _by_line(self) -> bool:
+        """Whether the text is rendered a line at a time (else as Static renders it)."""
+        return (
+            isinstance(self.content, Content)
+            and self.text_selection is None  # a selection spans lines
+            and tuple(self.styles.content_align) == ("left", "top")
+        )
+
+    def _rows_of(self, index: int, line: Content, width: int) -> list[Strip]:
+        """The rows of the text's line `index`. Rendered after `index` empty lines, so that
+        its cells carry the offsets of the whole text (a mouse selection reads them)."""
+        if index:
+            lead = Content("\n" * index)
+            return Visual.to_strips(self, lead + line, width, None, self.visual_style)[index:]
+        return Visual.to_strips(self, line, width, None, self.visual_style)
+
+    def _rows_changed_by(self, content: Content | str) -> list[Region] | None:
+        """Render the lines of `content` that differ from those shown, keep them, and
+        return the rows they take (in the widget's content); None when the whole text is to
+        be rendered anew (see the class)."""
+        shown, width = self._lines, self._width
+        if shown is None or not isinstance(content, Content) or width != self.size.width:
+            return None
+        if not self._by_line():
+            return None
+        lines = content.split("\n", allow_blank=True)
+        if len(lines) != len(shown):
+            return None
+        kept: list[tuple[Content, list[Strip]]] = []
+        changed: list[Region] = []
+        row = 0
+        for index, (line, (before, rows)) in enumerate(zip(lines, shown, strict=True)):
+            if not same_text(line, before):
+                new_rows = self._rows_of(index, line, width)
+                if len(new_rows) != len(rows):
+                    return None  # the text's height changes: lay it out again
+                changed.append(Region(0, row, width, len(rows)))
+                rows = new_rows
+            kept.append((line, rows))
+            row += len(rows)
+        self._lines = kept
+        return changed
 
     def _size_may_change(self) -> bool:
         """Whether the text now shown may take another size than the last: never for a

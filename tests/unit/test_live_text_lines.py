@@ -1,0 +1,153 @@
+"""A LiveText whose text changed in some lines repaints only those lines, and draws exactly
+what a Static given the same text draws (issue 31: a ready engine's card re-rendered all seven
+of its lines for the uptime each second).
+
+Each test hosts a LiveText beside a plain Static, both with the same border and width, and
+gives both the same texts: the Static is the reference for every cell and style. The rows a
+frame asks for are counted through render_line, the hook Textual's styles cache calls for
+each row it has to draw anew.
+"""
+
+from __future__ import annotations
+
+import pytest
+from textual.content import Content
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widgets import Static
+
+from sparkdeck.ui.machine.live import LiveText
+from tests.support.pane_host import WidgetHost
+
+CSS = """
+#live, #ref { width: 40; height: auto; border: round $primary; padding: 0 1; }
+.alarm { color: red; background: $error 20%; }
+"""
+
+
+class CountingLiveText(LiveText):
+    """A LiveText that records which rows Textual asked it to render."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def render_line(self, y: int) -> Strip:
+        self.asked.append(y)
+        return super().render_line(y)
+
+
+class Host(WidgetHost):
+    CSS = CSS
+
+
+def card(uptime: str, model: str = "Qwen/Qwen3-8B") -> Content:
+    """Seven lines in the engine card's shape: labels in bold, one value styled."""
+    rows = [
+        ("state", Content.styled("ready", "$success")),
+        ("preset", Content("vllm-ngc  vllm")),
+        ("address", Content("http://127.0.0.1:8000")),
+        ("uptime", Content(uptime)),
+        ("model", Content.styled(model, "$text-muted")),
+        ("gpu", Content("0.70 of memory")),
+        ("since", Content("12:00")),
+    ]
+    return Content("\n").join(
+        Content.assemble((f"{label:<8} ", "bold"), value) for label, value in rows
+    )
+
+
+def drawn(widget: Static) -> list[list[tuple[str, object]]]:
+    """Every row of the widget as the screen gets it: each segment's text and style."""
+    region = Region(0, 0, widget.outer_size.width, widget.outer_size.height)
+    return [[(seg.text, seg.style) for seg in strip] for strip in widget.render_lines(region)]
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.pause()
+
+
+@pytest.mark.anyio
+async def test_a_changed_line_repaints_its_row_only_and_draws_what_a_static_draws():
+    live, ref = CountingLiveText("", id="live"), Static("", id="ref")
+    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
+        live.set_text(card("0m 01s"))
+        ref.update(card("0m 01s"))
+        await settle(pilot)
+        assert drawn(live) == drawn(ref)
+        live.asked.clear()
+        live.set_text(card("0m 02s"))
+        ref.update(card("0m 02s"))
+        await settle(pilot)
+        # the uptime is the fourth line, one row: the frame asked for that row alone
+        assert live.asked == [3], live.asked
+        assert drawn(live) == drawn(ref)
+        assert "0m 02s" in "".join(text for row in drawn(live) for text, _ in row)
+
+
+@pytest.mark.anyio
+async def test_a_wrapped_line_that_changes_within_its_rows_repaints_them_and_matches():
+    long_model = "org/a-model-name-long-enough-to-wrap-onto-two-rows"
+    live, ref = CountingLiveText("", id="live"), Static("", id="ref")
+    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
+        live.set_text(card("0m 01s", long_model))
+        ref.update(card("0m 01s", long_model))
+        await settle(pilot)
+        assert live.size.height == ref.size.height == 9  # the model takes three rows
+        live.asked.clear()
+        live.set_text(card("0m 01s", long_model.replace("long", "LONG")))
+        ref.update(card("0m 01s", long_model.replace("long", "LONG")))
+        await settle(pilot)
+        assert sorted(set(live.asked)) == [4, 5, 6], live.asked  # the model's rows only
+        assert drawn(live) == drawn(ref)
+
+
+@pytest.mark.anyio
+async def test_a_line_that_needs_another_row_count_lays_out_and_draws_it_all():
+    live, ref = CountingLiveText("", id="live"), Static("", id="ref")
+    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
+        live.set_text(card("0m 01s"))
+        ref.update(card("0m 01s"))
+        await settle(pilot)
+        wider = card("0m 01s", "org/a-model-name-long-enough-to-wrap")
+        live.set_text(wider)
+        ref.update(wider)
+        await settle(pilot)
+        assert live.size.height == ref.size.height == 8
+        assert drawn(live) == drawn(ref)
+        # and fewer lines than before: no row of the old text is left behind
+        live.set_text(Content("stopped"))
+        ref.update(Content("stopped"))
+        await settle(pilot)
+        assert live.size.height == 1
+        assert drawn(live) == drawn(ref)
+
+
+@pytest.mark.anyio
+async def test_a_theme_change_redraws_every_line_in_the_new_colours():
+    live, ref = LiveText("", id="live"), Static("", id="ref")
+    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
+        live.set_text(card("0m 01s"))
+        ref.update(card("0m 01s"))
+        await settle(pilot)
+        before = drawn(live)
+        pilot.app.theme = "textual-light" if pilot.app.theme != "textual-light" else "nord"
+        await settle(pilot)
+        assert drawn(live) == drawn(ref)
+        assert drawn(live) != before  # the colours did change: the comparison means something
+
+
+@pytest.mark.anyio
+async def test_a_class_that_changes_the_colours_redraws_every_line():
+    live, ref = LiveText("", id="live"), Static("", id="ref")
+    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
+        live.set_text(card("0m 01s"))
+        ref.update(card("0m 01s"))
+        await settle(pilot)
+        before = drawn(live)
+        live.add_class("alarm")
+        ref.add_class("alarm")
+        await settle(pilot)
+        assert drawn(live) == drawn(ref)
+        assert drawn(live) != before
