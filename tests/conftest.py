@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ import tomli_w
 from sparkdeck.presets import Preset, load_file
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import MANAGED, SCOPE
+from tests.support.cli import wait_for
 from tests.support.images import TINY_MODEL_PATH, ensure_busybox_image, ensure_llama_image
 from tests.support.parallel_runs import (
     LOCK_DIR_KEY,
@@ -326,14 +326,14 @@ def remove_scope(client: docker.DockerClient, scope: str) -> None:
 def _wait_removed(
     client: docker.DockerClient, container_id: str | None, within: float = 60
 ) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         try:
             client.containers.get(container_id)
         except docker.errors.NotFound:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"container {container_id} still there {within:.0f} s into its removal")
+            return True
+        return False
+
+    wait_for(gone, within, f"container {container_id} to be removed (a removal in progress)")
 
 
 @pytest.fixture

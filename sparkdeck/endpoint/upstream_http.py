@@ -367,9 +367,7 @@ class UpstreamPool:
         connection of each streamed one, often a moment after the answer ended) a ready
         one takes its place; one never used is not replaced, or an engine that closes idle
         connections at once would be reconnected to in a loop."""
-        idle = self._idle.get(key, [])
-        if connection in idle:
-            idle.remove(connection)
+        self._forget(key, connection)
         if connection.answers:
             self.keep_ready(key)
 
@@ -407,11 +405,15 @@ class UpstreamPool:
         return None
 
     def _expire(self, key: Any, connection: _Connection) -> None:
+        self._forget(key, connection)
+        connection.close()
+        self.keep_ready(key)
+
+    def _forget(self, key: Any, connection: _Connection) -> None:
+        """Take `connection` out of the idle ones (it may have been taken already)."""
         idle = self._idle.get(key, [])
         if connection in idle:
             idle.remove(connection)
-        connection.close()
-        self.keep_ready(key)
 
     async def _connect(self, key: tuple[str, str, int]) -> _Connection:
         scheme, host, port = key

@@ -55,9 +55,6 @@ class Part:
             parts += [" ", (spark_text(self.series, spark, self.high), "$primary")]
         return Content.assemble(*parts)
 
-    def width(self, spark: int) -> int:
-        return self.content(spark).cell_length
-
 
 def memory_part(snapshot: TelemetrySnapshot | None, history: History, guard: GuardSettings) -> Part:
     if snapshot is None:
@@ -166,19 +163,21 @@ def glance_parts(
 
 
 def glance_content(parts: Sequence[Part], width: int) -> Content:
-    """One line with sparklines if it fits, else one without, else the parts wrapped."""
+    """One line with sparklines if it fits, else one without, else the parts wrapped. Each
+    part's text is built once per try (it is drawn every second, twice with an engine up)."""
     for spark in (SPARK, 0):
-        if sum(p.width(spark) for p in parts) + len(GAP) * (len(parts) - 1) <= width:
-            return Content(GAP).join(p.content(spark) for p in parts)
+        texts = [part.content(spark) for part in parts]
+        if sum(text.cell_length for text in texts) + len(GAP) * (len(texts) - 1) <= width:
+            return Content(GAP).join(texts)
     lines: list[list[Content]] = [[]]
     used = 0
-    for part in parts:
-        size = part.width(0)
+    for text in texts:  # without sparklines, from the last try
+        size = text.cell_length
         if lines[-1] and used + len(GAP) + size > width:
             lines.append([])
             used = 0
         used += size + (len(GAP) if lines[-1] else 0)
-        lines[-1].append(part.content(0))
+        lines[-1].append(text)
     return Content("\n").join(Content(GAP).join(line) for line in lines)
 
 
