@@ -63,7 +63,10 @@ def drawn(widget: Static) -> list[list[tuple[str, object]]]:
     return [[(seg.text, seg.style) for seg in strip] for strip in widget.render_lines(region)]
 
 
-async def settle(pilot) -> None:
+async def show(pilot, live: LiveText, ref: Static, text: Content) -> None:
+    """Give both widgets `text` and let the frames that follow draw it."""
+    live.set_text(text)
+    ref.update(text)
     await pilot.pause()
     await pilot.pause()
 
@@ -72,14 +75,10 @@ async def settle(pilot) -> None:
 async def test_a_changed_line_repaints_its_row_only_and_draws_what_a_static_draws():
     live, ref = CountingLiveText("", id="live"), Static("", id="ref")
     async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
-        live.set_text(card("0m 01s"))
-        ref.update(card("0m 01s"))
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 01s"))
         assert drawn(live) == drawn(ref)
         live.asked.clear()
-        live.set_text(card("0m 02s"))
-        ref.update(card("0m 02s"))
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 02s"))
         # the uptime is the fourth line, one row: the frame asked for that row alone
         assert live.asked == [3], live.asked
         assert drawn(live) == drawn(ref)
@@ -91,14 +90,10 @@ async def test_a_wrapped_line_that_changes_within_its_rows_repaints_them_and_mat
     long_model = "org/a-model-name-long-enough-to-wrap-onto-two-rows"
     live, ref = CountingLiveText("", id="live"), Static("", id="ref")
     async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
-        live.set_text(card("0m 01s", long_model))
-        ref.update(card("0m 01s", long_model))
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 01s", long_model))
         assert live.size.height == ref.size.height == 9  # the model takes three rows
         live.asked.clear()
-        live.set_text(card("0m 01s", long_model.replace("long", "LONG")))
-        ref.update(card("0m 01s", long_model.replace("long", "LONG")))
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 01s", long_model.replace("long", "LONG")))
         assert sorted(set(live.asked)) == [4, 5, 6], live.asked  # the model's rows only
         assert drawn(live) == drawn(ref)
 
@@ -107,47 +102,34 @@ async def test_a_wrapped_line_that_changes_within_its_rows_repaints_them_and_mat
 async def test_a_line_that_needs_another_row_count_lays_out_and_draws_it_all():
     live, ref = CountingLiveText("", id="live"), Static("", id="ref")
     async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
-        live.set_text(card("0m 01s"))
-        ref.update(card("0m 01s"))
-        await settle(pilot)
-        wider = card("0m 01s", "org/a-model-name-long-enough-to-wrap")
-        live.set_text(wider)
-        ref.update(wider)
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 01s"))
+        await show(pilot, live, ref, card("0m 01s", "org/a-model-name-long-enough-to-wrap"))
         assert live.size.height == ref.size.height == 8
         assert drawn(live) == drawn(ref)
         # and fewer lines than before: no row of the old text is left behind
-        live.set_text(Content("stopped"))
-        ref.update(Content("stopped"))
-        await settle(pilot)
+        await show(pilot, live, ref, Content("stopped"))
         assert live.size.height == 1
         assert drawn(live) == drawn(ref)
 
 
+def other_theme(app, live: LiveText, ref: Static) -> None:
+    app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+
+
+def alarm_class(app, live: LiveText, ref: Static) -> None:
+    live.add_class("alarm")
+    ref.add_class("alarm")
+
+
 @pytest.mark.anyio
-async def test_a_theme_change_redraws_every_line_in_the_new_colours():
+@pytest.mark.parametrize("change", [other_theme, alarm_class])
+async def test_a_theme_or_class_change_redraws_every_line_in_the_new_colours(change):
     live, ref = LiveText("", id="live"), Static("", id="ref")
     async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
-        live.set_text(card("0m 01s"))
-        ref.update(card("0m 01s"))
-        await settle(pilot)
+        await show(pilot, live, ref, card("0m 01s"))
         before = drawn(live)
-        pilot.app.theme = "textual-light" if pilot.app.theme != "textual-light" else "nord"
-        await settle(pilot)
+        change(pilot.app, live, ref)
+        await pilot.pause()
+        await pilot.pause()
         assert drawn(live) == drawn(ref)
         assert drawn(live) != before  # the colours did change: the comparison means something
-
-
-@pytest.mark.anyio
-async def test_a_class_that_changes_the_colours_redraws_every_line():
-    live, ref = LiveText("", id="live"), Static("", id="ref")
-    async with Host(live, ref, css_path=None).run_test(size=(84, 24)) as pilot:
-        live.set_text(card("0m 01s"))
-        ref.update(card("0m 01s"))
-        await settle(pilot)
-        before = drawn(live)
-        live.add_class("alarm")
-        ref.add_class("alarm")
-        await settle(pilot)
-        assert drawn(live) == drawn(ref)
-        assert drawn(live) != before
