@@ -5,16 +5,19 @@ of its lines for the uptime each second).
 Each test hosts a LiveText beside a plain Static, both with the same border and width, and
 gives both the same texts: the Static is the reference for every cell and style. The rows a
 frame asks for are counted through render_line, the hook Textual's styles cache calls for
-each row it has to draw anew.
+each row it has to draw anew. A panel in a tab not shown (the machine tab's, while another
+is open) has no size: nothing of it is rendered until it is shown.
 """
 
 from __future__ import annotations
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widgets import Static
+from textual.visual import Visual
+from textual.widgets import Static, TabbedContent, TabPane
 
 from sparkdeck.ui.machine.live import LiveText
 from tests.support.pane_host import WidgetHost
@@ -133,3 +136,48 @@ async def test_a_theme_or_class_change_redraws_every_line_in_the_new_colours(cha
         await pilot.pause()
         assert drawn(live) == drawn(ref)
         assert drawn(live) != before  # the colours did change: the comparison means something
+
+
+class TabsHost(App[None]):
+    """The LiveText in the first of two tabs, as the machine tab's panels are."""
+
+    CSS = CSS
+
+    def __init__(self, live: LiveText, ref: Static) -> None:
+        super().__init__()
+        self.live, self.ref = live, ref
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="tabs"):
+            with TabPane("machine", id="first"):
+                yield self.live
+                yield self.ref
+            with TabPane("chat", id="second"):
+                yield Static("another tab")
+
+
+@pytest.mark.anyio
+async def test_a_panel_in_a_tab_not_shown_renders_nothing_until_it_is_shown(monkeypatch):
+    live, ref = LiveText("", id="live"), Static("", id="ref")
+    async with TabsHost(live, ref).run_test(size=(84, 24)) as pilot:
+        await show(pilot, live, ref, card("0m 01s"))
+        pilot.app.query_one(TabbedContent).active = "second"
+        await pilot.pause()
+        await pilot.pause()
+        rendered: list[int] = []
+        to_strips = Visual.to_strips.__func__  # type: ignore[attr-defined]
+
+        def counting(cls, widget, *args, **kwargs):
+            if widget is live:
+                rendered.append(1)
+            return to_strips(cls, widget, *args, **kwargs)
+
+        monkeypatch.setattr(Visual, "to_strips", classmethod(counting))
+        for second in range(2, 6):
+            await show(pilot, live, ref, card(f"0m 0{second}s"))
+        assert rendered == [], "Textual's renderer ran for a panel nobody sees"
+        pilot.app.query_one(TabbedContent).active = "first"
+        await pilot.pause()
+        await pilot.pause()
+        assert drawn(live) == drawn(ref)
+        assert rendered  # and once shown, the changed line is drawn
