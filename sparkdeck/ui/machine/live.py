@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from textual.content import Content
 from textual.geometry import Region, Size
@@ -12,6 +12,9 @@ from textual.visual import Visual
 from textual.widgets import Static
 
 from sparkdeck.telemetry.view import Bar, Row, spark_text
+
+if TYPE_CHECKING:
+    from textual.css.styles import RulesMap
 
 LABEL_WIDTH = 9
 BAR_WIDTH = 10
@@ -105,8 +108,7 @@ class LiveText(Static):
             return super().render_line(y)
         if self._lines is None or self._width != self.size.width:
             self._width = width = self.size.width
-            lines = cast(Content, self.content).split("\n", allow_blank=True)
-            self._lines = [(line, self._rows_of(n, line, width)) for n, line in enumerate(lines)]
+            self._lines = self._all_lines(cast(Content, self.content), width)
         for _, rows in self._lines:
             if y < len(rows):
                 return rows[y]
@@ -128,6 +130,22 @@ class LiveText(Static):
             lead = Content("\n" * index)
             return Visual.to_strips(self, lead + line, width, None, self.visual_style)[index:]
         return Visual.to_strips(self, line, width, None, self.visual_style)
+
+    def _all_lines(self, content: Content, width: int) -> list[tuple[Content, list[Strip]]]:
+        """Each line of `content` with its rows: the whole text rendered at once, as Static
+        renders it, and its rows dealt out by each line's height (one render, where a line
+        at a time would render each after all the lines before it as empty ones)."""
+        lines = content.split("\n", allow_blank=True)
+        rows = Visual.to_strips(self, content, width, None, self.visual_style)
+        rules = cast("RulesMap", self.styles)  # what Textual's own height measure passes
+        heights = [line.get_height(rules, width) for line in lines]
+        if sum(heights) != len(rows):  # not expected: then a line at a time, surely right
+            return [(line, self._rows_of(n, line, width)) for n, line in enumerate(lines)]
+        kept: list[tuple[Content, list[Strip]]] = []
+        for line, height in zip(lines, heights, strict=True):
+            kept.append((line, rows[:height]))
+            rows = rows[height:]
+        return kept
 
     def _rows_changed_by(self, content: Content | str) -> list[Region] | None:
         """Render the lines of `content` that differ from those shown, keep them, and
