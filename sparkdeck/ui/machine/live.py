@@ -62,12 +62,12 @@ class LiveText(Static):
     screen); both are skipped here (see the benchmark). Identical means the same characters
     in the same styles: a level's colour that changes under the same figure is drawn.
 
-    Text that changed in some of its lines repaints only those lines: each line's rows are
-    rendered on their own and kept, and the frame draws only the rows of the lines that
-    changed. An engine card whose uptime moves each second re-rendered all seven of its lines
-    for it (1.5 of a 6 ms frame), and the frame's box around the changed rows grew with it
+    Text that changed in some of its lines repaints only those lines: the rows of each line
+    are kept, a changed line is rendered on its own, and the frame draws only its rows. An
+    engine card whose uptime moves each second re-rendered all seven of its lines for it (1.5
+    of a 6 ms frame), and the frame's box around the changed rows grew with it
     (docs/performance.md). A line whose row count changes, a new line count, a new width,
-    a theme or style change or a text selection renders the whole text anew, as Static does.
+    a theme or class change or a text selection renders the whole text anew, as Static does.
     """
 
     # (line, its rendered rows) for each line of the text shown, at _width; None: render anew
