@@ -162,3 +162,39 @@ async def test_worker_samples_a_real_http_engine_into_the_panel(engine_url):
         assert "1 running · 2 waiting" in words(app, "#metrics-queue")
         assert app.trail[-1].kind == "llamacpp" and app.trail[-1].ok
     await reader.aclose()
+
+
+class TabHost(App):
+    CSS_PATH = CSS
+
+    def compose(self) -> ComposeResult:
+        yield MetricsTab(id="metrics-body")
+
+
+@pytest.mark.anyio
+async def test_a_target_replaced_before_its_sampler_starts_leaves_no_coroutine_unawaited():
+    """Two engines in one handler: the first's worker is cancelled before it runs. Handing
+    run_worker a coroutine left that coroutine unawaited (a RuntimeWarning at collection)."""
+    import gc
+    import warnings
+
+    from sparkdeck.endpoints import Endpoint
+    from sparkdeck.ui.readers import ChatTarget
+
+    def engine(port: int) -> ChatTarget:
+        url = f"http://127.0.0.1:{port}"
+        return ChatTarget(Endpoint("e", url, "llamacpp", "/health", "/metrics", "attached"))
+
+    app = TabHost()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        async with app.run_test() as pilot:
+            tab = app.query_one(MetricsTab)
+            tab.target = engine(9)  # closed ports: the sampler reads "unreachable", harmless
+            tab.target = engine(10)
+            await pilot.pause(0.2)
+            tab.target = ChatTarget(None)
+            await pilot.pause()
+        gc.collect()
+    unawaited = [w for w in seen if "never awaited" in str(w.message)]
+    assert not unawaited, [str(w.message) for w in unawaited]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
@@ -98,8 +99,11 @@ class MetricsTab(Vertical):
             self._reader = MetricsReader()  # one shared HTTP client for the tab's life
         preset = self._preset(endpoint.preset_id) if endpoint.preset_id else None
         plan = get_kind(endpoint.kind).metrics_plan(endpoint.url, endpoint.metrics_path, preset)
+        # the function and its arguments, not a coroutine: a worker that the next target
+        # replaces before it starts never awaits a coroutine made for it (a RuntimeWarning)
         self.run_worker(
-            sample_forever(
+            partial(
+                sample_forever,
                 FedMetrics(MetricsSampler(plan, self._reader), self._feed, target.instance),
                 self.post_message,
             ),
