@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
-from textual.worker import Worker
+from textual.worker import Worker, WorkType
 
 from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail
 from sparkdeck.ui.readers import ChatTarget
@@ -99,14 +98,16 @@ class MetricsTab(Vertical):
             self._reader = MetricsReader()  # one shared HTTP client for the tab's life
         preset = self._preset(endpoint.preset_id) if endpoint.preset_id else None
         plan = get_kind(endpoint.kind).metrics_plan(endpoint.url, endpoint.metrics_path, preset)
-        # the function and its arguments, not a coroutine: a worker that the next target
-        # replaces before it starts never awaits a coroutine made for it (a RuntimeWarning)
+        sampler = FedMetrics(MetricsSampler(plan, self._reader), self._feed, target.instance)
+
+        # a coroutine function, not a coroutine: a worker that the next target replaces
+        # before it starts never awaits a coroutine made for it (a RuntimeWarning)
+        async def sample() -> None:
+            await sample_forever(sampler, self.post_message)
+
+        work: WorkType[None] = sample  # (mypy cannot choose WorkType's case by itself)
         self.run_worker(
-            partial(
-                sample_forever,
-                FedMetrics(MetricsSampler(plan, self._reader), self._feed, target.instance),
-                self.post_message,
-            ),
+            work,
             name="engine metrics",
             group="metrics",
             exclusive=True,
