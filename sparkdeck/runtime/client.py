@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,47 +27,23 @@ from sparkdeck.runtime.errors import (
     ImagePullError,
     LaunchError,
     NotManaged,
-    ReadinessTimeout,
     explain_pull_failure,
     explain_start_failure,
 )
 from sparkdeck.runtime.logs import LogFollower, stamped_lines
 from sparkdeck.runtime.pull import PullProgress, split_reference
-from sparkdeck.runtime.sdk import daemon_errors
+from sparkdeck.runtime.sdk import api_text, daemon_errors, engine_state
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import (
     ALIVE_STATES,
-    HEALTH,
-    KIND,
     MANAGED,
-    METRICS,
-    MODEL,
-    PRESET,
     SCOPE,
-    SPEC_HASH,
-    URL,
     EngineState,
     default_scope,
     docker_time,
 )
 
 LOG_TAIL_LINES = 50
-
-
-def _api_text(exc: docker.errors.APIError) -> str:
-    explanation = exc.explanation
-    if isinstance(explanation, bytes):
-        explanation = explanation.decode("utf-8", "replace")
-    return str(explanation or exc)
-
-
-def _published_on(attrs: dict[str, Any]) -> str:
-    """The host address a container's ports are bound to ("" without published ports)."""
-    bindings = (attrs.get("HostConfig") or {}).get("PortBindings") or {}
-    hosts = {b.get("HostIp") or "0.0.0.0" for v in bindings.values() for b in (v or [])}
-    if hosts & {"0.0.0.0", "::"}:
-        return "0.0.0.0"
-    return min(hosts) if hosts else ""
 
 
 class DockerRuntime:
@@ -129,34 +104,14 @@ class DockerRuntime:
         return labels.get(MANAGED) == "true" and labels.get(SCOPE) == self.scope
 
     def _state(self, container: Any, with_logs: bool | None = None) -> EngineState:
-        labels = container.labels or {}
-        state = container.attrs.get("State", {})
-        docker_state = state.get("Status", container.status)
-        exited = docker_state in ("exited", "dead")
-        tail = self.log_tail(container) if (exited if with_logs is None else with_logs) else []
-        return EngineState(
-            container_id=container.id,
-            name=container.name,
-            preset_id=labels.get(PRESET, ""),
-            kind=labels.get(KIND, ""),
-            image=container.attrs.get("Config", {}).get("Image", ""),
-            model=labels.get(MODEL, ""),
-            base_url=labels.get(URL, ""),
-            health_path=labels.get(HEALTH, "/health"),
-            metrics_path=labels.get(METRICS) or None,
-            spec_hash=labels.get(SPEC_HASH, ""),
-            docker_state=docker_state,
-            exit_code=state.get("ExitCode") if exited else None,
-            started_at=state.get("StartedAt"),
-            log_tail=tuple(tail),
-            image_id=container.attrs.get("Image", ""),
-            argv=tuple(
-                str(a)
-                for a in [container.attrs.get("Path") or "", *(container.attrs.get("Args") or [])]
-                if a
-            ),
-            published_on=_published_on(container.attrs),
+        """The container as an EngineState; its log tail when asked, or by default when
+        it has exited (why it stopped)."""
+        exited = container.attrs.get("State", {}).get("Status", container.status) in (
+            "exited",
+            "dead",
         )
+        with_logs = exited if with_logs is None else with_logs
+        return engine_state(container, tuple(self.log_tail(container)) if with_logs else ())
 
     def engines(self) -> list[EngineState]:
         """Every container of this scope, alive or not, newest first."""
@@ -288,7 +243,7 @@ class DockerRuntime:
                             )
                         )
         except docker.errors.APIError as exc:
-            raise ImagePullError(explain_pull_failure(_api_text(exc), image)) from exc
+            raise ImagePullError(explain_pull_failure(api_text(exc), image)) from exc
 
     # ----- lifecycle -----------------------------------------------------------------------
 
@@ -329,7 +284,7 @@ class DockerRuntime:
 
     def _explain(self, exc: docker.errors.APIError, spec: ContainerSpec) -> str:
         return explain_start_failure(
-            _api_text(exc),
+            api_text(exc),
             spec.image,
             spec.port.host_ip,
             spec.port.host_port,
@@ -380,49 +335,14 @@ class DockerRuntime:
         cancel: threading.Event | None = None,
         on_poll: Callable[[float], None] | None = None,
     ) -> EngineState:
-        """Poll the health endpoint until it answers 200; raise if the container stops first.
+        """Poll the health endpoint until it answers 200; raise if the container stops first
+        (sparkdeck.runtime.readiness)."""
+        from sparkdeck.runtime.readiness import wait_ready
 
-        Any httpx.TransportError means "not ready yet": docker-proxy accepts connections
-        before the engine listens, so early polls see resets rather than refusals.
-        """
-        import httpx  # here: the TUI polls Docker idle without an engine (~7 MiB less RSS)
+        return wait_ready(self, state, timeout, poll, cancel, on_poll)
 
-        from sparkdeck.http_limits import capped_client
-
-        url = state.base_url + state.health_path
-        deadline = time.monotonic() + timeout
-        started = time.monotonic()
-        # capped: an engine's health answer that never ends must not fill memory
-        with capped_client(timeout=httpx.Timeout(3.0)) as http:
-            while True:
-                current = self._reload(state.container_id)
-                if not current.alive:
-                    code = current.exit_code
-                    raise EngineExited(
-                        f"{state.preset_id} stopped while starting (exit code {code})",
-                        code,
-                        current.log_tail,
-                    )
-                try:
-                    if http.get(url).status_code == 200:
-                        return current
-                except httpx.TransportError:
-                    pass
-                if on_poll is not None:
-                    on_poll(time.monotonic() - started)
-                if cancel is not None and cancel.is_set():
-                    raise ReadinessTimeout(
-                        f"{state.preset_id}: launch cancelled", self._tail(state.container_id)
-                    )
-                if time.monotonic() >= deadline:
-                    raise ReadinessTimeout(
-                        f"{state.preset_id} did not answer {state.health_path} with 200 within "
-                        f"{timeout:g} s",
-                        self._tail(state.container_id),
-                    )
-                time.sleep(poll)
-
-    def _reload(self, container_id: str) -> EngineState:
+    def reload(self, container_id: str) -> EngineState:
+        """The container's state now; EngineExited when it is gone."""
         with daemon_errors():
             try:
                 container = self.client.containers.get(container_id)
@@ -430,7 +350,8 @@ class DockerRuntime:
                 raise EngineExited("the container disappeared", None, []) from None
             return self._state(container)
 
-    def _tail(self, container_id: str) -> list[str]:
+    def tail(self, container_id: str) -> list[str]:
+        """The container's last log lines; [] when it is gone."""
         with daemon_errors():
             try:
                 return self.log_tail(self.client.containers.get(container_id))
