@@ -77,6 +77,10 @@ class LiveText(Static):
 
     def __init__(self, content: Content | str = "", **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
+        # No links in a panel's figures: without auto_links a render does not look up the
+        # link style (a walk up the DOM for its background) and a mouse move over the
+        # panel does not repaint it
+        self.set_reactive(Static.auto_links, False)
         self._shown: Content | str = content
         self._laid_out: tuple[int, int] | None = None  # (width, height) of the text shown
 
