@@ -7,6 +7,7 @@ the launch flow's own events, which say more (a pull is invisible to Docker's co
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -243,8 +244,12 @@ class EngineCard(LiveText):
     The tick rides on the telemetry samples (`sampled`, once a second, twice while an engine
     starts or a launch runs), so the uptime moves in the frame that draws the sample: a frame
     of its own each second, half a second off the sample's, was the biggest part of a ready
-    engine's idle CPU (benchmarks/tui_idle.py). Its own timer ticks only when no sample has
-    come for SAMPLES_LATE_S (before the side tabs are mounted, or a stalled sampler)."""
+    engine's idle CPU (benchmarks/tui_idle.py). Its own timer runs only when no sample has
+    come for SAMPLES_LATE_S (before the side tabs are mounted, or a stalled sampler), and
+    sleeps while samples come: a timer that woke each second only to find a sample had
+    ticked cost the window about 0.8 ms of CPU a second (a wake-up of an idle process is
+    that dear here: docs/performance.md). Each sample pushes the check for late samples
+    back; cancelling that check wakes nothing."""
 
     report: reactive[EngineReport] = reactive(EngineReport())
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
@@ -255,20 +260,40 @@ class EngineCard(LiveText):
         self._wall_clock = wall_clock
         self._ticking = False  # an uptime or a grace is shown: it moves every second
         self._sampled_at = -SAMPLES_LATE_S  # monotonic time of the last sample drawn
+        # the card's next own second, or the check for late samples after one came
+        self._next: asyncio.TimerHandle | None = None
 
     def on_mount(self) -> None:
         self.border_title = "engine"
-        self._ticker = self.set_interval(1.0, self._own_tick, pause=True, name="uptime")
+
+    def on_unmount(self) -> None:
+        self._own_clock(None)
 
     def sampled(self) -> None:
         """A telemetry sample is being drawn now: the uptime moves in the same frame."""
         self._sampled_at = time.monotonic()
         if self._ticking:
             self._tick()
+        self._own_clock(SAMPLES_LATE_S)
 
-    def _own_tick(self) -> None:
-        if time.monotonic() - self._sampled_at >= SAMPLES_LATE_S:
-            self._tick()  # no samples come: the card keeps its own second
+    def _own_second(self) -> None:
+        """No sample for SAMPLES_LATE_S, or a second after the last own tick."""
+        self._next = None
+        if self._ticking and time.monotonic() - self._sampled_at >= SAMPLES_LATE_S:
+            self._tick()
+            self._own_clock(1.0)
+
+    def _own_clock(self, after: float | None) -> None:
+        """The card's own second `after` seconds from now (None: none). Pushing it back
+        each sample, or cancelling it, wakes nothing: a timer that ticked every second
+        did, even when a sample had moved the uptime."""
+        if self._next is not None:
+            self._next.cancel()
+        self._next = (
+            None
+            if after is None
+            else asyncio.get_running_loop().call_later(after, self._own_second)
+        )
 
     def _tick(self) -> None:
         content = engine_content(self.report, self._wall_clock())
@@ -285,8 +310,9 @@ class EngineCard(LiveText):
     def watch_report(self, report: EngineReport) -> None:
         self._tick()
         engine = report.reading.engine if report.reading else None
+        # an uptime, or a stop's grace counting down
         self._ticking = (engine is not None and engine.alive) or report.stop_deadline is not None
-        if self._ticking:
-            self._ticker.resume()  # an uptime, or a stop's grace counting down
-        else:
-            self._ticker.pause()
+        if not self._ticking:
+            self._own_clock(None)
+        elif self._next is None:  # until samples come (none yet, or they stalled)
+            self._own_clock(1.0)
