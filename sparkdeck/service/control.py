@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sparkdeck.launch.plan import LaunchFlow, LaunchPlan
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.service.client import ServiceClient
-    from sparkdeck.service.guard_events import EngineGuard, GuardSink
+    from sparkdeck.service.guard_events import EngineGuard, GuardSink, GuardStream
 
 
 class LaunchCancelled(Exception):
@@ -79,11 +79,14 @@ class EngineControl(Protocol):
         done: threading.Event,
         hz: Callable[[], float],
         read: Callable[[], Reading] | None = None,
+        stream: GuardStream | None = None,
     ) -> EngineGuard:
         """Follow `engine`'s guard until `done` (the returned guard's `run()`, in the
         caller's thread): each decision, stop attempt, guard stop and change of who guards
         goes to `on_event` as a typed event. `hz`: this process's watchdog's rate, read at
-        each wait; `read`: its reading source (the host's by default)."""
+        each wait; `read`: its reading source (the host's by default); `stream`: the
+        service's events as this front end already reads them (a window's service feed),
+        else the guard opens a stream of its own."""
         ...
 
     def close(self) -> None: ...
@@ -128,6 +131,7 @@ class LocalControl:
         done: threading.Event,
         hz: Callable[[], float],
         read: Callable[[], Reading] | None = None,
+        stream: GuardStream | None = None,
     ) -> EngineGuard:
         from sparkdeck.service.guard_events import LocalGuard
 
@@ -245,6 +249,7 @@ class ServiceControl:
         done: threading.Event,
         hz: Callable[[], float],
         read: Callable[[], Reading] | None = None,
+        stream: GuardStream | None = None,
     ) -> EngineGuard:
         """The service's watchdog, relayed; this process's own guards while the service
         does not answer (relay.FrontGuard: it makes its own connections, each time the
@@ -252,7 +257,7 @@ class ServiceControl:
         from sparkdeck.service.relay import FrontGuard
 
         return FrontGuard(
-            own_watchdog(engine, runtime, settings, on_event, read), done, hz, on_event
+            own_watchdog(engine, runtime, settings, on_event, read), done, hz, on_event, stream
         )
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from sparkdeck.guard.policy import Decision
@@ -103,6 +103,24 @@ GuardEvent = (
 )
 # (what it returns is not used: `object` lets a front end pass post_message-like calls)
 GuardSink = Callable[[GuardEvent], object]
+
+# The kinds of the service's events a front end's guard relays (service.relay).
+GUARD_KINDS = ("guard", "stop-attempt", "engine")
+
+
+class GuardStream(Protocol):
+    """A front end's stream of the service's events that its guard relay rides on (a
+    window's service feed), instead of a stream and a thread of the relay's own."""
+
+    live: bool  # the stream is open now
+
+    def relay_guard(
+        self, handle: Callable[[str, dict[str, Any]], None], done: threading.Event, silence_s: float
+    ) -> bool | None:
+        """Call `handle(kind, data)` with each of the guard's events, in the stream's own
+        thread, until `done` (True) or the stream ends or is silent for `silence_s` (False);
+        None when the stream is not live."""
+        ...
 
 
 class EngineGuard(Protocol):

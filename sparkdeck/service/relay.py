@@ -18,14 +18,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from sparkdeck.service.client import ServiceClient
 from sparkdeck.service.errors import ServiceError
 from sparkdeck.service.guard_events import (
+    GUARD_KINDS,
     GuardNote,
     GuardSink,
     GuardStopped,
+    GuardStream,
     LocalGuard,
     ServiceDecided,
     ServiceGuards,
@@ -43,12 +46,13 @@ SILENCE_S = 1.3
 CLASSIFY_S = 0.5
 PROBE_EVERY_S = 1.0  # while a window guards: how often it asks whether the service is back
 RESTART_EVERY_S = 30.0  # a service that failed to start is not tried again sooner
-# Only what the relay hands on: the service then never sends (nor the window parses) the
-# telemetry and metrics events, several a second with an engine up. The guard's decision
-# comes every second, and the filtered stream's keep-alive after a second without an event,
-# so the silence test above holds. Nothing is replayed: a stream that starts after an
-# earlier engine was stopped by the guard must not report that stop for this engine.
-GUARD_KINDS = ("guard", "stop-attempt", "engine")
+# Only what the relay hands on (guard_events.GUARD_KINDS): the service then never sends (nor
+# the relay parses) the telemetry and metrics events, several a second with an engine up. The
+# guard's decision comes every second, and the filtered stream's keep-alive after a second
+# without an event, so the silence test above holds. Nothing is replayed: a stream that starts
+# after an earlier engine was stopped by the guard must not report that stop for this engine.
+# A window whose service feed is live relays from the feed's stream instead (its `stream`):
+# one stream and one thread read the service's events, not two (ui.service_feed).
 
 
 def relay_guard(
@@ -56,35 +60,36 @@ def relay_guard(
     done: threading.Event,
     on_event: GuardSink,
     silence_s: float = SILENCE_S,
-) -> bool:
-    """Relay until `done` (True) or the stream ends, fails or is silent for `silence_s`
-    (False). Something comes every second, so `done` is seen within about a second."""
-    from sparkdeck.guard.stopper import StopAttempt
-
+    leave: Callable[[], bool] = lambda: False,
+) -> bool | None:
+    """Relay from a stream of the guard's kinds of its own, until `done` (True) or the
+    stream ends, fails or is silent for `silence_s` (False), or `leave()` says to (None,
+    between two events). Something comes every second, so `done` is seen within about a
+    second."""
     try:
         with client.events(read_timeout=silence_s, kinds=GUARD_KINDS, replay=()) as events:
             for kind, data in events:
                 if done.is_set():
                     return True
-                if kind == "guard":
-                    on_event(
-                        ServiceDecided(data["level"], data["text"], tuple(data.get("reasons", ())))
-                    )
-                elif kind == "stop-attempt":
-                    on_event(
-                        StopTried(
-                            StopAttempt(bool(data["done"]), str(data["text"]), int(data["killed"]))
-                        )
-                    )
-                elif kind == "engine" and data.get("state") == "stopped by the guard":
-                    on_event(
-                        GuardStopped(
-                            "; ".join(data.get("reasons", ())), str(data.get("record") or "")
-                        )
-                    )
+                hand_on(kind, data, on_event)
+                if leave():
+                    return None
     except Exception:  # noqa: BLE001 - the stream broke or went quiet (httpx, JSON)
         pass
     return done.is_set()
+
+
+def hand_on(kind: str, data: dict[str, Any], on_event: GuardSink) -> None:
+    """One of the service's events as the guard event it means for a front end (the
+    guard's decision, a stop attempt, a guard stop); any other is not the guard's."""
+    from sparkdeck.guard.stopper import StopAttempt
+
+    if kind == "guard":
+        on_event(ServiceDecided(data["level"], data["text"], tuple(data.get("reasons", ()))))
+    elif kind == "stop-attempt":
+        on_event(StopTried(StopAttempt(bool(data["done"]), str(data["text"]), int(data["killed"]))))
+    elif kind == "engine" and data.get("state") == "stopped by the guard":
+        on_event(GuardStopped("; ".join(data.get("reasons", ())), str(data.get("record") or "")))
 
 
 class FrontGuard:
@@ -99,8 +104,10 @@ class FrontGuard:
         done: threading.Event,
         hz: Callable[[], float],
         on_event: GuardSink,
+        stream: GuardStream | None = None,
     ) -> None:
         self.watchdog, self.done, self.hz, self.on_event = watchdog, done, hz, on_event
+        self.stream = stream  # the window's service feed's, when it has one (else our own)
         self.guarding_here = False  # the window's own watchdog runs now
         self._start_failed_at: float | None = None
 
@@ -124,7 +131,7 @@ class FrontGuard:
             if client is not None:
                 began = time.monotonic()
                 with client:
-                    if relay_guard(client, self.done, self.on_event):
+                    if self._relay(client):
                         return
                 if self.done.is_set():
                     return
@@ -137,6 +144,24 @@ class FrontGuard:
                     continue
             self.on_event(TakenOver(life))
             life = self._guard_until_back()
+
+    def _relay(self, client: ServiceClient) -> bool:
+        """Relay the service's guard until `done` (True) or the stream breaks or is silent
+        (False): on the window's feed while it is live (its thread hands the events on;
+        this one sleeps), else on a stream of this relay's own until the feed is live."""
+        feed = self.stream
+        while True:
+            if feed is not None:
+                handle = partial(hand_on, on_event=self.on_event)
+                relayed = feed.relay_guard(handle, self.done, SILENCE_S)
+                if relayed is not None:
+                    return relayed
+            relayed = relay_guard(client, self.done, self.on_event, leave=self._feed_live)
+            if relayed is not None:
+                return relayed
+
+    def _feed_live(self) -> bool:
+        return self.stream is not None and self.stream.live
 
     def _start(self) -> ServiceClient | None:
         """Start a service that is gone (it adopts and guards the engine); None if it fails

@@ -149,7 +149,10 @@ class SparkdeckApp(App[int]):
         )
         self.strip = GlanceStrip(self.settings.guard, id="glance-strip")  # the side tabs feed it
         self.watchdog_line = WatchdogLine(
-            lambda: self.settings.guard, self._engine_reader.runtime, id="watchdog-line"
+            lambda: self.settings.guard,
+            self._engine_reader.runtime,
+            self.service_feed,
+            id="watchdog-line",
         )
         yield Header()
         yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance

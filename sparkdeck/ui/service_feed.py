@@ -19,11 +19,13 @@ Nothing here imports Textual: the machine tab's worker and the engine watch call
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkdeck.service import location
+from sparkdeck.service.guard_events import GUARD_KINDS
 
 if TYPE_CHECKING:
     from sparkdeck.metrics.snapshot import EngineMetrics
@@ -82,6 +84,9 @@ class ServiceFeed:
         self._telemetry_listeners: list[Callable[[int, TelemetrySnapshot], object]] = []
         self.live = False
         self._listeners: list[Callable[[], object]] = []
+        self._guard_readers: list[Callable[[str, dict[str, Any]], None]] = []
+        self._ended_count = 0  # the streams that ended (a relay on one ends with it)
+        self._heard_at = 0.0  # time.monotonic() of the stream's latest event or keep-alive
         self._thread: threading.Thread | None = None
         # set once the first look for the service is over: its latest readings taken, or
         # none found (so a window's first reading is not one it need not have made)
@@ -110,6 +115,31 @@ class ServiceFeed:
         self._metrics_listeners.append(listener)
         return lambda: self._metrics_listeners.remove(listener)
 
+    def relay_guard(
+        self, handle: Callable[[str, dict[str, Any]], None], done: threading.Event, silence_s: float
+    ) -> bool | None:
+        """The window's guard relay (service.relay.FrontGuard) rides on this feed's stream:
+        `handle(kind, data)` gets each of the guard's events, from the feed's thread, until
+        `done` (True) or the stream ends or nothing at all has come on it for `silence_s`
+        (False); None at once when the feed is not live. One stream and one thread read the
+        service's events: a relay's own stream woke a thread of its own several times a
+        second. The guard's kinds are never replayed (an earlier engine's stop is no news
+        about this one). The caller's thread sleeps meanwhile, waking only to see whether
+        the stream has gone silent (about once a second)."""
+        if not self.live:
+            return None
+        ended = self._ended_count
+        self._guard_readers.append(handle)
+        try:
+            while not done.is_set():
+                left = self._heard_at + silence_s - time.monotonic()
+                if left <= 0 or self._ended_count != ended or self._closed.is_set():
+                    return False  # ended, or silent: the relay asks the heartbeat why
+                done.wait(left)
+            return True
+        finally:
+            self._guard_readers.remove(handle)
+
     def metrics_after(self, count: int, container_id: str) -> tuple[int, EngineMetrics] | None:
         """The service's newest metrics reading of the engine `container_id`, when it is
         newer than the `count`-th (and the feed is live); else None, at once."""
@@ -125,6 +155,7 @@ class ServiceFeed:
     def close(self) -> None:
         self._closed.set()
         self._looked.set()
+        self._ended()
         with self._arrived:
             self._arrived.notify_all()
 
@@ -150,14 +181,23 @@ class ServiceFeed:
                 self._looked.set()
             if client is not None:
                 try:
-                    with client, client.events(read_timeout=SILENCE_S, kinds=KINDS) as events:
+                    with (
+                        client,
+                        client.events(
+                            read_timeout=SILENCE_S, kinds=KINDS + GUARD_KINDS, replay=KINDS
+                        ) as events,
+                    ):
                         for kind, data in events:
                             if self._closed.is_set():
                                 break
+                            self._heard_at = time.monotonic()
+                            if kind in GUARD_KINDS:
+                                self._hand_to_guard(kind, data)
                             self._take(kind, data)
                 except Exception:  # noqa: BLE001 - gone, silent, another version: read ourselves
                     pass
                 self._set(live=False, docker=None)
+                self._ended()
                 self._looked.set()
             self._closed.wait(RETRY_S)
 
@@ -198,6 +238,16 @@ class ServiceFeed:
             )
             self._set(live=self.live, docker=word)
         self._looked.set()  # the latest readings come first: the first look is over
+
+    def _ended(self) -> None:
+        self._ended_count += 1
+
+    def _hand_to_guard(self, kind: str, data: dict[str, Any]) -> None:
+        for handle in list(self._guard_readers):
+            try:
+                handle(kind, data)
+            except Exception:  # noqa: BLE001 - a malformed event must not end the feed
+                pass
 
     def _set(self, live: bool, docker: DockerWord | None) -> None:
         changed = live != self.live or docker != self.docker

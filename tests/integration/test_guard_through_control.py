@@ -348,3 +348,65 @@ def test_the_service_control_takes_over_while_the_service_is_stopped_and_hands_b
     assert scope_containers(docker_client, scope)  # nobody stopped it: no line was crossed
     assert not thread.is_alive()
     print(f"ServiceControl.guard said the service stopped answering {told:.2f} s after SIGSTOP")
+
+
+def test_a_windows_guard_rides_on_its_feed_once_live_and_still_takes_over_within_2_s(
+    service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
+):
+    """A window's guard relays from the window's service feed (ui.service_feed): a stream
+    and a thread of its own woke the window several times a second for one decision. A feed
+    not live yet (the window started before the service): the relay opens its own stream,
+    and leaves it for the feed once the feed is live. On the feed, the service's SIGSTOP is
+    still told within HEARTBEAT_S, this process's watchdog guards meanwhile, and the relay
+    goes back to the service when it answers."""
+    from sparkdeck.ui.service_feed import ServiceFeed
+    from tests.support.service_env import client_for
+
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    settings = load_settings().guard
+    flow = LaunchFlow(connect, flush=False, guard=settings)
+    seen = Followed()
+    feed = ServiceFeed()  # not started: not live
+
+    def subscribers() -> int:
+        with client_for(service_env) as client:
+            return int(client.status()["subscribers"])
+
+    with contextlib.closing(engine_control(lambda: flow)) as control:
+        engine = control.launch(flow.plan(load_catalog().get("svc-tiny")), lambda e: None)
+        following = control.guard(
+            engine, connect(), settings, seen, seen.done, lambda: settings.running_hz, stream=feed
+        )
+        thread = threading.Thread(target=following.run, name="front end guard", daemon=True)
+        thread.start()
+        try:
+            seen.until(ServiceDecided, timeout=30)
+            assert subscribers() == 1  # the relay's own stream
+            feed.start()
+            deadline = time.monotonic() + 10
+            while not (feed.live and subscribers() == 1) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert feed.live and subscribers() == 1  # the feed's stream alone now
+            seen.until(ServiceDecided, timeout=5)
+            decided = sum(isinstance(e, ServiceDecided) for e in seen.events)
+            time.sleep(3.0)
+            assert sum(isinstance(e, ServiceDecided) for e in seen.events) - decided >= 2
+            pid = service_pid(service_env)
+            assert pid is not None
+            with stopped(pid) as stopped_at:
+                taken = seen.until(TakenOver, timeout=HEARTBEAT_S + 5)
+                told = seen.at - stopped_at
+                seen.until(Decided, timeout=10)  # this process's own watchdog guards
+            back = seen.until(ServiceGuards, timeout=20)
+            seen.until(ServiceDecided, timeout=10)
+        finally:
+            seen.done.set()
+            feed.close()
+            thread.join(timeout=10)
+    assert isinstance(taken, TakenOver) and taken.liveness.state == NOT_ANSWERING
+    assert told <= HEARTBEAT_S, f"{told:.2f} s"
+    assert isinstance(back, ServiceGuards) and back.pid == pid
+    assert not thread.is_alive()
+    print(f"riding on the feed, the guard said the service stopped answering {told:.2f} s after")

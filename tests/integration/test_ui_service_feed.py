@@ -34,9 +34,11 @@ async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_
     from sparkdeck.host.meminfo import read_meminfo
     from sparkdeck.presets import load_catalog
     from sparkdeck.runtime.client import DockerRuntime
+    from sparkdeck.service.guard_events import ServiceDecided
     from sparkdeck.telemetry.sampler import TelemetrySampler
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.side_tabs import Sampling
+    from sparkdeck.ui.guard.watchdog_line import WatchdogLine
     from sparkdeck.ui.machine.tab import MachineTab
     from sparkdeck.ui.metrics.tab import MetricsTab
     from sparkdeck.ui.readers import EngineReading
@@ -74,8 +76,12 @@ async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_
     drawn: list[float] = []  # taken_at of every sample the machine tab drew
     rated: list[float] = []  # wall of every engine-metrics reading the metrics tab took
 
+    guard_decisions: list[object] = []  # the service's decisions, as the guard line got them
+
     def hook(message) -> None:
-        if isinstance(message, MachineTab.TelemetrySampled):
+        if isinstance(message, WatchdogLine.Guarded) and isinstance(message.event, ServiceDecided):
+            guard_decisions.append(message.event)
+        elif isinstance(message, MachineTab.TelemetrySampled):
             drawn.append(message.snapshot.taken_at)
         elif isinstance(message, MetricsTab.TrailSampled) and message.trail:
             rated.append(message.trail[-1].wall)
@@ -121,6 +127,19 @@ async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_
             assert len(rated) - rated_before >= WINDOW_S - 1, rated
             assert set(rated[rated_before:]) <= service_metrics(), (rated, service_metrics())
             assert "available" in memory_panel() and "GiB" in memory_panel(), memory_panel()
+            # the guard line relays the service's decisions from the same stream: the
+            # service has two subscribers, this test's and the window's one (a relay of its
+            # own was a second stream and a second thread waking every second)
+            await wait_until(
+                pilot,
+                lambda: "memory guard (service)" in text_of(app.query_one("#watchdog-line")),
+                what="the guard line relaying the service's decisions",
+            )
+            decided = len(guard_decisions)
+            await pilot.pause(2.5)
+            assert len(guard_decisions) - decided >= 2, guard_decisions
+            with client_for(service_env) as client:
+                assert client.status()["subscribers"] == 2
             reading = app.docker
             assert isinstance(reading, EngineReading) and reading.status == "ready", reading
             assert reading.engine is not None and reading.engine.preset_id == "feed-tiny"

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.liveness import Liveness
+    from sparkdeck.ui.service_feed import ServiceFeed
 
 
 def guarded(engine: EngineState | None, launch_guards: str | None) -> EngineState | None:
@@ -104,11 +105,14 @@ class WatchdogLine(LiveText):
         self,
         guard: Callable[[], GuardSettings] = GuardSettings,
         runtime: Callable[[], DockerRuntime] | None = None,
+        feed: ServiceFeed | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__("memory guard: not running", markup=False, **kwargs)
         self._guard = guard  # read at each wait: settings may change while it runs
         self._runtime = runtime  # None: a line that only shows what it is given
+        # the window's stream of the service's events: the guard's are relayed from it
+        self._feed = feed
         self.level = "off"
         self._off_text = ""
         self._stop: str | None = None  # the latest stop attempt's text, once a stop began
@@ -184,6 +188,7 @@ class WatchdogLine(LiveText):
                 self._posted,
                 done,
                 lambda: self._guard().running_hz,
+                stream=self._feed,
             )
             if self._done is done:  # still the followed engine's (_alive: None reads as alive)
                 self._watchdog = following.watchdog
