@@ -86,6 +86,7 @@ class ServiceFeed:
         self._listeners: list[Callable[[], object]] = []
         self._guard_readers: list[Callable[[str, dict[str, Any]], None]] = []
         self._ended_count = 0  # the streams that ended (a relay on one ends with it)
+        self._stream_ended = threading.Condition()
         self._heard_at = 0.0  # time.monotonic() of the stream's latest event or keep-alive
         self._thread: threading.Thread | None = None
         # set once the first look for the service is over: its latest readings taken, or
@@ -124,18 +125,21 @@ class ServiceFeed:
         (False); None at once when the feed is not live. One stream and one thread read the
         service's events: a relay's own stream woke a thread of its own several times a
         second. The guard's kinds are never replayed (an earlier engine's stop is no news
-        about this one). The caller's thread sleeps meanwhile, waking only to see whether
-        the stream has gone silent (about once a second)."""
+        about this one). The caller's thread sleeps meanwhile, woken when the stream ends and
+        about once a second to see whether it has gone silent or `done` is set."""
         if not self.live:
             return None
         ended = self._ended_count
         self._guard_readers.append(handle)
         try:
-            while not done.is_set():
-                left = self._heard_at + silence_s - time.monotonic()
-                if left <= 0 or self._ended_count != ended or self._closed.is_set():
-                    return False  # ended, or silent: the relay asks the heartbeat why
-                done.wait(left)
+            with self._stream_ended:  # (its wait lets go of the lock)
+                while not done.is_set():
+                    left = self._heard_at + silence_s - time.monotonic()
+                    if left <= 0 or self._ended_count != ended or self._closed.is_set():
+                        return False  # ended, or silent: the relay asks the heartbeat why
+                    # a broken stream (a killed service) wakes it at once; `done` is seen
+                    # within a second
+                    self._stream_ended.wait(min(left, 1.0))
             return True
         finally:
             self._guard_readers.remove(handle)
@@ -240,7 +244,9 @@ class ServiceFeed:
         self._looked.set()  # the latest readings come first: the first look is over
 
     def _ended(self) -> None:
-        self._ended_count += 1
+        with self._stream_ended:
+            self._ended_count += 1
+            self._stream_ended.notify_all()
 
     def _hand_to_guard(self, kind: str, data: dict[str, Any]) -> None:
         for handle in list(self._guard_readers):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -401,6 +402,18 @@ def test_a_windows_guard_rides_on_its_feed_once_live_and_still_takes_over_within
                 seen.until(Decided, timeout=10)  # this process's own watchdog guards
             back = seen.until(ServiceGuards, timeout=20)
             seen.until(ServiceDecided, timeout=10)
+            # killed: the feed's stream breaks, and the relay riding on it hears at once
+            deadline = time.monotonic() + 10
+            while not feed.live and time.monotonic() < deadline:
+                time.sleep(0.2)
+            seen.until(ServiceDecided, timeout=5)
+            killed_at = time.monotonic()
+            os.kill(pid, signal.SIGKILL)
+            gone = seen.until(TakenOver, timeout=HEARTBEAT_S + 5)
+            told_killed = seen.at - killed_at
+            # and this front end starts the service again, which adopts and guards the engine
+            again = seen.until(ServiceGuards, timeout=30)
+            seen.until(ServiceDecided, timeout=10)
         finally:
             seen.done.set()
             feed.close()
@@ -408,5 +421,11 @@ def test_a_windows_guard_rides_on_its_feed_once_live_and_still_takes_over_within
     assert isinstance(taken, TakenOver) and taken.liveness.state == NOT_ANSWERING
     assert told <= HEARTBEAT_S, f"{told:.2f} s"
     assert isinstance(back, ServiceGuards) and back.pid == pid
+    assert isinstance(gone, TakenOver) and told_killed <= HEARTBEAT_S, f"{told_killed:.2f} s"
+    assert isinstance(again, ServiceGuards) and again.pid != pid
+    assert scope_containers(docker_client, scope)  # nobody stopped the engine
     assert not thread.is_alive()
-    print(f"riding on the feed, the guard said the service stopped answering {told:.2f} s after")
+    print(
+        f"riding on the feed, the guard said the service stopped answering {told:.2f} s "
+        f"after SIGSTOP, and was gone {told_killed:.2f} s after SIGKILL"
+    )
