@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import docker.errors
 import requests.exceptions
 
 from sparkdeck.config import paths
+from sparkdeck.runtime import readiness
 from sparkdeck.runtime.create import create_kwargs
 from sparkdeck.runtime.errors import (
     DOCKER_TIMEOUT_S,
@@ -327,19 +327,8 @@ class DockerRuntime:
         folder = self.files_dir / self.container_name(spec.preset_id)
         return create_kwargs(spec, name, self.scope, folder)
 
-    def wait_ready(
-        self,
-        state: EngineState,
-        timeout: float,
-        poll: float = 0.25,
-        cancel: threading.Event | None = None,
-        on_poll: Callable[[float], None] | None = None,
-    ) -> EngineState:
-        """Poll the health endpoint until it answers 200; raise if the container stops first
-        (sparkdeck.runtime.readiness)."""
-        from sparkdeck.runtime.readiness import wait_ready
-
-        return wait_ready(self, state, timeout, poll, cancel, on_poll)
+    # poll the health endpoint until it answers 200, or the container stops first
+    wait_ready = readiness.wait_ready
 
     def reload(self, container_id: str) -> EngineState:
         """The container's state now; EngineExited when it is gone."""

@@ -147,6 +147,18 @@ class Followed:
         )
 
 
+def through_the_service(
+    isolated_dirs, llama_image, scope: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[GuardSettings, LaunchFlow, Followed]:
+    """svc-tiny's preset, this scope, the service on: the guard settings, a launch flow and
+    a front end's view for a test that launches through the service and follows its guard."""
+    tiny_preset(isolated_dirs, llama_image)
+    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
+    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
+    settings = load_settings().guard
+    return settings, LaunchFlow(connect, flush=False, guard=settings), Followed()
+
+
 def launch_then_guard(expect: type, docker_client, scope) -> Followed:
     """Launch `svc-tiny` through engine_control(), follow its guard through the same
     control, cross the stop line with a real hog; what the front end saw."""
@@ -313,12 +325,7 @@ def test_the_service_control_takes_over_while_the_service_is_stopped_and_hands_b
     """Who guards now, as the front end hears it through ServiceControl: the service; this
     process within HEARTBEAT_S (2 s) of the service's SIGSTOP, its own watchdog deciding
     meanwhile; the service again once it answers."""
-    tiny_preset(isolated_dirs, llama_image)
-    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
-    settings = load_settings().guard
-    flow = LaunchFlow(connect, flush=False, guard=settings)
-    seen = Followed()
+    settings, flow, seen = through_the_service(isolated_dirs, llama_image, scope, monkeypatch)
     with contextlib.closing(engine_control(lambda: flow)) as control:
         assert type(control) is ServiceControl
         engine = control.launch(flow.plan(load_catalog().get("svc-tiny")), lambda e: None)
@@ -363,12 +370,7 @@ def test_a_windows_guard_rides_on_its_feed_once_live_and_still_takes_over_within
     from sparkdeck.ui.service_feed import ServiceFeed
     from tests.support.service_env import client_for
 
-    tiny_preset(isolated_dirs, llama_image)
-    monkeypatch.setenv("SPARKDECK_SCOPE", scope)
-    monkeypatch.setenv("SPARKDECK_SERVICE", "auto")
-    settings = load_settings().guard
-    flow = LaunchFlow(connect, flush=False, guard=settings)
-    seen = Followed()
+    settings, flow, seen = through_the_service(isolated_dirs, llama_image, scope, monkeypatch)
     feed = ServiceFeed()  # not started: not live
 
     def subscribers() -> int:

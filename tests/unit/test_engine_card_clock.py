@@ -9,9 +9,12 @@ samples are the calls the machine tab's handler makes (`sampled`), on the real e
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.timer import Timer
 
 from sparkdeck.ui import STYLESHEET
@@ -30,6 +33,18 @@ class Host(App):
 
     def compose(self) -> ComposeResult:
         yield EngineCard(lambda: self.clock[0], id="engine-card")
+
+
+@asynccontextmanager
+async def running_engine_card() -> AsyncIterator[tuple[Pilot, EngineCard, list[float]]]:
+    """The card of a running engine whose uptime reads 2m 05s; the clock moves by hand."""
+    clock = [NOW]
+    app = Host(clock)
+    async with app.run_test(size=(60, 12)) as pilot:
+        card = app.query_one(EngineCard)
+        card.report = EngineReport(reading=EngineReading(engine_state("running"), True))
+        await pilot.pause()
+        yield pilot, card, clock
 
 
 def uptime(card: EngineCard) -> str:
@@ -65,12 +80,7 @@ def uptime_timer_ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 async def test_the_uptime_rides_on_the_samples_and_the_cards_timer_sleeps_meanwhile(
     uptime_timer_ticks: list[float],
 ) -> None:
-    clock = [NOW]  # the uptime reads 2m 05s
-    app = Host(clock)
-    async with app.run_test(size=(60, 12)) as pilot:
-        card = app.query_one(EngineCard)
-        card.report = EngineReport(reading=EngineReading(engine_state("running"), True))
-        await pilot.pause()
+    async with running_engine_card() as (pilot, card, clock):
         # samples every 0.5 s (a launch's rate) for 3 s: each moves the uptime
         began = time.monotonic()
         while time.monotonic() - began < 3.0:
@@ -108,12 +118,7 @@ async def test_with_no_sample_yet_the_card_keeps_its_own_second(
     uptime_timer_ticks: list[float],
 ) -> None:
     """Before the side tabs are mounted no sample has come: the card's timer moves it."""
-    clock = [NOW]  # the uptime reads 2m 05s
-    app = Host(clock)
-    async with app.run_test(size=(60, 12)) as pilot:
-        card = app.query_one(EngineCard)
-        card.report = EngineReport(reading=EngineReading(engine_state("running"), True))
-        await pilot.pause()
+    async with running_engine_card() as (pilot, card, clock):
         assert uptime(card).endswith("2m 05s"), uptime(card)
         clock[0] += 1.0
         await wait_until(pilot, lambda: uptime(card).endswith("2m 06s"), timeout=1.5)
