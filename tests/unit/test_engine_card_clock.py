@@ -1,6 +1,6 @@
 """The engine card's uptime: it moves with the telemetry samples, and on the card's own timer
-only while no samples come; that timer sleeps while they do (a timer waking the window every
-second cost it about 0.8 ms of CPU a second: docs/performance.md, 2026-12-05).
+only while no samples come; that timer sleeps while they do (a timer that woke the window
+every second found a sample had already moved the uptime: docs/performance.md, 2026-12-05).
 
 The card is the real EngineCard in a host app on Textual's Pilot, its clock a real one; the
 samples are the calls the machine tab's handler makes (`sampled`), on the real event loop.

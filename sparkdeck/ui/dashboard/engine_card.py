@@ -246,10 +246,10 @@ class EngineCard(LiveText):
     of its own each second, half a second off the sample's, was the biggest part of a ready
     engine's idle CPU (benchmarks/tui_idle.py). Its own timer runs only when no sample has
     come for SAMPLES_LATE_S (before the side tabs are mounted, or a stalled sampler), and
-    sleeps while samples come: a timer that woke each second only to find a sample had
-    ticked cost the window about 0.8 ms of CPU a second (a wake-up of an idle process is
-    that dear here: docs/performance.md). Each sample pushes the check for late samples
-    back; cancelling that check wakes nothing."""
+    sleeps while samples come: a timer that ticked every second woke the window each second
+    only to find that a sample had moved the uptime (the benchmark's CPU figure did not
+    show the wake-up: docs/performance.md, 2026-12-05). Each sample pushes the check for
+    late samples back; cancelling that check wakes nothing."""
 
     report: reactive[EngineReport] = reactive(EngineReport())
     failure: reactive[str | None] = reactive(None)  # a failed launch, until dismissed
