@@ -89,6 +89,7 @@ class Connection(asyncio.Protocol):
         self.keep_alive = False
         self.broke: UpstreamError | None = None
         self._answered = False  # a byte of this answer came
+        self._sent = False  # a request went on it: someone awaits `head`
         self._framed = False  # its length is known (Content-Length or chunked), not the close
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -163,6 +164,9 @@ class Connection(asyncio.Protocol):
 
     def send(self, request: bytes) -> None:
         assert self.transport is not None
+        if self.closed:  # lost before the request went (its `head` is no longer waited for)
+            raise ClosedBeforeAnswer("the engine closed the connection before it answered")
+        self._sent = True
         self.transport.write(request)
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -194,7 +198,10 @@ class Connection(asyncio.Protocol):
 
     def _fail(self, error: UpstreamError) -> None:
         if not self.head.done():
-            self.head.set_exception(error)
+            if self._sent:
+                self.head.set_exception(error)
+            else:  # closed unused (a spare): an error nobody reads would be logged as such
+                self.head.cancel()
         self.broke = self.broke or error
         self._wake()
 

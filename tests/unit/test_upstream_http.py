@@ -12,6 +12,7 @@ and llama-server is tests/integration/test_endpoint_traffic.py's.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -368,3 +369,34 @@ async def test_a_ready_connection_the_engine_closes_unused_is_not_replaced_in_a_
     finally:
         await pool.close()
         server.close()
+
+
+async def test_a_ready_connection_closed_unused_leaves_no_unretrieved_error(monkeypatch) -> None:
+    """A connection opened ahead and closed before any request went on it (let go after
+    KEEPALIVE_S by the pool, or closed by the engine) had its answer's future fail with
+    nobody to read it: asyncio reported "Future exception was never retrieved" when it was
+    collected (a service log line every KEEPALIVE_S; a CI run's test failed on it)."""
+    monkeypatch.setattr(upstream_http, "KEEPALIVE_S", 0.1)
+    monkeypatch.setattr(upstream_http, "SPARE_FOR_S", 0.35)
+    reported: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    closed_unused = 0
+
+    async def answer(c: int, _r: int, _rd: Any, writer: asyncio.StreamWriter) -> None:
+        await answer_with(writer, closing(b"ok"))
+        writer.close()
+
+    try:
+        async with engine(answer) as (served, pool):
+            got = await pool.send("POST", served.url, [], BODY)
+            assert await got.aread() == b"ok"
+            got.close()
+            await asyncio.sleep(0.7)  # spares opened and let go until SPARE_FOR_S
+            closed_unused = len(served.connections) - 1
+        gc.collect()
+        await asyncio.sleep(0.05)
+    finally:
+        loop.set_exception_handler(None)
+    assert closed_unused >= 2
+    assert reported == []
