@@ -32,7 +32,7 @@ from sparkdeck.runtime.errors import (
 )
 from sparkdeck.runtime.logs import LogFollower, stamped_lines
 from sparkdeck.runtime.pull import PullProgress, split_reference
-from sparkdeck.runtime.sdk import api_text, daemon_errors, engine_state
+from sparkdeck.runtime.sdk import api_text, daemon_errors, engine_state, has_exited
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import (
     ALIVE_STATES,
@@ -106,11 +106,7 @@ class DockerRuntime:
     def _state(self, container: Any, with_logs: bool | None = None) -> EngineState:
         """The container as an EngineState; its log tail when asked, or by default when
         it has exited (why it stopped)."""
-        exited = container.attrs.get("State", {}).get("Status", container.status) in (
-            "exited",
-            "dead",
-        )
-        with_logs = exited if with_logs is None else with_logs
+        with_logs = has_exited(container) if with_logs is None else with_logs
         return engine_state(container, tuple(self.log_tail(container)) if with_logs else ())
 
     def engines(self) -> list[EngineState]:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
 
 TAIL_LINES = 200
+START_POLL_S = 0.2  # how often a follow of a created container looks for its start
 
 
 def stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
@@ -94,29 +95,65 @@ class LogFollower:
 
         A container that is gone (or being removed) before or while following is the normal
         end of its log, not a failure: a switch removes the old engine while the UI may
-        still be starting to follow it. Raises DockerUnavailable (DockerNotAnswering for a
-        daemon that never replies) when the daemon cannot be reached, DockerRuntimeError
-        for any other refusal.
+        still be starting to follow it. Docker ends a follow of a container that is created
+        but not yet started at once, with no line; the UI follows a new engine as soon as
+        Docker says it was created, so the follower waits for the start (or the end) and
+        follows again. Raises DockerUnavailable (DockerNotAnswering for a daemon that never
+        replies) when the daemon cannot be reached, DockerRuntimeError for any other refusal.
         """
+        while True:
+            container = self._open()
+            if container is None:
+                return
+            created = container.status == "created"  # as Docker said when it was opened
+            read = False
+            for batch in self._read():
+                read = True
+                yield batch
+            if read or not self._follow or not created:
+                return
+            # followed before its start: again once it has started (running, or already
+            # ended: then its whole log comes and the follow ends), never once it is gone
+            while (state := self._state(container)) == "created":
+                if self._closed.wait(START_POLL_S):
+                    return
+            if state is None or self._closed.is_set():
+                return
+
+    def _open(self) -> Any:
+        """The container, its log stream open in self._stream; None when it is gone or
+        this follower was closed."""
         try:
             with daemon_errors():
                 container = self._runtime().client.containers.get(self.container_id)
                 self._stream = container.logs(stream=True, follow=self._follow, tail=self._tail)
         except docker.errors.NotFound:
-            return
+            return None
         except docker.errors.APIError as exc:
             if container_going(exc):
-                return
+                return None
             raise DockerRuntimeError(str(exc)) from exc
         if self._closed.is_set():
             self._stream.close()
-            return
+            return None
+        return container
+
+    def _read(self) -> Iterator[list[str]]:
         try:
             yield from line_batches(self._stream)
         except (OSError, ValueError, AttributeError, requests.exceptions.RequestException):
             if self._closed.is_set() or self._gone():
                 return  # shut by close(), or cut by the container's removal: the normal end
             raise
+
+    def _state(self, container: Any) -> str | None:
+        """Docker's state of the container now; None when it is gone or going."""
+        try:
+            with daemon_errors():
+                container.reload()
+        except docker.errors.APIError:
+            return None
+        return str(container.status)
 
     def _gone(self) -> bool:
         """Is the container gone (or going) now? Asked after the stream broke off."""

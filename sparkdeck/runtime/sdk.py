@@ -63,6 +63,14 @@ def api_text(exc: docker.errors.APIError) -> str:
     return str(explanation or exc)
 
 
+EXITED = ("exited", "dead")  # Docker's states of a container whose process has ended
+
+
+def has_exited(container: Any) -> bool:
+    """Whether the container's process has ended (Docker's inspected state)."""
+    return container.attrs.get("State", {}).get("Status", container.status) in EXITED
+
+
 def engine_state(container: Any, log_tail: tuple[str, ...] = ()) -> EngineState:
     """A container as the frozen EngineState sparkdeck passes around (its labels say which
     preset, kind, model and address; Docker's state says how it is)."""
@@ -82,7 +90,7 @@ def engine_state(container: Any, log_tail: tuple[str, ...] = ()) -> EngineState:
         metrics_path=labels.get(METRICS) or None,
         spec_hash=labels.get(SPEC_HASH, ""),
         docker_state=docker_state,
-        exit_code=state.get("ExitCode") if docker_state in ("exited", "dead") else None,
+        exit_code=state.get("ExitCode") if docker_state in EXITED else None,
         started_at=state.get("StartedAt"),
         log_tail=log_tail,
         image_id=attrs.get("Image", ""),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from sparkdeck.launch.events import CleanupStopping, ContainerStarted
 from sparkdeck.launch.sequence import Launcher
 from sparkdeck.runtime.errors import ReadinessTimeout
+from sparkdeck.runtime.logs import LogFollower
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.runtime.spec import ContainerSpec, GeneratedFile
 from tests.conftest import busybox_preset, scope_containers
@@ -150,3 +152,59 @@ def test_pull_tracker_never_goes_back_while_a_layer_extracts():
     assert tracker.fraction == pytest.approx(300 / 400)
     tracker.update(PullProgress("img", "a", "Pull complete", None, None))
     assert tracker.layers_done == 1
+
+
+def test_following_a_created_container_waits_for_its_start(runtime, docker_client, busybox_image):
+    """Docker ends a log follow of a container that is created but not started at once,
+    with no line. A window follows a new engine when Docker says it was created; under
+    load the start came later and the log pane stayed empty for the engine's whole life
+    (a parallel CI run). The follower follows again once the container runs."""
+    container = docker_client.containers.create(
+        busybox_image, ["sh", "-c", "echo first; sleep 0.3; echo second"]
+    )
+    try:
+        follower = LogFollower(lambda: runtime, container.id, tail=10)
+        starter = threading.Timer(1.0, container.start)
+        starter.start()
+        began = time.monotonic()
+        lines = [line for batch in follower.batches() for line in batch]
+        starter.join()
+        assert lines == ["first", "second"]
+        assert time.monotonic() - began < 5.0
+    finally:
+        container.remove(force=True)
+
+
+def test_a_created_container_removed_before_its_start_ends_the_follow(
+    runtime, docker_client, busybox_image
+):
+    """The follower's wait for a start ends when the container goes instead."""
+    container = docker_client.containers.create(busybox_image, ["true"])
+    remover = threading.Timer(0.6, container.remove, kwargs={"force": True})
+    remover.start()
+    began = time.monotonic()
+    assert list(LogFollower(lambda: runtime, container.id, tail=10).batches()) == []
+    remover.join()
+    assert time.monotonic() - began < 3.0
+
+
+def test_a_created_container_that_ran_and_ended_before_the_look_still_gives_its_log(
+    runtime, docker_client, busybox_image
+):
+    """Opened while created, and started and ended before the follower looked again: its
+    whole log still comes (a follow of an ended container gives the tail and ends)."""
+    container = docker_client.containers.create(busybox_image, ["echo", "quick"])
+    try:
+        follower = LogFollower(lambda: runtime, container.id, tail=10)
+        batches = follower.batches()
+        real_state = follower._state
+
+        def started_and_ended(c: object) -> str | None:
+            container.start()
+            container.wait(timeout=10)
+            return real_state(c)
+
+        follower._state = started_and_ended  # type: ignore[method-assign]
+        assert [line for batch in batches for line in batch] == ["quick"]
+    finally:
+        container.remove(force=True)
