@@ -422,6 +422,12 @@ def llama_preset_fields(image: str, port: int, **extra: Any) -> dict[str, Any]:
         "port": port,
         "startup_timeout": 60.0,
         **base_fields(),
+        # one compute thread (llama-server reads -t and -tb from these): its threads wait for
+        # each other at every step by spinning, and beside other work (a parallel run's
+        # workers) a descheduled one stalled the rest. Beside a 4-process CPU hog on a
+        # 2-core host a test of three long prompts took 45.8 s on 2 threads, 10.2 s on one;
+        # parallel runs saw a 4-token reply silent for 30 s and streams silent for 180 s
+        "env": {"LLAMA_ARG_THREADS": "1", "LLAMA_ARG_THREADS_BATCH": "1"},
         "llamacpp": {
             "context": 2048,
             "gpu_layers": 0,

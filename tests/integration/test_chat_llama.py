@@ -73,13 +73,6 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
             f"llama.context_length=int:{CONTEXT}",
             "--chat-template-file",
             "/templates/think.jinja",
-            # one compute thread: llama.cpp's threads wait for each other at every step by
-            # spinning, and beside a loaded host's other work (a parallel run's workers) a
-            # descheduled one stalled the rest: a stream silent for 180 s
-            "-t",
-            "1",
-            "-tb",
-            "1",
         ]
         preset = load_file(write_preset(base / "presets", "chat-tiny", **fields))
         runtime = DockerRuntime(docker_client, scope=scope, files_dir=base / "files")
