@@ -24,7 +24,11 @@ if TYPE_CHECKING:
     from sparkdeck.runtime.client import DockerRuntime
 
 TAIL_LINES = 200
-START_POLL_S = 0.2  # how often a follow of a created container looks for its start
+# how often a follow of a created container looks for its start: soon at first (a launch
+# starts what it created within a moment), then less often (one left created by a launch
+# killed between its create and its start is not inspected five times a second for ever)
+START_POLL_S = 0.2
+START_POLL_MAX_S = 2.0
 
 
 def stamped_lines(container: Any, lines: int | str) -> list[tuple[str, str]]:
@@ -114,9 +118,11 @@ class LogFollower:
                 return
             # followed before its start: again once it has started (running, or already
             # ended: then its whole log comes and the follow ends), never once it is gone
+            poll = START_POLL_S
             while (state := self._state(container)) == "created":
-                if self._closed.wait(START_POLL_S):
+                if self._closed.wait(poll):
                     return
+                poll = min(poll * 2, START_POLL_MAX_S)
             if state is None or self._closed.is_set():
                 return
 
