@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import BindingType
-from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Header
@@ -23,6 +22,7 @@ from sparkdeck.config.settings import Settings
 from sparkdeck.runtime import connect
 from sparkdeck.ui import gc_tuning, layout_classes
 from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
+from sparkdeck.ui.blank import BlankRow
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.engine_watch import EngineWatch
@@ -156,7 +156,7 @@ class SparkdeckApp(App[int]):
         )
         yield Header()
         yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
-        with Horizontal(id="main-area"):
+        with BlankRow(id="main-area"):
             yield self.launch_area
             if self._lazy_side_tabs:
                 self._side_stand_in = AfterFirstFrame(id="side-area-pending")

@@ -17,6 +17,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.timer import Timer
 
+from sparkdeck.runtime.state import docker_time
 from sparkdeck.ui import STYLESHEET
 from sparkdeck.ui.dashboard.engine_card import SAMPLES_LATE_S, EngineCard, EngineReport
 from sparkdeck.ui.readers import EngineReading
@@ -37,7 +38,8 @@ class Host(App):
 
 @asynccontextmanager
 async def running_engine_card() -> AsyncIterator[tuple[Pilot, EngineCard, list[float]]]:
-    """The card of a running engine whose uptime reads 2m 05s; the clock moves by hand."""
+    """The card of a running engine up 2 min 5 s (its card reads "2m": whole minutes); the
+    clock moves by hand."""
     clock = [NOW]
     app = Host(clock)
     async with app.run_test(size=(60, 12)) as pilot:
@@ -45,6 +47,9 @@ async def running_engine_card() -> AsyncIterator[tuple[Pilot, EngineCard, list[f
         card.report = EngineReport(reading=EngineReading(engine_state("running"), True))
         await pilot.pause()
         yield pilot, card, clock
+
+
+STARTED = docker_time(engine_state("running").started_at)  # NOW is 2m 05.4s later
 
 
 def uptime(card: EngineCard) -> str:
@@ -81,23 +86,27 @@ async def test_the_uptime_rides_on_the_samples_and_the_cards_timer_sleeps_meanwh
     uptime_timer_ticks: list[float],
 ) -> None:
     async with running_engine_card() as (pilot, card, clock):
-        # samples every 0.5 s (a launch's rate) for 3 s: each moves the uptime
+        # samples every 0.5 s (a launch's rate) for 3 s, across the third minute: the card
+        # reads the new minute at the sample after it began
+        clock[0] += 53.0  # up 2m 58.4s
         began = time.monotonic()
         while time.monotonic() - began < 3.0:
             clock[0] += 0.5
             card.sampled()
             await pilot.pause(0.5)
-        assert uptime(card).endswith("2m 08s"), uptime(card)
+            up = clock[0] - STARTED
+            assert uptime(card).endswith("3m" if up >= 180.0 else "2m"), (up, uptime(card))
+        assert uptime(card).endswith("3m"), uptime(card)
         assert uptime_timer_ticks == [], "the card's own timer woke while samples came"
 
         # the samples stop (a stalled sampler): the card keeps its own second
         stopped = time.monotonic()
-        clock[0] += 1.0
+        clock[0] += 60.0
         await wait_until(pilot, lambda: bool(uptime_timer_ticks), timeout=SAMPLES_LATE_S + 1.5)
         assert uptime_timer_ticks[0] - stopped < SAMPLES_LATE_S + 0.5
-        assert uptime(card).endswith("2m 09s"), uptime(card)
-        clock[0] += 1.0
-        await wait_until(pilot, lambda: uptime(card).endswith("2m 10s"), timeout=1.5)
+        assert uptime(card).endswith("4m"), uptime(card)
+        clock[0] += 60.0
+        await wait_until(pilot, lambda: uptime(card).endswith("5m"), timeout=1.5)
 
         # samples again: the card's timer goes back to sleep (no more own ticks)
         for _ in range(4):
@@ -105,12 +114,13 @@ async def test_the_uptime_rides_on_the_samples_and_the_cards_timer_sleeps_meanwh
             card.sampled()
             await pilot.pause(0.5)
         woke = len(uptime_timer_ticks)
+        clock[0] += 60.0
         for _ in range(4):
             clock[0] += 0.5
             card.sampled()
             await pilot.pause(0.5)
         assert len(uptime_timer_ticks) == woke, "the card's timer ran beside the samples"
-        assert uptime(card).endswith("2m 14s"), uptime(card)
+        assert uptime(card).endswith("6m"), uptime(card)
 
 
 @pytest.mark.anyio
@@ -119,9 +129,9 @@ async def test_with_no_sample_yet_the_card_keeps_its_own_second(
 ) -> None:
     """Before the side tabs are mounted no sample has come: the card's timer moves it."""
     async with running_engine_card() as (pilot, card, clock):
-        assert uptime(card).endswith("2m 05s"), uptime(card)
-        clock[0] += 1.0
-        await wait_until(pilot, lambda: uptime(card).endswith("2m 06s"), timeout=1.5)
+        assert uptime(card).endswith("2m"), uptime(card)
+        clock[0] += 60.0
+        await wait_until(pilot, lambda: uptime(card).endswith("3m"), timeout=1.5)
         assert uptime_timer_ticks
         # a stopped engine shows no uptime: the timer sleeps
         card.report = EngineReport(reading=EngineReading(engine_state("exited", 0), False))

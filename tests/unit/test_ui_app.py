@@ -22,7 +22,7 @@ from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.dashboard.engine_card import EngineReport, engine_content
+from sparkdeck.ui.dashboard.engine_card import EngineReport, engine_content, uptime_text
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.machine.tab import MachineTab
 from sparkdeck.ui.messages import DockerConnectionFailed
@@ -333,7 +333,22 @@ def test_engine_panel_states(docker_state: str, healthy: bool, status: str) -> N
     text = engine_content(EngineReport(reading=reading), NOW).plain
     assert "tiny-llama" in text and f"state    {status}" in text
     assert "http://127.0.0.1:8080" in text
-    assert ("uptime   2m 05s" in text) == reading.engine.alive
+    assert ("uptime   2m" in text.splitlines()) == reading.engine.alive
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (-3.0, "under a minute"),  # a clock a little behind Docker's
+        (59.9, "under a minute"),
+        (60.0, "1m"),
+        (3599.0, "59m"),
+        (3600.0, "1h 00m"),
+        (90_061.0, "25h 01m"),
+    ],
+)
+def test_the_uptime_is_whole_minutes(seconds: float, shown: str) -> None:
+    assert uptime_text(seconds) == shown
 
 
 def test_engine_panel_crashed_shows_exit_code_and_log() -> None:

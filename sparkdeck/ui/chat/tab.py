@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.readers import ChatTarget
 from sparkdeck.ui.screens.palette import PaletteCommand
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sparkdeck.ui.chat.pane import ChatPane
 
 
-class ChatTab(Vertical):
+class ChatTab(BlankColumn):
     """Holds the chat pane of the target engine (see the module docstring)."""
 
     target: reactive[ChatTarget] = reactive(ChatTarget(None))

@@ -107,10 +107,15 @@ def stop_report(report: EngineReport, now: float) -> EngineReport:
 
 
 def uptime_text(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+    """Whole minutes, as `docker ps` and k9s give an age: a ready engine's card then changes
+    once a minute, not every second. Its seconds were a repaint a second of the card and of
+    the presets beside it (the frame's box around the rows that changed spanned both
+    columns) for a figure nobody reads to the second: docs/performance.md, 2026-12-05."""
+    minutes = max(0, int(seconds)) // 60
+    if not minutes:
+        return "under a minute"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m"
 
 
 def card_state(report: EngineReport) -> tuple[str, str]:
@@ -238,8 +243,9 @@ def failure_content(failure: str, log: tuple[str, ...] = ()) -> Content:
 
 class EngineCard(LiveText):
     """Renders an EngineReport; ticks once a second only while an uptime (or a stop's grace)
-    is shown. A tick repaints only the text that changed (the uptime) and lays out only when
-    the card's height changes (LiveText).
+    is shown. A tick repaints only the text that changed (a new minute of uptime, a second of
+    grace) and nothing when none did, and lays out only when the card's height changes
+    (LiveText).
 
     The tick rides on the telemetry samples (`sampled`, once a second, twice while an engine
     starts or a launch runs), so the uptime moves in the frame that draws the sample: a frame

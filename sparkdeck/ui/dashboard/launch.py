@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker
@@ -43,6 +42,7 @@ from sparkdeck.launch.failure import (
     with_engine_reason,
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
+from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.dashboard.engine_card import (
     DockerFailure,
     EngineCard,
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from sparkdeck.ui.guard.screens import SwitchWaitScreen
 
 
-class LaunchArea(Vertical):
+class LaunchArea(BlankColumn):
     """Presets, engine card and log, and the launch and stop workers (see the module doc)."""
 
     @dataclass

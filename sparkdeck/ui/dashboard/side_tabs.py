@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.reactive import var
 from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.machine.environment import EnvironmentReport
@@ -57,7 +57,19 @@ GUARD_NOTE = (
 )
 
 
-class SideTabs(Vertical):
+class BlankTabs(TabbedContent):
+    """The tab set: draws only its tab bar and the open pane (sparkdeck.ui.blank)."""
+
+    BLANK = True
+
+
+class BlankTabPane(TabPane):
+    """A tab's pane: draws only what it holds (sparkdeck.ui.blank)."""
+
+    BLANK = True
+
+
+class SideTabs(BlankColumn):
     """The four side tabs (see the module docstring)."""
 
     environment: var[EnvironmentReport] = var(EnvironmentReport())
@@ -102,16 +114,16 @@ class SideTabs(Vertical):
         self.metrics_tab.also_show = self.strip.metrics
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(id="side-tabs"):
-            with TabPane("machine", id="machine-tab"):
+        with BlankTabs(id="side-tabs"):
+            with BlankTabPane("machine", id="machine-tab"):
                 yield self.machine_tab.data_bind(
                     fast=SideTabs.fast_sampling, environment=SideTabs.environment
                 )
-            with TabPane("metrics", id="metrics-tab"):
+            with BlankTabPane("metrics", id="metrics-tab"):
                 yield self.metrics_tab.data_bind(target=SideTabs.chat_target)
-            with TabPane("chat", id="chat-tab"):
+            with BlankTabPane("chat", id="chat-tab"):
                 yield self.chat_tab.data_bind(target=SideTabs.chat_target)
-            with TabPane("guard", id="guard-tab"):
+            with BlankTabPane("guard", id="guard-tab"):
                 yield self.timeline_chart.data_bind(timeline=SideTabs.timeline)
                 yield Static(GUARD_NOTE, id="guard-note", markup=False)
 

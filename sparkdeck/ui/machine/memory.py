@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.content import Content
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySnapshot
 from sparkdeck.telemetry.view import memory_bars, pressure_rows
+from sparkdeck.ui.blank import BlankRow
 from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content
 
 WAITING = Content.styled("reading…", "$text-muted")
@@ -31,7 +32,7 @@ class MemoryPanel(Vertical):
         self._pressure = LiveText("", id="pressure")
         self._used_spark = SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
         self._psi_spark = SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
-        with Horizontal(classes="panel-body"):
+        with BlankRow(classes="panel-body"):
             yield self._bars
             yield self._pressure
         yield self._used_spark

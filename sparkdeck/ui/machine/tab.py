@@ -18,13 +18,13 @@ from functools import partial
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
 from sparkdeck.ui.machine.gpu import GpuPanel
 from sparkdeck.ui.machine.memory import MemoryPanel
@@ -35,7 +35,7 @@ SAMPLE_SECONDS = 1.0  # telemetry once a second ...
 STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase
 
 
-class MachineTab(Vertical):
+class MachineTab(BlankColumn):
     """The machine tab's panels and their sampling worker (see the module docstring)."""
 
     # Messages a widget posts to itself do not bubble: each hop up to the app would cost a

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, WorkType
 
+from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail
 from sparkdeck.ui.readers import ChatTarget
 from sparkdeck.ui.worker_failures import report_worker_failure
@@ -41,7 +41,7 @@ async def sample_forever(
     await sampler.run(lambda _metrics: post(MetricsTab.TrailSampled(sampler.trail)))
 
 
-class MetricsTab(Vertical):
+class MetricsTab(BlankColumn):
     """Samples `target`'s metrics and shows them (see the module docstring)."""
 
     @dataclass
