@@ -22,7 +22,7 @@ from sparkdeck.config.settings import Settings
 from sparkdeck.runtime import connect
 from sparkdeck.ui import gc_tuning, layout_classes
 from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
-from sparkdeck.ui.blank import BlankRow
+from sparkdeck.ui.blank import BlankColumn, BlankRow
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.engine_watch import EngineWatch
@@ -154,8 +154,13 @@ class SparkdeckApp(App[int]):
             self.service_feed,
             id="watchdog-line",
         )
-        yield Header()
-        yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
+        # The one-row widgets above and below the columns each in a blank container of its
+        # own: a frame that repaints rows in the columns (each sample) then renders none of
+        # them, where each of the screen's own children is rendered in every frame (ui/blank.py)
+        with BlankColumn(id="header-area"):
+            yield Header()
+        with BlankColumn(id="glance-area"):
+            yield self.strip.data_bind(docker=SparkdeckApp.docker)  # at a glance
         with BlankRow(id="main-area"):
             yield self.launch_area
             if self._lazy_side_tabs:
@@ -164,10 +169,12 @@ class SparkdeckApp(App[int]):
             else:
                 yield self._side_tabs()
         yield self.launch_area.log_pane  # the whole width, shown while an engine runs
-        yield self.watchdog_line.data_bind(
-            engine=SparkdeckApp.guarded_engine, launching=SparkdeckApp.launching
-        )
-        yield Footer()
+        with BlankColumn(id="watchdog-area"):
+            yield self.watchdog_line.data_bind(
+                engine=SparkdeckApp.guarded_engine, launching=SparkdeckApp.launching
+            )
+        with BlankColumn(id="footer-area"):
+            yield Footer()
 
     def _side_tabs(self) -> SideTabs:
         """The machine, metrics, chat and guard tabs, their modules loaded now."""

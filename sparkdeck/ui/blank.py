@@ -12,6 +12,11 @@ own colours instead, about 0.006 ms. The screen looks the same: what a container
 no child covers it is its background, and that is what a blank row is drawn in
 (tests/unit/test_ui_blank_containers.py compares every cell and style).
 
+The same rule makes a blank container a wall: what it holds is rendered only when the frame's
+rows reach the container. The screen's own children have the whole screen as their container
+and were rendered in every frame; the header, the glance strip, the guard line and the footer
+each sit in a blank container of their own for that (ui/app.py).
+
 Only a container without a border, a border title or content of its own may be one: BLANK
 draws none of those. (Scroll bars are widgets of their own, drawn as before.)
 """

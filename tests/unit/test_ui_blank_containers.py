@@ -72,6 +72,25 @@ async def test_the_containers_around_a_sparkline_draw_nothing_of_their_own(tmp_p
 
 
 @pytest.mark.anyio
+async def test_the_screens_own_children_are_blank_containers_but_the_log(tmp_path: Path):
+    """Each child of the screen has the whole screen as its container, so every frame renders
+    it, whatever rows changed: the header, the glance strip, the guard line and the footer
+    each sit in a blank container of their own. The log pane is sized as a share of the
+    screen (40 % of what the header and footer leave), which it cannot be inside one."""
+    app, _ = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: bool(app.query("#memory-spark")), what="the side tabs")
+        drawn = [
+            widget.id or type(widget).__name__
+            for widget in app.screen.children
+            if not widget.BLANK and not type(widget).__module__.startswith("textual.")
+        ]
+        assert drawn == ["log-pane"], drawn
+        held = {child.parent.id for child in app.query("Header, GlanceStrip, WatchdogLine, Footer")}
+        assert held == {"header-area", "glance-area", "watchdog-area", "footer-area"}, held
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 async def test_blank_containers_look_the_same_as_drawn_ones(
     tmp_path: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
