@@ -16,7 +16,7 @@ from sparkdeck.host.meminfo import MemorySnapshot, gib
 from sparkdeck.host.throttle import throttle_verdict
 
 if TYPE_CHECKING:  # types only: the TUI's glance strip uses this module before its first
-    # frame, and the sampler with every host reader loads after it (ui.after_first_frame)
+    # frame, and the sampler with every host reader loads after it (ui.screen_layout)
     from sparkdeck.host.nvml import GpuSnapshot
     from sparkdeck.telemetry.sampler import TelemetrySnapshot
 

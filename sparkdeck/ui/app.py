@@ -20,9 +20,7 @@ from textual.worker import Worker, get_current_worker
 from sparkdeck.catalog import PresetCatalog
 from sparkdeck.config.settings import Settings
 from sparkdeck.runtime import connect
-from sparkdeck.ui import gc_tuning, layout_classes
-from sparkdeck.ui.after_first_frame import AfterFirstFrame, put_in_place
-from sparkdeck.ui.blank import BlankColumn, BlankRow
+from sparkdeck.ui import gc_tuning
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.engine_watch import EngineWatch
@@ -40,6 +38,13 @@ from sparkdeck.ui.messages import (
     read_presets,
 )
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
+from sparkdeck.ui.screen_layout import (
+    AfterFirstFrame,
+    BlankColumn,
+    BlankRow,
+    presized,
+    put_in_place,
+)
 from sparkdeck.ui.screens.palette import (
     PaletteCommand,
     SparkdeckCommands,
@@ -108,7 +113,7 @@ class SparkdeckApp(App[int]):
         super().__init__()
         self._tune_gc = tune_gc  # run_app's choice: see sparkdeck.ui.gc_tuning
         # run_app's too: the side tabs load and mount after the first frame
-        # (ui.after_first_frame); tests mount them with the rest, to query them from the start
+        # (ui.screen_layout); tests mount them with the rest, to query them from the start
         self._lazy_side_tabs = lazy_side_tabs
         self.side_tabs: SideTabs | None = None
         # the side tabs' (chat and its palette commands), once they are mounted
@@ -134,7 +139,7 @@ class SparkdeckApp(App[int]):
     def get_default_screen(self) -> Screen:
         # the layout classes for the terminal's size, given before the first styling: set by
         # the first resize instead, they restyled every widget before the first frame
-        return layout_classes.presized(super().get_default_screen(), self)
+        return presized(super().get_default_screen(), self)
 
     def compose(self) -> ComposeResult:
         # Held by reference: workers' messages reach them while a dialog is the screen.
@@ -156,7 +161,8 @@ class SparkdeckApp(App[int]):
         )
         # The one-row widgets above and below the columns each in a blank container of its
         # own: a frame that repaints rows in the columns (each sample) then renders none of
-        # them, where each of the screen's own children is rendered in every frame (ui/blank.py)
+        # them, where each of the screen's own children is rendered in every frame
+        # (ui/screen_layout.py)
         with BlankColumn(id="header-area"):
             yield Header()
         with BlankColumn(id="glance-area"):

@@ -1,6 +1,6 @@
 """`q` pressed the moment `sparkdeck` starts quits it cleanly.
 
-`sparkdeck` mounts its side tabs right after the first frame (sparkdeck/ui/after_first_frame.py).
+`sparkdeck` mounts its side tabs right after the first frame (sparkdeck/ui/screen_layout.py).
 A key typed before that frame is read with the first input and handled before the deferred
 mount: with Textual's own `Lazy` the mount then went into a screen that was already gone, and
 the app died with a MountError traceback and exit status 1. The real command runs in a

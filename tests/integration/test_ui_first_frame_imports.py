@@ -7,7 +7,7 @@ events, the preset files' reader and every engine kind under it) only as types: 
 loads in the "load presets" worker and the launch modules with the first plan, both after
 the first frame. The side tabs (their modules, the telemetry sampler with NVML's and PSI's
 readers, the guard's policy, Textual's TabbedContent) load when they are mounted, right
-after the first frame (sparkdeck.ui.after_first_frame). A top-level import of any of them
+after the first frame (sparkdeck.ui.screen_layout). A top-level import of any of them
 in a module the first frame needs fails this test.
 """
 

@@ -1,4 +1,4 @@
-"""The dashboard's containers that draw nothing of their own are BLANK (sparkdeck.ui.blank):
+"""The dashboard's containers that draw nothing of their own are BLANK (sparkdeck.ui.screen_layout):
 a frame that draws a new sample renders them as rows of their background, not line by line
 through Textual's styles cache, and the screen looks exactly as it did when they were drawn
 that way.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from textual.widget import Widget
 
-from sparkdeck.ui.blank import BlankColumn, BlankRow
 from sparkdeck.ui.dashboard.side_tabs import BlankTabPane, BlankTabs
+from sparkdeck.ui.screen_layout import BlankColumn, BlankRow
 from tests.support.offline_app import make_app, text_of
 from tests.support.pane_host import wait_until
 

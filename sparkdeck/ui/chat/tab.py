@@ -19,8 +19,8 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.screens.palette import PaletteCommand
 
 if TYPE_CHECKING:

@@ -42,7 +42,6 @@ from sparkdeck.launch.failure import (
     with_engine_reason,
 )
 from sparkdeck.runtime.pull import PullProgress, PullTracker
-from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.dashboard.engine_card import (
     DockerFailure,
     EngineCard,
@@ -54,6 +53,7 @@ from sparkdeck.ui.dashboard.engine_card import (
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.readers import EngineReading, PresetRow
+from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.screens.confirm import ConfirmScreen
 from sparkdeck.ui.worker_failures import report_worker_failure
 

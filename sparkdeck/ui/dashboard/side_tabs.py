@@ -21,13 +21,13 @@ from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
-from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.machine.environment import EnvironmentReport
 from sparkdeck.ui.machine.tab import SAMPLE_SECONDS, STARTING_SAMPLE_SECONDS, MachineTab
 from sparkdeck.ui.metrics.tab import MetricsTab
 from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.service_feed import FedTelemetry, ServiceFeed
 
 if TYPE_CHECKING:
@@ -58,13 +58,13 @@ GUARD_NOTE = (
 
 
 class BlankTabs(TabbedContent):
-    """The tab set: draws only its tab bar and the open pane (sparkdeck.ui.blank)."""
+    """The tab set: draws only its tab bar and the open pane (sparkdeck.ui.screen_layout)."""
 
     BLANK = True
 
 
 class BlankTabPane(TabPane):
-    """A tab's pane: draws only what it holds (sparkdeck.ui.blank)."""
+    """A tab's pane: draws only what it holds (sparkdeck.ui.screen_layout)."""
 
     BLANK = True
 

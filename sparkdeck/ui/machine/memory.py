@@ -13,8 +13,8 @@ from textual.content import Content
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySnapshot
 from sparkdeck.telemetry.view import memory_bars, pressure_rows
-from sparkdeck.ui.blank import BlankRow
 from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content
+from sparkdeck.ui.screen_layout import BlankRow
 
 WAITING = Content.styled("reading…", "$text-muted")
 

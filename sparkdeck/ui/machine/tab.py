@@ -24,10 +24,10 @@ from textual.worker import Worker, get_current_worker
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
-from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
 from sparkdeck.ui.machine.gpu import GpuPanel
 from sparkdeck.ui.machine.memory import MemoryPanel
+from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.service_feed import FedTelemetry
 from sparkdeck.ui.worker_failures import report_worker_failure
 

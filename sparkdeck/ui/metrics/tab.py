@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, WorkType
 
-from sparkdeck.ui.blank import BlankColumn
 from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail
 from sparkdeck.ui.readers import ChatTarget
+from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
