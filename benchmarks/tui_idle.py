@@ -120,7 +120,7 @@ def launch_by_keys(row: int, since: float) -> None:
 def preset_row(config: Path, preset_id: str) -> int:
     """The row of `preset_id` in the table: presets are listed in id order."""
     os.environ["SPARKDECK_CONFIG_DIR"] = str(config)
-    from sparkdeck.presets import load_catalog
+    from sparkdeck.catalog import load_catalog
 
     return sorted(load_catalog().presets).index(preset_id)
 

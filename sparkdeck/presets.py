@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkdeck.catalog import PresetCatalog, PresetProblem
-from sparkdeck.config import paths
-from sparkdeck.config.schema import Option, check_table
+from sparkdeck.config.schema import FileProblem, Option, check_table
 from sparkdeck.config.toml_files import TomlFileError, read_toml
 from sparkdeck.engines import KINDS, EngineKind, get_kind
 from sparkdeck.models.facts import KV_DTYPE_BYTES
@@ -115,7 +113,7 @@ COMMON: dict[str, Option] = {
 class PresetError(ValueError):
     """A preset file that cannot be used; carries every problem found in it."""
 
-    def __init__(self, problems: list[PresetProblem]):
+    def __init__(self, problems: list[FileProblem]):
         super().__init__("\n".join(str(p) for p in problems))
         self.problems = problems
 
@@ -332,7 +330,7 @@ def parse_preset(path: Path, data: Mapping[str, Any], bundled: bool = False) -> 
             if owner:
                 problems.append(("args", f"{arg!r} is set by sparkdeck; use {owner} instead"))
     if problems:
-        raise PresetError([PresetProblem(path, key, msg) for key, msg in problems])
+        raise PresetError([FileProblem(path, key, msg) for key, msg in problems])
     assert engine is not None
     return Preset(
         id=values["id"] or path.stem,
@@ -373,32 +371,5 @@ def load_file(path: Path, bundled: bool = False) -> Preset:
     try:
         data = read_toml(path)
     except TomlFileError as exc:  # unreadable, not UTF-8, not TOML, nested too deep
-        raise PresetError([PresetProblem(path, None, exc.reason)]) from None
+        raise PresetError([FileProblem(path, None, exc.reason)]) from None
     return parse_preset(path, data, bundled=bundled)
-
-
-def load_catalog(dirs: Iterable[tuple[Path, bool]] | None = None) -> PresetCatalog:
-    """Load every *.toml in the bundled then the user presets dir; later dirs win by id."""
-    if dirs is None:
-        dirs = [(paths.bundled_presets_dir(), True), (paths.user_presets_dir(), False)]
-    catalog = PresetCatalog()
-    for directory, bundled in dirs:
-        if not directory.is_dir():
-            continue
-        seen_here: dict[str, Path] = {}
-        for path in sorted(directory.glob("*.toml")):
-            try:
-                preset = load_file(path, bundled=bundled)
-            except PresetError as exc:
-                catalog.problems.extend(exc.problems)
-                continue
-            if preset.id in seen_here:
-                catalog.problems.append(
-                    PresetProblem(
-                        path, "id", f"{preset.id!r} is already used by {seen_here[preset.id]}"
-                    )
-                )
-                continue
-            seen_here[preset.id] = path
-            catalog.presets[preset.id] = preset
-    return catalog

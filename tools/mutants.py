@@ -61,8 +61,8 @@ MUTANTS = (
         "2a",
         "SGLang's static fraction not capped at 0.9",
         "sparkdeck/engines/sglang.py",
-        "share = share_of(plan.weights + plan.kv, total, ceiling=SHARE_CEILING,",
-        "share = share_of(plan.weights + plan.kv, total, ceiling=1.0,",
+        "            ceiling=SHARE_CEILING,\n            available=None if available",
+        "            ceiling=1.0,\n            available=None if available",
         (f"{PURE}::test_sglang_static_fraction_never_exceeds_0_9",),
     ),
     Mutant(
@@ -101,8 +101,8 @@ MUTANTS = (
         "4",
         "the service's API key forwarded to the engine",
         "sparkdeck/endpoint/app.py",
-        'if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")]',
-        "if k.lower() not in _HOP]",
+        'if k.lower() not in _HOP and not (self._key and k.lower() == b"authorization")\n',
+        "if k.lower() not in _HOP\n",
         (f"{REAL}::test_the_services_api_key_never_reaches_the_engine",),
     ),
     Mutant(
@@ -148,7 +148,7 @@ MUTANTS = (
     Mutant(
         "9",
         "the launch lock's failure ignored",
-        "sparkdeck/launch/sequence.py",
+        "sparkdeck/launch/lock_holder.py",
         "raise lock_busy(lock, what)",
         "pass",
         (
@@ -160,7 +160,7 @@ MUTANTS = (
     Mutant(
         "W1",
         "/v1/models lists no preset's model (was: `data == [] or all(ids)`)",
-        "sparkdeck/endpoint/switching.py",
+        "sparkdeck/endpoint/answers.py",
         "for preset in sorted(catalog.presets.values(), key=lambda p: p.id):",
         "for preset in []:",
         ("tests/integration/test_endpoint.py::test_with_a_key_a_request_without_it_gets_401",),
@@ -176,9 +176,9 @@ MUTANTS = (
     Mutant(
         "W3",
         "help rows without what the key does (was: `assert rows`)",
-        "sparkdeck/ui/screens/help.py",
-        'what = f"{binding.description}: {binding.tooltip}" if binding.tooltip',
-        "what = binding.description if binding.tooltip",
+        "sparkdeck/ui/screens/dialogs.py",
+        'f"{binding.description}: {binding.tooltip}" if binding.tooltip else',
+        "binding.description if binding.tooltip else",
         ("tests/unit/test_models_ui.py::test_o_opens_the_models_view_and_help_lists_it",),
     ),
     Mutant(

@@ -28,7 +28,7 @@ from textual.pilot import Pilot
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,8 @@ from sparkdeck.bench.stats import (
     summarise_point,
 )
 from sparkdeck.bench.verdict import check_counts, judge
-from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
+from sparkdeck.chat.client import ChatClient, ChatRequest, ChatStream, Timed
+from sparkdeck.chat.errors import ChatError
 from sparkdeck.engines import EngineKind
 from sparkdeck.http_limits import capped_client
 

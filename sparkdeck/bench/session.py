@@ -22,7 +22,8 @@ from sparkdeck.bench.target import (
     fingerprint,
     read_engine_version,
 )
-from sparkdeck.chat.client import ChatClient, ChatError, api_key_from_env
+from sparkdeck.chat.client import ChatClient, api_key_from_env
+from sparkdeck.chat.errors import ChatError
 from sparkdeck.endpoints import Endpoint
 from sparkdeck.engines import get_kind
 from sparkdeck.http_limits import capped_client

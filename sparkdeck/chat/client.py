@@ -1,4 +1,5 @@
-"""Streaming chat over an engine's OpenAI API: the request builder, the stream, typed errors.
+"""Streaming chat over an engine's OpenAI API: the request builder and the stream (its typed
+errors are sparkdeck.chat.errors').
 
 `ChatClient.stream(request)` returns a `ChatStream`: iterate it (a plain synchronous
 generator) for `Timed(at, delta)` pairs, where `at` is the `time.perf_counter()` at which
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import threading
 import time
@@ -29,7 +29,15 @@ from httpx_sse import EventSource
 
 from sparkdeck.chat.arrivals import tap
 from sparkdeck.chat.deltas import Delta, Done, Opened, error_in, parse_chunk
-from sparkdeck.http_limits import BodyTooLarge, capped_client, read_head
+from sparkdeck.chat.errors import (
+    EngineNotAnswering,
+    HTTPErrorReply,
+    ProtocolError,
+    ServerUnreachable,
+    StreamErrorEvent,
+    server_message,
+)
+from sparkdeck.http_limits import BodyTooLarge, capped_client
 from sparkdeck.text_safety import excerpt
 
 LOOKUP_TIMEOUT_S = 5.0
@@ -46,50 +54,6 @@ _SNIPPET = 300
 # A streamed reply larger than this is a server gone wrong (100k tokens of SSE chunks are
 # ~30 MB): the client stops reading there with BodyTooLarge (reported as ProtocolError).
 MAX_REPLY_BYTES = 256 * 1024 * 1024
-_ERROR_BODY = 64 * 1024  # of an error answer, only the start is read
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
-_TAG = re.compile(r"<[^>]*>")
-
-
-class ChatError(Exception):
-    """Base of every chat failure; the message is fit to show a user as is."""
-
-
-class ServerUnreachable(ChatError):
-    """Nothing answered (refused, DNS, connect timeout) or the connection broke mid-reply."""
-
-
-class EngineNotAnswering(ServerUnreachable):
-    """The engine took the connection but sent no reply within the stated time (hung)."""
-
-    def __init__(self, url: str, seconds: float):
-        self.url, self.seconds = url, seconds
-        super().__init__(
-            f"the engine is not answering (no reply from {url} within "
-            f"{seconds:g} s): it may be hung or overloaded; check its log "
-            "(sparkdeck logs) or restart it"
-        )
-
-
-class HTTPErrorReply(ChatError):
-    """The server refused the request with an HTTP error; `server_message` is its own words."""
-
-    def __init__(self, status: int, server_message: str, url: str):
-        self.status, self.server_message, self.url = status, server_message, url
-        super().__init__(f"HTTP {status} from {url}: {server_message}")
-
-
-class StreamErrorEvent(ChatError):
-    """The server reported an error inside the event stream (after HTTP 200)."""
-
-    def __init__(self, server_message: str, code: Any = None):
-        self.server_message, self.code = server_message, code
-        suffix = f" (code {code})" if code not in (None, "") else ""
-        super().__init__(f"the server stopped the reply: {server_message}{suffix}")
-
-
-class ProtocolError(ChatError):
-    """The server answered, but not with an OpenAI chat event stream."""
 
 
 class Timed(NamedTuple):
@@ -153,35 +117,6 @@ def api_key_from_env(names: Iterable[str]) -> str | None:
         if value:
             return value
     return None
-
-
-def _error_body(response: httpx.Response) -> bytes:
-    """The start of an error answer: enough for its message, never an endless body."""
-    try:
-        return read_head(response, _ERROR_BODY)
-    except httpx.HTTPError:  # the body broke off: the status alone still says something
-        return b""
-
-
-def _server_message(response: httpx.Response, body: bytes) -> str:
-    """The server's own error message when the body carries one, else its content type and
-    a short, cleaned excerpt (an HTML error page is reduced to its title or its text)."""
-    text = body.decode("utf-8", "replace")
-    try:
-        found = error_in(json.loads(text))
-    except (ValueError, RecursionError):
-        found = None
-    if found:
-        return found[0]
-    kind = response.headers.get("content-type", "").partition(";")[0].strip()
-    if "html" in kind.lower():
-        title = _TITLE.search(text)
-        text = title.group(1) if title else _TAG.sub(" ", text)
-    snippet = excerpt(text, 160)
-    kind = excerpt(kind, 60) or "no content type"
-    if not snippet:
-        return f"{kind}, empty body ({excerpt(response.reason_phrase, 60) or 'no message'})"
-    return f"{kind}: {snippet}"
 
 
 class ChatStream:
@@ -276,9 +211,7 @@ class ChatStream:
             if self.cancelled:
                 return
             if response.status_code >= 400:
-                raise HTTPErrorReply(
-                    response.status_code, _server_message(response, _error_body(response)), self.url
-                )
+                raise HTTPErrorReply(response.status_code, server_message(response), self.url)
             if response.status_code >= 300:  # httpx does not follow it: a POST must not move
                 where = excerpt(response.headers.get("location", "nowhere said"), 200)
                 raise HTTPErrorReply(
@@ -290,7 +223,7 @@ class ChatStream:
                 raise ProtocolError(
                     f"{self.url} answered HTTP {response.status_code} but not "
                     "with an event stream: "
-                    f"{_server_message(response, _error_body(response))}"
+                    f"{server_message(response)}"
                 )
             yield Timed(opened_at, Opened(response.status_code))
             tapped = tap(response, opened_at)
@@ -366,9 +299,7 @@ class ChatClient:
         try:
             with self._http.stream("GET", url, timeout=LOOKUP_TIMEOUT_S) as response:
                 if response.status_code >= 400:
-                    raise HTTPErrorReply(
-                        response.status_code, _server_message(response, _error_body(response)), url
-                    )
+                    raise HTTPErrorReply(response.status_code, server_message(response), url)
                 response.read()
         except BodyTooLarge as exc:
             raise ProtocolError(str(exc)) from exc

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ChatStream, Timed
+from sparkdeck.chat.client import ChatClient, ChatRequest, ChatStream, Timed
 from sparkdeck.chat.deltas import Content, Reasoning, ToolCall
+from sparkdeck.chat.errors import ChatError
 from sparkdeck.chat.reply import ReplyBuilder, ReplyFigures
 from sparkdeck.chat.store import Conversation, ConversationWriter
 from sparkdeck.engines import EngineKind

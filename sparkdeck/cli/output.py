@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from sparkdeck.catalog import PresetCatalog
 from sparkdeck.host.meminfo import gib
 from sparkdeck.launch.events import (
     LaunchEvent,
@@ -15,7 +16,6 @@ from sparkdeck.launch.events import (
 from sparkdeck.launch.failure import STATUS_LOG_LINES, failure_log, failure_text
 from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S, Countdown, end_text, start_text
-from sparkdeck.presets import PresetCatalog
 from sparkdeck.text_safety import clean
 
 

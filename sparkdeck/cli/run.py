@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkdeck import __version__
+from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.cli import commands
 from sparkdeck.cli.commands import endpoint_args
 from sparkdeck.cli.commands.engine import cmd_launch, cmd_stop
@@ -30,8 +31,8 @@ from sparkdeck.config.settings import SettingsError, load_settings
 from sparkdeck.endpoints import AttachedRegistry, EndpointError, check, endpoint_for, resolve
 from sparkdeck.engines import KINDS
 from sparkdeck.guard.own_memory import settle_orphans
-from sparkdeck.host.gpu import gpu_presence
 from sparkdeck.host.meminfo import MemInfoError, read_meminfo
+from sparkdeck.host.nvml import gpu_presence
 from sparkdeck.host.pagecache import FlushNotPermitted
 from sparkdeck.launch.failure import (
     DoesNotFit,
@@ -40,7 +41,7 @@ from sparkdeck.launch.failure import (
     clear_failure,
     last_failure,
 )
-from sparkdeck.presets import PresetCatalog, PresetError, load_catalog, load_file
+from sparkdeck.presets import PresetError, load_file
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import (
@@ -48,7 +49,7 @@ from sparkdeck.runtime.errors import (
     DockerRuntimeError,
     DockerUnavailable,
 )
-from sparkdeck.service.errors import ServiceError
+from sparkdeck.service import ServiceError
 from sparkdeck.text_safety import clean
 
 CommandFailed = commands.CommandFailed

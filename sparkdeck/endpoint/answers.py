@@ -1,5 +1,6 @@
 """What the endpoint answers itself rather than relaying: the model list, the refusal of a
-model that does not run, and what goes into a stream a switch wait already opened.
+model that does not run, the refusals of a switch's queue, and what goes into a stream a
+switch wait already opened.
 
 A stream that waited for a switch was answered 200 (text/event-stream) before its engine
 was up (switching.py): its status is spent, so what follows goes in as SSE events. An
@@ -101,6 +102,30 @@ async def begin_answer(
         await error_in_stream(send, await answer.aread())
         return False
     return True
+
+
+def queue_full(what: str, waiting: int, left_s: float) -> JSONResponse:
+    """503 for a request that finds the switch queue ([endpoint] queue) full: `what` is
+    switching ("to 'model'", "engines"), Retry-After the seconds it is likely to take."""
+    return openai_error(
+        503,
+        f"the endpoint is switching {what} and {waiting} requests already wait "
+        "([endpoint] queue): retry shortly",
+        "service_unavailable",
+        "switch_queue_full",
+        {"Retry-After": str(max(1, round(left_s)))},
+    )
+
+
+def client_closed(target: str) -> JSONResponse:
+    """499 (nginx's "client closed request"), logged for a client that left while it
+    waited for the switch to `target`."""
+    return openai_error(
+        499,
+        f"the client disconnected while waiting for the switch to {target!r}",
+        "client_closed",
+        "client_disconnected",
+    )
 
 
 def body_part(data: bytes) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.answers import begin_answer, error_in_stream, listed_models, wrong_model
 from sparkdeck.endpoint.listener import api_key
@@ -50,7 +51,6 @@ from sparkdeck.endpoint.stream_meter import Meter
 from sparkdeck.endpoint.switching import SwitchGate
 from sparkdeck.endpoint.upstream import UpstreamFinder
 from sparkdeck.endpoint.upstream_http import UpstreamAnswer, UpstreamError, UpstreamPool
-from sparkdeck.presets import load_catalog
 
 if TYPE_CHECKING:
     from sparkdeck.service.guarding import GuardFollower

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.listener import api_key, endpoint_line, is_loopback, listen_address
-from sparkdeck.presets import PresetCatalog, load_catalog
 
 # (the service's pid or None, a problem or None, the endpoint's state as the service reports it)
 ServiceState = Callable[[], tuple[int | None, str | None, dict[str, Any] | None]]

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Send
 
 from sparkdeck.config.settings import EndpointSettings
-from sparkdeck.endpoint.answers import body_part, loading_notice
+from sparkdeck.endpoint.answers import body_part, client_closed, loading_notice, queue_full
 from sparkdeck.endpoint.refusals import openai_error
 from sparkdeck.endpoint.switch_runs import NO_RETRY, Outcome, SwitchRunner
 from sparkdeck.launch.events import EventSink, RepliesAwaited
@@ -320,14 +320,7 @@ class SwitchGate:
             left, what = last - (time.monotonic() - switch.started), f"to {switch.model!r}"
         else:
             left, what = max(0.0, self._hold_until - time.monotonic()) + last, "engines"
-        return openai_error(
-            503,
-            f"the endpoint is switching {what} and {waiting} requests already wait "
-            "([endpoint] queue): retry shortly",
-            "service_unavailable",
-            "switch_queue_full",
-            {"Retry-After": str(max(1, round(left)))},
-        )
+        return queue_full(what, waiting, left)
 
     async def _wait(
         self, waiter: _Waiter, record: dict[str, Any], receive: Receive, send: Send
@@ -382,18 +375,8 @@ class SwitchGate:
                 self._dispatch()
         record["waited_s"] = waited = round(time.monotonic() - began, 3)
         if waiter.result.cancelled():  # gone: 499 (nginx's "client closed request"), logged
-            return Admission(
-                None,
-                openai_error(
-                    499,
-                    "the client disconnected while waiting for the switch to "
-                    f"{waiter.preset or waiter.model or 'the next engine'!r}",
-                    "client_closed",
-                    "client_disconnected",
-                ),
-                opened,
-                waited,
-            )
+            target = waiter.preset or waiter.model or "the next engine"
+            return Admission(None, client_closed(target), opened, waited)
         upstream, refusal = waiter.result.result()
         return Admission(upstream, refusal, opened, waited)
 

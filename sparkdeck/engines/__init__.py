@@ -37,3 +37,9 @@ def identify(probe: EndpointProbe) -> EngineKind | None:
 
 
 __all__ = ["KINDS", "EndpointProbe", "EngineKind", "UnknownEngineKind", "get_kind", "identify"]
+
+
+def startup_phases(kind_name: str) -> tuple[tuple[str, str], ...]:
+    """The start-up phases an engine of that kind logs (none for a kind not known here)."""
+    kind = KINDS.get(kind_name)
+    return kind.startup_phases if kind else ()

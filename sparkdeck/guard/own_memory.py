@@ -121,8 +121,9 @@ def describe_returning(returning: Returning, coming: int) -> str:
 
 
 def launch_in_progress() -> bool:
-    """Does any sparkdeck process hold the launch lock now (sparkdeck.launch.sequence.LAUNCH_LOCK)?
-    The kernel drops a killed holder's lock, so a launch killed with -9 does not count."""
+    """Does any sparkdeck process hold the launch lock now (LAUNCH_LOCK in
+    sparkdeck.launch.lock_holder)? The kernel drops a killed holder's lock, so a launch
+    killed with -9 does not count."""
     lock = FileLock("launch", "check for a launch in progress")
     if lock.acquire(blocking=False):
         lock.release()

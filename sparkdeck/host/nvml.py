@@ -1,6 +1,7 @@
 """GPU telemetry from NVML: clocks, utilisation, power, temperature, memory, processes.
 
-One `NvmlReader` per process; `read()` returns a frozen `GpuReading` and never raises, so a
+`gpu_presence()` asks once whether there is a GPU at all (`sparkdeck status`). One
+`NvmlReader` per process; `read()` returns a frozen `GpuReading` and never raises, so a
 panel can poll it once a second on a box with no driver, an old driver or a GB10.
 
 Two rules shape this module:
@@ -305,3 +306,49 @@ def gpu_process_pids(reading: GpuReading) -> set[int] | None:
     if all(found is None for found in lists):
         return None
     return {pid for found in lists if found for pid, _ in found}
+
+
+def nvml_pids() -> set[int] | None:
+    """GPU process PIDs from NVML now, or None where NVML cannot tell (no driver here)."""
+    with NvmlReader() as reader:
+        return gpu_process_pids(reader.read())
+
+
+@dataclass(frozen=True)
+class GpuPresence:
+    available: bool
+    name: str | None = None
+    driver: str | None = None
+    count: int = 0
+    reason: str | None = None
+
+    def describe(self) -> str:
+        if self.available:
+            return f"{self.name} (driver {self.driver}, {self.count} GPU(s))"
+        return f"no GPU: {self.reason}"
+
+
+def gpu_presence() -> GpuPresence:
+    """Is there an NVIDIA GPU that NVML can talk to? Asks NVML once; any failure becomes a
+    reason, never an exception."""
+    pynvml = _load_pynvml()
+    if isinstance(pynvml, str):
+        return GpuPresence(False, reason=pynvml)
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return GpuPresence(False, reason=f"no NVIDIA driver (NVML: {exc})")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        name = (
+            _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))) if count else None
+        )
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        return GpuPresence(count > 0, name, driver, count, None if count else "NVML found no GPU")
+    except pynvml.NVMLError as exc:
+        return GpuPresence(False, reason=f"NVML error: {exc}")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass

@@ -1,6 +1,6 @@
-"""Who holds the launch lock, in words, for the refusal a second launch or stop gets; and
-the engine owner's two refusals (Busy, UnknownPreset), which the endpoint's switching
-names without importing the service.
+"""The launch lock (LaunchLock) and who holds it, in words, for the refusal a second launch
+or stop gets; and the engine owner's two refusals (Busy, UnknownPreset), which the
+endpoint's switching names without importing the service.
 
 One launch or stop runs at a time across every sparkdeck process (CLI, TUI, service); the
 lock file (sparkdeck.config.file_lock) names its holder. This module turns that name into the
@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sparkdeck.config.file_lock import FileLock, LockBusy
+
+LAUNCH_LOCK = "launch"  # one launch or stop at a time, across every sparkdeck process
 
 
 class Busy(Exception):
@@ -56,3 +60,28 @@ def lock_busy(lock: FileLock, what: str) -> LockBusy:
         "finish, or interrupt it (Ctrl-C in its terminal)",
         holder,
     )
+
+
+class LaunchLock:
+    """The launch lock as one launcher holds it: `held(what)` takes it for `what` ("a launch
+    of X", "a stop"), so that one launch or stop runs at a time across every sparkdeck
+    process (CLI, TUI, service). LockBusy names the holder; nothing has been touched then.
+    Re-entrant: a launch's own stop runs under the lock the launch holds."""
+
+    def __init__(self) -> None:
+        self._held: FileLock | None = None
+
+    @contextmanager
+    def held(self, what: str) -> Iterator[None]:
+        if self._held is not None:
+            yield
+            return
+        lock = FileLock(LAUNCH_LOCK, what)
+        if not lock.acquire(blocking=False):
+            raise lock_busy(lock, what)
+        self._held = lock
+        try:
+            yield
+        finally:
+            self._held = None
+            lock.release()

@@ -30,19 +30,9 @@ from sparkdeck.launch.events import (
     ModelInCache,
 )
 from sparkdeck.launch.preflight import PreflightFailed
+from sparkdeck.models.hub_access import NeedsToken, NoSpace, PullCancelled, PullError, RepoNotFound
 from sparkdeck.models.hub_model import cached_snapshot, repo_and_tag
-from sparkdeck.models.pull import (
-    NeedsToken,
-    NoSpace,
-    PullCancelled,
-    PullError,
-    PullPlan,
-    PullProgress,
-    RepoNotFound,
-    free_bytes,
-    plan_pull,
-    pull,
-)
+from sparkdeck.models.pull import PullPlan, PullProgress, free_bytes, plan_pull, pull
 from sparkdeck.presets import HF_CACHE_TARGET, Preset, PresetError
 from sparkdeck.runtime.spec import ContainerSpec
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from sparkdeck.guard import own_memory, records
 from sparkdeck.guard.claims import GIB
@@ -31,6 +31,23 @@ def still_returning(switch_timeout_s: float) -> list[records.Returning]:
         else:
             records.clear_returning(returning.container_id)
     return pending
+
+
+def coming_back(
+    running: Sequence[own_memory.Measured], available: int, switch_timeout_s: float
+) -> tuple[int, list[str]]:
+    """What will come back before a new engine starts, and from where: what the running
+    engines hold themselves (`running`, measured now: the switch stops them), and what of
+    the engines stopped earlier has not shown up yet. Never a MemAvailable delta, which
+    would count any other process's memory as an engine's."""
+    returning = sum(measured.held for measured in running)
+    sources = [measured.describe() for measured in running]
+    now = own_memory.host_sample(available)
+    for pending in still_returning(switch_timeout_s):
+        coming = own_memory.still_coming(pending, now)
+        returning += coming
+        sources.append(own_memory.describe_returning(pending, coming))
+    return returning, sources
 
 
 def wait_for_memory(

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection
 from typing import Any
 
-from sparkdeck.config.file_lock import FileLock
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.engines import KINDS
+from sparkdeck.engines import startup_phases
 from sparkdeck.guard import own_memory, records
 from sparkdeck.guard.fit import FitCheck, check_fit
 from sparkdeck.guard.readings import HostReadings, Reading
@@ -30,7 +28,7 @@ from sparkdeck.guard.switch import SwitchProgress
 from sparkdeck.guard.timeline import TimelineRecorder, mark_phases
 from sparkdeck.guard.watchdog import engine_watchdog
 from sparkdeck.host.meminfo import MemorySnapshot, read_meminfo
-from sparkdeck.host.nvml import NvmlReader, gpu_process_pids
+from sparkdeck.host.nvml import nvml_pids
 from sparkdeck.host.pagecache import FlushReport, flush_page_cache
 from sparkdeck.launch import model_step, preflight
 from sparkdeck.launch.events import (
@@ -59,21 +57,13 @@ from sparkdeck.launch.failure import (
     clear_failure,
     record_failure,
 )
-from sparkdeck.launch.lock_holder import lock_busy
-from sparkdeck.launch.returning import still_returning, wait_for_memory
+from sparkdeck.launch.lock_holder import LaunchLock
+from sparkdeck.launch.returning import coming_back, still_returning, wait_for_memory
 from sparkdeck.presets import Preset
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerRuntimeError, EngineExited, ReadinessTimeout
 from sparkdeck.runtime.spec import ContainerSpec
 from sparkdeck.runtime.state import EngineState
-
-LAUNCH_LOCK = "launch"  # one launch or stop at a time, across every sparkdeck process
-
-
-def nvml_pids() -> set[int] | None:
-    """GPU process PIDs from NVML, or None where NVML cannot tell (no driver here)."""
-    with NvmlReader() as reader:
-        return gpu_process_pids(reader.read())
 
 
 class Launcher:
@@ -106,7 +96,7 @@ class Launcher:
         self.read_memory = read_memory
         self.readings = readings or HostReadings(read_memory)
         self.gpu_pids = gpu_pids
-        self._lock: FileLock | None = None  # the launch lock, while this launcher holds it
+        self._lock = LaunchLock()  # re-entrant within this launcher (a launch's stop)
         self._touched = False  # this launch has begun to stop or start containers
         self._started: EngineState | None = None  # the container this launch started
 
@@ -119,17 +109,12 @@ class Launcher:
         count any other process's memory as the engine's."""
         memory = self.read_memory()
         claim = preset.engine.memory_claim(preset, memory.total, self.guard)
-        returning, sources = 0, []
-        for engine in self.runtime.engines():
-            if engine.alive:
-                measured = self._measure(engine, memory.available)
-                returning += measured.held
-                sources.append(measured.describe())
-        now = own_memory.host_sample(memory.available)
-        for pending in still_returning(self.guard.switch_timeout_s):
-            coming = own_memory.still_coming(pending, now)
-            returning += coming
-            sources.append(own_memory.describe_returning(pending, coming))
+        measured = [
+            self._measure(engine, memory.available)
+            for engine in self.runtime.engines()
+            if engine.alive
+        ]
+        returning, sources = coming_back(measured, memory.available, self.guard.switch_timeout_s)
         return check_fit(
             claim,
             memory,
@@ -192,28 +177,10 @@ class Launcher:
             on_event=self.on_event,
         )
 
-    @contextmanager
-    def exclusive(self, what: str) -> Iterator[None]:
-        """Hold the launch lock for `what` ("a launch of X", "a stop"): one launch or stop
-        at a time across every sparkdeck process (CLI and TUI). LockBusy names the holder;
-        nothing has been touched then. Re-entrant within this launcher (a launch's stop)."""
-        if self._lock is not None:
-            yield
-            return
-        lock = FileLock(LAUNCH_LOCK, what)
-        if not lock.acquire(blocking=False):
-            raise lock_busy(lock, what)
-        self._lock = lock
-        try:
-            yield
-        finally:
-            self._lock = None
-            lock.release()
-
     def stop_engines(self) -> list[EngineState]:
         """`sparkdeck stop` and the TUI's stop: stop_all under the launch lock, so a stop
         never lands in the middle of another process's launch."""
-        with self.exclusive("a stop"):
+        with self._lock.held("a stop"):
             return self.stop_all()
 
     def launch(
@@ -236,7 +203,7 @@ class Launcher:
         is a verdict read moments ago (a fresh LaunchPlan's): it is not read again.
         `flush_note` says why the page cache is kept when `flush` is False.
         """
-        with self.exclusive(f"a launch of {preset.id}"):
+        with self._lock.held(f"a launch of {preset.id}"):
             self._touched, self._started = False, None
             try:
                 return self._launch(
@@ -413,7 +380,7 @@ class Launcher:
             ]
         except DockerRuntimeError:  # gone (the guard stopped it): keep the memory points
             lines = []
-        timeline = recorder.timeline(mark_phases(lines, preset_phases(engine)))
+        timeline = recorder.timeline(mark_phases(lines, startup_phases(engine.kind)))
         path = records.save_launch_record(
             engine.container_id, engine.name, {**record, "timeline": timeline.to_dict()}
         )
@@ -426,8 +393,3 @@ def _honour(cancel: threading.Event | None) -> None:
     after it, and LaunchInterrupted says what Docker has left running."""
     if cancel is not None and cancel.is_set():
         raise KeyboardInterrupt
-
-
-def preset_phases(engine: EngineState) -> tuple[tuple[str, str], ...]:
-    kind = KINDS.get(engine.kind)
-    return kind.startup_phases if kind else ()

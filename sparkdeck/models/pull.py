@@ -16,7 +16,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import io
-import os
 import shutil
 import threading
 import time
@@ -24,34 +23,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparkdeck.models.hub_access import (
+    ChecksumMismatch,
+    NoSpace,
+    PullCancelled,
+    RepoNotFound,
+    hub_endpoint,
+    hub_token,
+    translate,
+)
 from sparkdeck.models.plan import hub_cache_dir
 from sparkdeck.text_safety import clean
 
 GIB = 2**30
-
-
-class PullError(Exception):
-    """A pull that cannot go ahead or did not finish; the message says what to do."""
-
-
-class NeedsToken(PullError):
-    """The repo is gated or private and no (or a refused) HF_TOKEN was given."""
-
-
-class RepoNotFound(PullError):
-    """No such repo, revision or file on the Hub."""
-
-
-class NoSpace(PullError):
-    """The cache's filesystem has too little free space for the files."""
-
-
-class ChecksumMismatch(PullError):
-    """A downloaded file's sha256 is not the one the Hub lists; it was not kept."""
-
-
-class PullCancelled(PullError):
-    """Interrupted (Ctrl-C); completed files stay in the cache for the next pull."""
 
 
 @dataclass(frozen=True)
@@ -112,87 +96,6 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def _endpoint() -> str | None:
-    return os.environ.get("HF_ENDPOINT") or None  # read now: the library's is fixed at import
-
-
-def _token() -> str | bool:
-    # Only the environment: False keeps huggingface_hub from reading a stored token file.
-    return os.environ.get("HF_TOKEN") or False
-
-
-def _translate(exc: Exception, repo: str) -> PullError:
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HfHubHTTPError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
-    has_token = bool(os.environ.get("HF_TOKEN"))
-    if isinstance(exc, GatedRepoError):
-        if has_token:
-            return NeedsToken(
-                f"{repo} is gated and HF_TOKEN was refused: accept the model's "
-                "terms on its Hub page with the account the token belongs to"
-            )
-        return NeedsToken(
-            f"{repo} is gated: accept its terms on the Hub, then export HF_TOKEN "
-            "with a token of that account"
-        )
-    if isinstance(exc, RevisionNotFoundError):
-        return RepoNotFound(f"{repo}: no such revision on the Hub")
-    if isinstance(exc, EntryNotFoundError):
-        return RepoNotFound(f"{repo}: a listed file is missing on the Hub ({exc})")
-    if isinstance(exc, RepositoryNotFoundError):
-        status = exc.response.status_code if exc.response is not None else None
-        if status == 401 and not has_token:
-            return NeedsToken(
-                f"{repo} was not found or is private: export HF_TOKEN if it is "
-                "yours or shared with you"
-            )
-        return RepoNotFound(
-            f"{repo}: no such model repo on the Hub"
-            + (" (or HF_TOKEN cannot see it)" if has_token else "")
-        )
-    if isinstance(exc, HfHubHTTPError):
-        status = exc.response.status_code if exc.response is not None else "?"
-        return PullError(f"{repo}: the Hub answered {status}")
-    if _unreachable(exc):
-        where = _endpoint() or "https://huggingface.co"
-        return PullError(
-            f"{repo}: the Hugging Face Hub ({where}) cannot be reached "
-            f"({type(exc).__name__}: {exc}). Check this machine's network, DNS "
-            "or proxy (HTTPS_PROXY), or set HF_ENDPOINT to a mirror; a model "
-            "already in the cache needs no pull"
-        )
-    return PullError(f"{repo}: {type(exc).__name__}: {exc}")
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """No answer from the Hub at all (DNS, refused, timeout, no network), as httpx or
-    requests says it, possibly wrapped by huggingface_hub."""
-    import httpx
-    import requests
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(
-            seen,
-            (
-                httpx.TransportError,
-                requests.ConnectionError,
-                requests.Timeout,
-                ConnectionError,
-                TimeoutError,
-            ),
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _selected(name: str, include: Sequence[str]) -> bool:
     return not include or any(fnmatch.fnmatch(name, glob) for glob in include)
 
@@ -213,11 +116,11 @@ def plan_pull(
 
     cache = cache_dir or hub_cache_dir()
     try:
-        info = HfApi(endpoint=_endpoint(), token=_token()).model_info(
+        info = HfApi(endpoint=hub_endpoint(), token=hub_token()).model_info(
             repo, revision=revision, files_metadata=True
         )
     except Exception as exc:  # the library's errors, and httpx's for a Hub that is away
-        raise _translate(exc, repo) from exc
+        raise translate(exc, repo) from exc
     files = tuple(
         RemoteFile(s.rfilename, int(s.size or 0), s.lfs.sha256 if s.lfs else None)
         for s in info.siblings or ()
@@ -351,8 +254,8 @@ def pull(
                 remote.name,
                 revision=plan.commit,
                 cache_dir=str(plan.cache_dir),
-                endpoint=_endpoint(),
-                token=_token(),
+                endpoint=hub_endpoint(),
+                token=hub_token(),
                 tqdm_class=bar,
             )
         except (KeyboardInterrupt, PullCancelled):
@@ -362,7 +265,7 @@ def pull(
                 "them (huggingface_hub does not keep a partly fetched file)"
             ) from None
         except Exception as exc:
-            raise _translate(exc, plan.repo) from exc
+            raise translate(exc, plan.repo) from exc
         _verify(Path(path), remote)
         tracker.end_file(remote.size)
         tracker.report()

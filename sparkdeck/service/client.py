@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 
 from sparkdeck.config import paths
-from sparkdeck.service import location
-from sparkdeck.service.errors import ServiceError, ServiceVersionMismatch
+from sparkdeck.service import ServiceError, ServiceVersionMismatch, location
 from sparkdeck.service.location import API_VERSION
 from sparkdeck.service.start_report import REPORT_FD_ENV, read_report
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sparkdeck.launch.events import EventSink, event_from_dict
 from sparkdeck.runtime.errors import EngineExited
 from sparkdeck.runtime.state import EngineState
-from sparkdeck.service.errors import ServiceError
+from sparkdeck.service import ServiceError
 
 if TYPE_CHECKING:
     from sparkdeck.config.settings import GuardSettings

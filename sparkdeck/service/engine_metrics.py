@@ -78,9 +78,9 @@ class EngineMetricsLoop:
 
     @staticmethod
     def _sampler(engine: Any, reader: Any) -> MetricsSampler:
+        from sparkdeck.catalog import load_catalog
         from sparkdeck.engines import get_kind
         from sparkdeck.metrics.sampler import MetricsSampler
-        from sparkdeck.presets import load_catalog
 
         preset = load_catalog().presets.get(engine.preset_id)
         plan = get_kind(engine.kind).metrics_plan(engine.base_url, engine.metrics_path, preset)

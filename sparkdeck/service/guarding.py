@@ -27,8 +27,7 @@ from sparkdeck.service.hub import EventHub
 if TYPE_CHECKING:
     from sparkdeck.config.settings import GuardSettings
     from sparkdeck.runtime.client import DockerRuntime
-    from sparkdeck.runtime.state import EngineState
-    from sparkdeck.runtime.watch import EngineEvents
+    from sparkdeck.runtime.state import EngineEvents, EngineState
 
 # Docker's event stream wakes the loop when a container of sparkdeck's changes; it also asks
 # Docker every SAFETY_POLL_S in case an event was missed, and every FOLLOW_S while it has no
@@ -163,7 +162,7 @@ class GuardFollower:
 
     def _listen(self, runtime: DockerRuntime, wake: threading.Event) -> None:
         """Follow Docker's events in a thread of their own; each wakes the loop at once."""
-        from sparkdeck.runtime.watch import EngineEvents
+        from sparkdeck.runtime.state import EngineEvents
 
         self._events = events = EngineEvents(runtime)
 
@@ -310,7 +309,7 @@ def _launching_elsewhere() -> bool:
     import os
 
     from sparkdeck.config.file_lock import FileLock
-    from sparkdeck.launch.sequence import LAUNCH_LOCK
+    from sparkdeck.launch.lock_holder import LAUNCH_LOCK
 
     holder = FileLock(LAUNCH_LOCK).holder()
     if holder is None or holder.pid == os.getpid():

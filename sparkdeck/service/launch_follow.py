@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
+from sparkdeck.service import ServiceError
 from sparkdeck.service.client import ServiceClient
-from sparkdeck.service.errors import ServiceError
 
 Events = Iterator[tuple[str, dict[str, Any]]]
 # The stream carries a keep-alive every second; this long without a byte and the service is

@@ -97,8 +97,8 @@ def lock_holder() -> int | None:
 
 def probe(timeout: float = HEARTBEAT_S) -> Liveness:
     """Ask the service's heartbeat once; at most `timeout` seconds."""
+    from sparkdeck.service import ServiceError
     from sparkdeck.service.client import ServiceClient
-    from sparkdeck.service.errors import ServiceError
 
     if not location.enabled():
         return Liveness(OFF, detail="SPARKDECK_SERVICE=off")
@@ -207,8 +207,8 @@ def guard_report(engine: str | None) -> dict[str, Any]:
     if engine is None:
         return report
     if life.state == NOT_RUNNING:
+        from sparkdeck.service import ServiceError
         from sparkdeck.service.client import ensure_running
-        from sparkdeck.service.errors import ServiceError
 
         try:
             client, started = ensure_running()

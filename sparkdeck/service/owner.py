@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config import paths
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.endpoints import answers
@@ -34,7 +35,6 @@ from sparkdeck.launch.listener import LaunchListener
 from sparkdeck.launch.lock_holder import Busy, UnknownPreset
 from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, flush_policy
 from sparkdeck.launch.stop_countdown import DEFAULT_GRACE_S
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.hub import EventHub

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from sparkdeck.service import ServiceError
 from sparkdeck.service.client import ServiceClient
-from sparkdeck.service.errors import ServiceError
 from sparkdeck.service.guard_events import (
     GUARD_KINDS,
     GuardNote,

@@ -2,7 +2,7 @@
 
 Readers, settings and the sampler come in through the constructor (tests hand in their own).
 The app reads presets and Docker in workers (bodies in sparkdeck.ui.messages) and binds what it
-learns into the panels, which own their features' workers (failures: ui.worker_failures)."""
+learns into the panels, which own their features' workers (failures: report_worker_failure)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from sparkdeck.catalog import PresetCatalog
 from sparkdeck.config.settings import Settings
 from sparkdeck.runtime import connect
 from sparkdeck.ui import gc_tuning
+from sparkdeck.ui.dashboard import launch_messages
 from sparkdeck.ui.dashboard.engine_card import DockerFailure
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.engine_watch import EngineWatch
-from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine, follow_engine
 from sparkdeck.ui.history import HistoryKeeper, PostMortemFound
 from sparkdeck.ui.keymap import BINDINGS, apply_keymap
@@ -34,8 +34,10 @@ from sparkdeck.ui.messages import (
     ChatTargetRead,
     DockerConnectionFailed,
     EngineStateRead,
+    GuardDecisionMade,
     catalog_loaded,
     read_presets,
+    report_worker_failure,
 )
 from sparkdeck.ui.readers import ChatTarget, EngineReader, EngineReading, answers
 from sparkdeck.ui.screen_layout import (
@@ -55,7 +57,6 @@ from sparkdeck.ui.screens.views import open_view
 from sparkdeck.ui.service_feed import ServiceFeed
 from sparkdeck.ui.strip.glance import GlanceStrip
 from sparkdeck.ui.themes import install_themes, keep_theme_saved, next_theme
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:  # the side tabs' modules load after the first frame (_side_tabs)
     from sparkdeck.guard.timeline import StartupTimeline
@@ -326,7 +327,7 @@ class SparkdeckApp(App[int]):
     def on_chat_target_read(self, message: ChatTargetRead) -> None:
         self.chat_target = message.target  # metrics read the engine chat talks to
 
-    def on_launch_area_run_changed(self, message: LaunchArea.RunChanged | None = None) -> None:
+    def on_launch_area_run_changed(self, message: launch_messages.RunChanged | None = None) -> None:
         """Sampling speed and the running watchdog follow the engine and the launch."""
         busy = self.launching = self.launch_area.busy()
         if not busy:
@@ -348,5 +349,5 @@ class SparkdeckApp(App[int]):
     def on_watchdog_line_engine_stopped(self, message: WatchdogLine.EngineStopped) -> None:
         self.launch_area.guard_stopped(message.reasons)
 
-    def on_launch_area_timeline_recorded(self, message: LaunchArea.TimelineRecorded) -> None:
+    def on_launch_area_timeline_recorded(self, message: launch_messages.TimelineRecorded) -> None:
         self.timeline = message.timeline

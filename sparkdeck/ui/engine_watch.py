@@ -31,7 +31,7 @@ from sparkdeck.ui.messages import EngineStateRead, engine_poll
 from sparkdeck.ui.readers import EngineReader
 
 if TYPE_CHECKING:
-    from sparkdeck.runtime.watch import EngineEvents
+    from sparkdeck.runtime.state import EngineEvents
     from sparkdeck.ui.service_feed import DockerWord, ServiceFeed
 
 QUIET_FACTOR = 5  # settled: ask every 10 s (with the default 2 s period), events meanwhile
@@ -105,7 +105,7 @@ class EngineWatch:
             return True
         if self._closed.is_set():
             return False
-        from sparkdeck.runtime.watch import EngineEvents
+        from sparkdeck.runtime.state import EngineEvents
 
         try:
             events = EngineEvents(self._reader.runtime())

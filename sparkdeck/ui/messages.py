@@ -1,16 +1,21 @@
 """Messages the app's own workers post to it: facts, in the past tense, carrying frozen
 values; and the worker bodies that read them (plain functions, so app.py stays wiring).
-Widgets that run workers nest their messages in their own class."""
+Widgets that run workers nest their messages in their own class; the watchdogs' decision
+(GuardDecisionMade) is here because two of them post it. Last, the one path a failed worker
+takes to the user (report_worker_failure)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from textual.app import App
 from textual.message import Message
+from textual.worker import Worker, WorkerState
 
 from sparkdeck.runtime.errors import DockerNotAnswering, DockerUnavailable
+from sparkdeck.text_safety import excerpt
 from sparkdeck.ui.readers import (
     ChatTarget,
     EngineReader,
@@ -22,8 +27,9 @@ from sparkdeck.ui.readers import (
 )
 
 if TYPE_CHECKING:  # the preset files' reader loads with the first catalog read
+    from sparkdeck.catalog import PresetCatalog
     from sparkdeck.config.settings import GuardSettings
-    from sparkdeck.presets import PresetCatalog
+    from sparkdeck.guard.policy import Decision  # loaded with the first watchdog
 
 
 @dataclass
@@ -67,10 +73,22 @@ class ChatTargetRead(Message):
         return isinstance(message, ChatTargetRead)
 
 
+@dataclass
+class GuardDecisionMade(Message):
+    """A watchdog decided on its newest reading (ok, warn or stop): the running one
+    (WatchdogLine's) or a launch's start-up one (through the launch's events)."""
+
+    decision: Decision
+
+    def can_replace(self, message: Message) -> bool:
+        # The latest reading wins, except that a stop must never be replaced unseen.
+        return isinstance(message, GuardDecisionMade) and message.decision.level != "stop"
+
+
 def read_presets() -> PresetCatalog:
     """The bundled and the user's preset files: the files' reader (it loads every engine
     kind) is imported here, in the "load presets" worker, after the first frame."""
-    from sparkdeck.presets import load_catalog
+    from sparkdeck.catalog import load_catalog
 
     return load_catalog()
 
@@ -91,3 +109,23 @@ def engine_poll(reader: EngineReader) -> Iterator[Message]:
     except DockerUnavailable as exc:
         yield DockerConnectionFailed(str(exc), isinstance(exc, DockerNotAnswering))
     yield ChatTargetRead(chat_target(reading, reader.health_check))
+
+
+def report_worker_failure(app: App[Any], event: Worker.StateChanged) -> None:
+    """Notify when `event` says a worker ended in an error (markup off: the message may
+    quote a server or a file, and must be shown as written).
+
+    `Worker.StateChanged` does not bubble: the app's handler sees only the workers the app
+    started. A widget or screen that starts workers of its own forwards their state changes
+    here (ChatPane, ConversationsScreen), and so does the app, so every failure reads the same.
+    """
+    if event.state != WorkerState.ERROR:
+        return
+    error = event.worker.error
+    message = excerpt(str(error), 500) or type(error).__name__
+    app.notify(
+        message,
+        title=f"{event.worker.name or 'a background task'} failed",
+        severity="error",
+        markup=False,
+    )

@@ -18,14 +18,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from sparkdeck.chat.client import (
-    ChatClient,
-    ChatRequest,
-    HTTPErrorReply,
-    StreamErrorEvent,
-    Timed,
-)
+from sparkdeck.chat.client import ChatClient, ChatRequest, Timed
 from sparkdeck.chat.deltas import Content, Done, Opened, Reasoning, Timings, Usage
+from sparkdeck.chat.errors import HTTPErrorReply, StreamErrorEvent
 from sparkdeck.chat.reply import ReplyBuilder
 from sparkdeck.engines import get_kind
 from sparkdeck.launch.sequence import Launcher

@@ -9,8 +9,9 @@ import time
 import httpx
 import pytest
 
-from sparkdeck.chat.client import ChatClient, ChatRequest, HTTPErrorReply
+from sparkdeck.chat.client import ChatClient, ChatRequest
 from sparkdeck.chat.deltas import Content, Done, Opened, Reasoning, Usage
+from sparkdeck.chat.errors import HTTPErrorReply
 from sparkdeck.chat.reply import ReplyBuilder
 from sparkdeck.chat.session import ChatSession, ChatSettings
 from sparkdeck.chat.store import load

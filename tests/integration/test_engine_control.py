@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.launch.events import (
     ContainerStarted,
@@ -22,7 +23,6 @@ from sparkdeck.launch.events import (
     SwitchWaited,
 )
 from sparkdeck.launch.plan import LaunchFlow
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.service.control import LocalControl, ServiceControl, engine_control
 from tests.conftest import scope_containers

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.launch.failure import last_failure, record_failure
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from tests.conftest import free_port, llama_preset_fields, remove_scope, write_preset

@@ -30,6 +30,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings, Settings
 from sparkdeck.endpoints import HEALTH_TIMEOUT_S
 from sparkdeck.guard.policy import WatchdogPolicy
@@ -37,14 +38,13 @@ from sparkdeck.guard.readings import HostReadings
 from sparkdeck.guard.records import recent_actions, write_action
 from sparkdeck.guard.stopper import ContainerStopper, StopAttempt, container_pids
 from sparkdeck.guard.watchdog import Watchdog
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.state import SCOPE
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.launch import LaunchArea
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
+from sparkdeck.ui.messages import GuardDecisionMade
 from tests.conftest import scope_containers, unavailable
 from tests.support.busybox_engines import sleeper, web
 from tests.support.cli import run_cli

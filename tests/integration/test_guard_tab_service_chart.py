@@ -40,8 +40,8 @@ def _figures(record: dict) -> str:
 async def test_the_guard_tab_draws_the_start_up_of_launches_the_service_ran(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea

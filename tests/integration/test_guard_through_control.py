@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings, load_settings
 from sparkdeck.host.meminfo import read_meminfo
 from sparkdeck.launch.plan import LaunchFlow
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.service.control import LocalControl, ServiceControl, engine_control
 from sparkdeck.service.guard_events import (

@@ -24,8 +24,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.chat.client import LOOKUP_TIMEOUT_S
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DOCKER_TIMEOUT_S, DockerNotAnswering
 from sparkdeck.ui.app import SparkdeckApp

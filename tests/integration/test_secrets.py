@@ -23,7 +23,7 @@ import docker
 import pytest
 from textual.widgets import TabbedContent, TabPane
 
-from sparkdeck.presets import load_catalog
+from sparkdeck.catalog import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset

@@ -209,8 +209,8 @@ async def test_a_window_and_the_cli_see_the_service_guard_the_same_engine(
     service's decisions instead of running a watchdog of its own; `sparkdeck service status`
     names the same engine and the same level."""
 
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine
@@ -274,8 +274,8 @@ async def test_a_window_that_finds_an_engine_unguarded_starts_the_service(
     """An engine launched with the service off (an older sparkdeck, a script) and a window
     opened on it: the window starts the service, which guards the engine after it closes."""
 
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine

@@ -143,8 +143,8 @@ def test_sparkdeck_guard_takes_over_from_a_stopped_service_and_stops_the_engine(
 async def test_a_windows_guard_line_warns_within_2_s_and_hands_back(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.guard.watchdog_line import WatchdogLine

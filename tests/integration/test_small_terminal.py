@@ -20,8 +20,8 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Input
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import Settings, UiSettings
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.telemetry.view import Row
 from sparkdeck.ui.app import SparkdeckApp
@@ -31,7 +31,7 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.machine.live import rows_content
 from sparkdeck.ui.readers import EngineReading
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.launch_pilot import READY_S
 from tests.support.offline_app import TINY_LLAMA, engine_text, write_presets

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.launch.sequence import Launcher
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import (
     base_fields,
     busybox_preset,

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Static, TabbedContent, TextArea
 from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
 from sparkdeck.ui.endpoint import requests as requests_view
 from sparkdeck.ui.endpoint.view import ConnectScreen
-from sparkdeck.ui.screens.help import HelpScreen
+from sparkdeck.ui.screens.dialogs import HelpScreen
 from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.cli import run_cli
 from tests.support.offline_app import make_app, text_of

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.presets import load_catalog
+from sparkdeck.catalog import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.support.launch_pilot import READY_S, SIZE, press_and_confirm, running
 from tests.support.offline_app import engine_text

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.launch.failure import last_failure, record_failure
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.presets import PresetTable
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import busybox_preset, scope_containers
 from tests.support.offline_app import engine_text
 from tests.support.pane_host import wait_until

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.docker
 async def test_the_card_shows_the_pull_fraction_until_the_engine_is_ready(
     service_env, isolated_dirs, scope, docker_client, monkeypatch, through_service: bool
 ) -> None:
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea

@@ -73,8 +73,8 @@ async def test_text_that_needs_more_rows_gets_them_and_the_same_rows_ask_no_layo
 async def test_a_window_with_an_engine_ready_lays_out_nothing_while_its_figures_move(
     service_env, isolated_dirs, scope, llama_image, monkeypatch
 ):
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.machine.tab import MachineTab

@@ -30,9 +30,9 @@ WINDOW_S = 4.0  # the window watched idle: four of the service's telemetry sampl
 async def test_a_connected_window_draws_the_services_readings_and_reads_nothing_itself(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
     from sparkdeck.host.meminfo import read_meminfo
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.service.guard_events import ServiceDecided
     from sparkdeck.telemetry.sampler import TelemetrySampler

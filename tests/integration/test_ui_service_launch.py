@@ -25,8 +25,8 @@ READY_S = 90.0
 async def test_a_window_launches_switches_and_stops_through_the_service(
     service_env, isolated_dirs, scope, docker_client, llama_image, monkeypatch
 ):
+    from sparkdeck.catalog import load_catalog
     from sparkdeck.config.settings import Settings
-    from sparkdeck.presets import load_catalog
     from sparkdeck.runtime import connect
     from sparkdeck.ui.app import SparkdeckApp
     from sparkdeck.ui.dashboard.launch import LaunchArea

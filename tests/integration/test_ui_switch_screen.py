@@ -16,10 +16,10 @@ import pytest
 from textual.app import App
 from textual.widgets import Button, Static
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings, Settings
 from sparkdeck.guard.claims import GIB
 from sparkdeck.guard.switch import switch_progress
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerRuntimeError
 from sparkdeck.runtime.logs import LogFollower
@@ -27,7 +27,7 @@ from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.engine_card import EngineCard, engine_content
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.guard.screens import SKIP_RISK, SwitchWaitScreen
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import busybox_preset
 from tests.support.offline_app import engine_text
 from tests.support.pane_host import WidgetHost, wait_until

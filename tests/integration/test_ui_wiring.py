@@ -15,8 +15,8 @@ import pytest
 from textual.message import Message
 from textual.widgets import Input
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings, Settings, load_settings
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.service.guard_events import ServiceDecided
 from sparkdeck.ui.app import SparkdeckApp
@@ -26,7 +26,7 @@ from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.guard.watchdog_line import WatchdogLine
 from sparkdeck.ui.readers import claim_cell
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import free_port, llama_preset_fields, scope_containers, write_preset
 from tests.support.launch_pilot import READY_S, SIZE, press_and_confirm, running
 from tests.support.memory_hog import MemoryHog, stop_line_below_a_hog
@@ -399,7 +399,7 @@ async def test_bench_screen_help_and_chat_without_an_engine(tmp_path):
     help lists the tab, chat, guard-dialog and benchmark keys; the chat tab says no engine
     is ready and the palette's chat commands say what to do first."""
     from sparkdeck.ui.bench.view import BenchCompareScreen
-    from sparkdeck.ui.screens.help import HelpScreen
+    from sparkdeck.ui.screens.dialogs import HelpScreen
     from tests.support.offline_app import make_app as make_offline_app
 
     app, _ = make_offline_app(tmp_path)

@@ -8,7 +8,7 @@ import docker
 from textual.pilot import Pilot
 
 from sparkdeck.ui.app import SparkdeckApp
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.conftest import scope_containers
 from tests.support.offline_app import text_of
 from tests.support.pane_host import wait_until

@@ -12,7 +12,7 @@ from typing import Any
 from textual.content import Content
 from textual.widget import Widget
 
-from sparkdeck.presets import PresetCatalog, load_catalog
+from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.runtime.state import EngineState

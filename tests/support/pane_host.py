@@ -53,7 +53,7 @@ class PaneHost(App):
         self, message: str, *, title: str = "", severity: str = "information", **kwargs: Any
     ) -> None:
         # The pane's own workers never reach on_worker_state_changed above (StateChanged
-        # does not bubble): they report through sparkdeck.ui.worker_failures, i.e. here.
+        # does not bubble): they report through sparkdeck.ui.messages, i.e. here.
         if severity == "error" and str(title).endswith(" failed"):
             self.worker_errors.append(RuntimeError(f"{title}: {message}"))
         super().notify(message, title=title, severity=severity, **kwargs)  # type: ignore[arg-type]

@@ -185,8 +185,9 @@ def test_a_claim_that_cannot_be_computed_leaves_the_preset_table_whole(dirs):
     preset's claim unknown; the TUI's table and `presets` keep every row."""
     import dataclasses
 
+    from sparkdeck.catalog import PresetCatalog
     from sparkdeck.config.settings import GuardSettings
-    from sparkdeck.presets import PresetCatalog, load_file
+    from sparkdeck.presets import load_file
     from sparkdeck.ui.readers import preset_rows
 
     good = load_file(_write(dirs, "good", GOOD_PRESET + "memory_gib = 10.0\n"))

@@ -138,4 +138,7 @@ def test_a_steady_server_is_complete_with_its_own_figures_beside(isolated_dirs) 
     point = run["points"][0]["summary"]
     assert point["server_stream_decode_tps"] == pytest.approx(400.0, rel=0.1)
     assert point["decode_tps"]["median"] == pytest.approx(400.0, rel=0.1)
-    assert 0 < point["server_ttft_s"] <= point["ttft_s"]["median"]
+    # each request's TTFT by the server (received to first token sent) is below the client's
+    # (sent to first token read), so their mean is below the client's largest; not below its
+    # median: one slow request on a busy machine lifts a mean and leaves a median alone
+    assert 0 < point["server_ttft_s"] <= point["ttft_s"]["maximum"]

@@ -11,17 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeck.chat.client import (
-    ChatClient,
-    ChatRequest,
-    HTTPErrorReply,
-    ProtocolError,
-    ServerUnreachable,
-    StreamErrorEvent,
-    Timed,
-    api_key_from_env,
-    stream_chat,
-)
+from sparkdeck.chat.client import ChatClient, ChatRequest, Timed, api_key_from_env, stream_chat
 from sparkdeck.chat.deltas import (
     Content,
     Done,
@@ -32,6 +22,12 @@ from sparkdeck.chat.deltas import (
     ToolCall,
     Usage,
     parse_chunk,
+)
+from sparkdeck.chat.errors import (
+    HTTPErrorReply,
+    ProtocolError,
+    ServerUnreachable,
+    StreamErrorEvent,
 )
 from sparkdeck.chat.reply import ReplyBuilder
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events

@@ -13,8 +13,16 @@ from sparkdeck.chat.client import Timed
 from sparkdeck.chat.deltas import Content, Done, Finished
 from sparkdeck.chat.store import ConversationWriter, load
 from sparkdeck.engines import get_kind
-from sparkdeck.ui.chat.pane import MAX_FEED_GAP, MIN_FEED_GAP, ReplyFeed, feed_gap
-from sparkdeck.ui.chat.views import ConversationsScreen, FrozenMarkdown, ReplyView, UserMessage
+from sparkdeck.ui.chat.views import (
+    MAX_FEED_GAP,
+    MIN_FEED_GAP,
+    ConversationsScreen,
+    FrozenMarkdown,
+    ReplyFeed,
+    ReplyView,
+    UserMessage,
+    feed_gap,
+)
 from tests.support.chat_pane_pilot import SIZE, send_message
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 from tests.support.pane_host import PaneHost, wait_until

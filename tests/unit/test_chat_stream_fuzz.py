@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sparkdeck.chat.client import ChatClient, ChatError, ChatRequest, ProtocolError
+from sparkdeck.chat.client import ChatClient, ChatRequest
 from sparkdeck.chat.deltas import Content, Reasoning, ToolCall, Usage, parse_chunk
+from sparkdeck.chat.errors import ChatError, ProtocolError
 from tests.support.hostile_loopback import Answer, HostileServer
 
 LIMIT = 128 * 1024  # the client's byte ceiling in this test: endless answers end there

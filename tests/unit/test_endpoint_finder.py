@@ -16,12 +16,12 @@ import asyncio
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.endpoint import upstream
 from sparkdeck.endpoint.upstream import FIND_EVERY_S, UpstreamFinder
 from sparkdeck.endpoint.upstream_http import UpstreamPool
 from sparkdeck.endpoints import AttachedRegistry, endpoint_for
-from sparkdeck.presets import load_catalog
 from sparkdeck.service.guarding import GuardFollower
 from sparkdeck.service.hub import EventHub
 from tests.support.openai_loopback import LoopbackOpenAI

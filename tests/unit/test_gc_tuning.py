@@ -57,7 +57,7 @@ def test_the_sparkdeck_command_pauses_collection_before_textual_is_imported() ->
         "            print('collecting' if gc.isenabled() else 'paused')\n"
         "            raise SystemExit(0)\n"
         "sys.meta_path.insert(0, AtTextual())\n"
-        "from sparkdeck.entry import main\n"
+        "from sparkdeck.__main__ import main\n"
         "main([])\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

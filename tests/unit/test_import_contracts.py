@@ -25,11 +25,7 @@ PACKAGE = Path(sparkdeck.__file__).parent
 
 def top_level_parts() -> set[str]:
     """sparkdeck's top-level modules and packages, as dotted names."""
-    names = {
-        f"sparkdeck.{p.stem}"
-        for p in PACKAGE.glob("*.py")
-        if p.stem not in ("__init__", "__main__")
-    }
+    names = {f"sparkdeck.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     names |= {
         f"sparkdeck.{p.name}"
         for p in PACKAGE.iterdir()

@@ -15,15 +15,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from sparkdeck.models.pull import (
-    ChecksumMismatch,
-    NeedsToken,
-    NoSpace,
-    PullProgress,
-    RepoNotFound,
-    plan_pull,
-    pull,
-)
+from sparkdeck.models.hub_access import ChecksumMismatch, NeedsToken, NoSpace, RepoNotFound
+from sparkdeck.models.pull import PullProgress, plan_pull, pull
 from tests.support.fake_hub import FakeHub, FakeRepo
 
 CONFIG = (

@@ -225,7 +225,7 @@ async def test_esc_cancels_a_running_pull_and_keeps_the_view(hub, tmp_path: Path
 @pytest.mark.anyio
 async def test_o_opens_the_models_view_and_help_lists_it(tmp_path: Path, hub) -> None:
     from sparkdeck.ui.models.view import ModelsScreen
-    from sparkdeck.ui.screens.help import HelpScreen
+    from sparkdeck.ui.screens.dialogs import HelpScreen
     from tests.support.offline_app import make_app
 
     app, _ = make_app(tmp_path)

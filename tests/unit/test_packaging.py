@@ -36,4 +36,6 @@ def test_wheel_ships_presets_themes_and_stylesheet(tmp_path):
         assert f"sparkdeck/_bundled/themes/{theme.name}" in names
     assert "sparkdeck/ui/sparkdeck.tcss" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "sparkdeck = sparkdeck.entry:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert (
+        "sparkdeck = sparkdeck.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    )

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config import paths
 from sparkdeck.engines import KINDS
-from sparkdeck.presets import PresetError, load_catalog, load_file
+from sparkdeck.presets import PresetError, load_file
 
 BUNDLED = sorted(paths.bundled_presets_dir().glob("*.toml"))
 

@@ -15,8 +15,9 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.engines import KINDS
-from sparkdeck.presets import PresetError, load_catalog, load_file
+from sparkdeck.presets import PresetError, load_file
 
 VALID = {"title": "t", "kind": "vllm", "image": "img", "model": "m"}
 KEYS = [

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from textual.message import Message
 
+from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.config.settings import load_settings, settings_path
 from sparkdeck.host.nvml import NvmlReader
-from sparkdeck.presets import PresetCatalog, load_catalog
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
 from sparkdeck.ui.app import SparkdeckApp
@@ -27,7 +27,7 @@ from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.machine.tab import MachineTab
 from sparkdeck.ui.messages import DockerConnectionFailed
 from sparkdeck.ui.readers import EngineReading
-from sparkdeck.ui.screens.help import HelpScreen
+from sparkdeck.ui.screens.dialogs import HelpScreen
 from tests.support.offline_app import (
     BROKEN,
     DOCKER_ERROR,

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import Settings, UiSettings
 from sparkdeck.endpoint.request_log import RequestLog, RequestRecord
-from sparkdeck.presets import load_catalog
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.endpoint.view import ConnectScreen

@@ -76,7 +76,7 @@ def recording(tmp_path: Path) -> Path:
 
 def app_with(tmp_path: Path, db: Path) -> SparkdeckApp:
     presets = write_presets(tmp_path / "presets", {})
-    from sparkdeck.presets import load_catalog
+    from sparkdeck.catalog import load_catalog
 
     app = SparkdeckApp(
         lambda: load_catalog([(presets, False)]),

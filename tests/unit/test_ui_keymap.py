@@ -23,8 +23,7 @@ from sparkdeck.ui.guard.screens import FitModal, SwitchWaitScreen
 from sparkdeck.ui.history.postmortem import PostMortemScreen
 from sparkdeck.ui.history.view import HistoryScreen
 from sparkdeck.ui.keymap import BINDINGS
-from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.screens.help import HelpScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen, HelpScreen
 from tests.support.offline_app import make_app, text_of
 from tests.support.pane_host import wait_until
 

@@ -16,7 +16,7 @@ from textual.widgets import Input, TabbedContent
 
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.bench.view import BenchCompareScreen
-from sparkdeck.ui.screens.help import HelpScreen
+from sparkdeck.ui.screens.dialogs import HelpScreen
 from tests.support.offline_app import make_app
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, attach, chunk_event
 from tests.support.pane_host import wait_until

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import Settings, UiSettings
 from sparkdeck.metrics.snapshot import EngineMetrics
-from sparkdeck.presets import load_catalog
 from sparkdeck.ui.app import SparkdeckApp
 from sparkdeck.ui.dashboard.side_tabs import Sampling
 from sparkdeck.ui.readers import EngineReading
-from sparkdeck.ui.screens.confirm import ConfirmScreen
+from sparkdeck.ui.screens.dialogs import ConfirmScreen
 from tests.support.offline_app import OLLAMA, TINY_LLAMA, text_of, write_presets
 from tests.support.pane_host import wait_until
 from tests.support.snapshot_readings import HOUR, READY, no_docker

@@ -25,7 +25,6 @@ MODULES: tuple[str, ...] = (
     "sparkdeck.cli.commands.bench",
     "sparkdeck.cli.commands.models",
     "sparkdeck.cli.commands.service",
-    "sparkdeck.cli.commands.requests",
     "sparkdeck.cli.commands.endpoint",
     "sparkdeck.cli.commands.history",
     "sparkdeck.cli.commands.web",

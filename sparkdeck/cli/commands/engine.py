@@ -10,6 +10,7 @@ import functools
 import sys
 import threading
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.cli.commands import CommandFailed
 from sparkdeck.cli.output import StopPrinter, confirm
 from sparkdeck.config.settings import load_settings
@@ -17,10 +18,9 @@ from sparkdeck.guard import records
 from sparkdeck.launch.failure import DoesNotFit
 from sparkdeck.launch.plan import LaunchFlow
 from sparkdeck.launch.printer import LaunchPrinter
-from sparkdeck.presets import load_catalog
 from sparkdeck.runtime import connect
 from sparkdeck.runtime.errors import EngineExited
-from sparkdeck.service.errors import ServiceError
+from sparkdeck.service import ServiceError
 
 
 def cmd_launch(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import json
 import sys
 import time
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.cli.commands import CommandFailed, endpoint_args
 from sparkdeck.endpoints import EndpointError, resolve_endpoint
 from sparkdeck.engines import get_kind
@@ -21,7 +22,6 @@ from sparkdeck.metrics.reader import MetricsReader
 from sparkdeck.metrics.sampler import SAMPLE_PERIOD_S, MetricsPlan, MetricsSampler
 from sparkdeck.metrics.snapshot import EngineMetrics
 from sparkdeck.metrics.text import summary_line
-from sparkdeck.presets import load_catalog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

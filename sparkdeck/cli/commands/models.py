@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+from sparkdeck.catalog import load_catalog
 from sparkdeck.models.library import COLUMNS, row_cells, scan_library
 from sparkdeck.models.pull import PullProgress, human_bytes
-from sparkdeck.presets import load_catalog
 from sparkdeck.text_safety import clean
 
 
@@ -170,7 +170,8 @@ class _ProgressLine:
 
 
 def run_pull(args: argparse.Namespace) -> int:
-    from sparkdeck.models.pull import PullCancelled, PullError, plan_pull, pull
+    from sparkdeck.models.hub_access import PullCancelled, PullError
+    from sparkdeck.models.pull import plan_pull, pull
 
     try:
         plan = plan_pull(args.repo, args.revision, args.include)

@@ -15,7 +15,6 @@ a new one.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -30,63 +29,18 @@ from textual.widgets import Input, Label, Switch
 from textual.worker import Worker
 
 from sparkdeck.chat.client import ChatClient, Timed, api_key_from_env
-from sparkdeck.chat.deltas import Content, Done, Finished, Reasoning, ToolCall
 from sparkdeck.chat.session import ChatSession, ChatSettings, ReplyOutcome
 from sparkdeck.chat.store import Conversation, list_conversations, load
 from sparkdeck.engines import EngineKind
-from sparkdeck.ui.chat.views import ConversationsScreen, ReplyView, UserMessage
-from sparkdeck.ui.worker_failures import report_worker_failure
-
-# Seconds between the screen update that showed one batch of a streaming reply and the next
-# batch: as long as that batch took to apply and paint (the streaming reply then keeps at
-# most about half of the UI thread, the rest answers keys), within these bounds.
-MIN_FEED_GAP = 0.008
-MAX_FEED_GAP = 0.08
-
-
-def feed_gap(cost: float) -> float:
-    """The pause before the next batch, given what applying and painting the last one cost."""
-    return min(MAX_FEED_GAP, max(MIN_FEED_GAP, cost))
-
-
-class ReplyFeed:
-    """Pieces of a reply handed from the worker thread to the UI, drained in batches."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._content: list[str] = []
-        self._reasoning: list[str] = []
-        self._tools: list[str] = []
-        self._woken = False
-        self.ending = False  # the server said the reply is complete: show the rest now
-
-    def push(self, timed: Timed) -> bool:
-        """Keep a piece; True when the UI must be woken (no wake-up is pending, or the
-        reply just ended and what waits must not sit out the pause between batches)."""
-        delta = timed.delta
-        with self._lock:
-            if isinstance(delta, (Finished, Done)):
-                # the last words are what a reader waits for; saving the reply (an fsync)
-                # still comes before the worker's end message
-                wake, self.ending = not self.ending, True
-                return wake
-            if isinstance(delta, Content):
-                self._content.append(delta.text)
-            elif isinstance(delta, Reasoning):
-                self._reasoning.append(delta.text)
-            elif isinstance(delta, ToolCall):
-                self._tools.append(delta.raw)
-            else:
-                return False
-            wake, self._woken = not self._woken, True
-            return wake
-
-    def drain(self) -> tuple[str, str, list[str]]:
-        with self._lock:
-            taken = ("".join(self._content), "".join(self._reasoning), self._tools)
-            self._content, self._reasoning, self._tools = [], [], []
-            self._woken = False
-            return taken
+from sparkdeck.ui.chat.views import (
+    MAX_FEED_GAP,
+    ConversationsScreen,
+    ReplyFeed,
+    ReplyView,
+    UserMessage,
+    feed_gap,
+)
+from sparkdeck.ui.messages import report_worker_failure
 
 
 class ChatPane(Vertical):

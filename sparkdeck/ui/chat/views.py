@@ -1,10 +1,11 @@
-"""What the chat pane shows: a question, a streaming reply, and the saved-conversations list.
+"""What the chat pane shows: a question, a streaming reply, and the saved-conversations list;
+and the feed that hands a streaming reply's pieces from the worker thread to the screen.
 
 A reply is a reasoning block (dimmed, foldable, hidden until reasoning arrives), the answer as
 Markdown streamed in with Textual's incremental `Markdown.append` (only the last block is
 re-parsed), raw tool calls, and a caption with the figures or the error that ended it.
 
-The pane already gathers fragments between batches (its ReplyFeed), so each batch is appended
+The pane already gathers fragments between batches (ReplyFeed, below), so each batch is appended
 and awaited here, inside the pane's batch update: one frame per batch. Textual's MarkdownStream
 (a task of its own doing the same append) was used before; its append landed after the batch,
 and with the layout that followed each batch cost two or three frames (measured: 164 frames
@@ -14,6 +15,7 @@ for 69 batches at 2,000 tok/s), which kept key presses waiting.
 from __future__ import annotations
 
 import re
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -32,12 +34,15 @@ from textual.widgets import Collapsible, Label, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker
 
+from sparkdeck.chat.client import Timed
+from sparkdeck.chat.deltas import Content as ContentDelta
+from sparkdeck.chat.deltas import Done, Finished, Reasoning, ToolCall
 from sparkdeck.chat.export import export_markdown, figures_caption
 from sparkdeck.chat.session import ReplyOutcome
 from sparkdeck.chat.store import ConversationSummary, Turn, load
 from sparkdeck.config import paths
 from sparkdeck.text_safety import clean
-from sparkdeck.ui.worker_failures import report_worker_failure
+from sparkdeck.ui.messages import report_worker_failure
 
 # Blank lines (about paragraphs) in the live Markdown before a new segment may start: few,
 # since every batch lays out and repaints each block of the live segment.
@@ -334,3 +339,55 @@ class ConversationsScreen(ModalScreen[Path | None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # StateChanged does not bubble: an export that fails must still be reported
         report_worker_failure(self.app, event)
+
+
+# Seconds between the screen update that showed one batch of a streaming reply and the next
+# batch: as long as that batch took to apply and paint (the streaming reply then keeps at
+# most about half of the UI thread, the rest answers keys), within these bounds.
+MIN_FEED_GAP = 0.008
+MAX_FEED_GAP = 0.08
+
+
+def feed_gap(cost: float) -> float:
+    """The pause before the next batch, given what applying and painting the last one cost."""
+    return min(MAX_FEED_GAP, max(MIN_FEED_GAP, cost))
+
+
+class ReplyFeed:
+    """Pieces of a reply handed from the worker thread to the UI, drained in batches."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._tools: list[str] = []
+        self._woken = False
+        self.ending = False  # the server said the reply is complete: show the rest now
+
+    def push(self, timed: Timed) -> bool:
+        """Keep a piece; True when the UI must be woken (no wake-up is pending, or the
+        reply just ended and what waits must not sit out the pause between batches)."""
+        delta = timed.delta
+        with self._lock:
+            if isinstance(delta, (Finished, Done)):
+                # the last words are what a reader waits for; saving the reply (an fsync)
+                # still comes before the worker's end message
+                wake, self.ending = not self.ending, True
+                return wake
+            if isinstance(delta, ContentDelta):
+                self._content.append(delta.text)
+            elif isinstance(delta, Reasoning):
+                self._reasoning.append(delta.text)
+            elif isinstance(delta, ToolCall):
+                self._tools.append(delta.raw)
+            else:
+                return False
+            wake, self._woken = not self._woken, True
+            return wake
+
+    def drain(self) -> tuple[str, str, list[str]]:
+        with self._lock:
+            taken = ("".join(self._content), "".join(self._reasoning), self._tools)
+            self._content, self._reasoning, self._tools = [], [], []
+            self._woken = False
+            return taken

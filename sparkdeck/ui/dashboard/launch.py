@@ -22,12 +22,11 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker
 
@@ -41,7 +40,8 @@ from sparkdeck.launch.failure import (
     last_failure,
     with_engine_reason,
 )
-from sparkdeck.runtime.pull import PullProgress, PullTracker
+from sparkdeck.runtime.pull import PullTracker
+from sparkdeck.ui.dashboard import launch_messages as messages
 from sparkdeck.ui.dashboard.engine_card import (
     DockerFailure,
     EngineCard,
@@ -52,18 +52,15 @@ from sparkdeck.ui.dashboard.engine_card import (
 )
 from sparkdeck.ui.dashboard.log_pane import LogPane
 from sparkdeck.ui.dashboard.presets import PresetTable
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.readers import EngineReading, PresetRow
 from sparkdeck.ui.screen_layout import BlankColumn
-from sparkdeck.ui.screens.confirm import ConfirmScreen
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 # The launch machinery (plan, events, the preset files' reader under them) loads with the
 # first plan, in its worker: the dashboard's first frame does not wait for it.
 if TYPE_CHECKING:
-    from sparkdeck.guard.switch import SwitchProgress
-    from sparkdeck.guard.timeline import StartupTimeline
     from sparkdeck.launch.events import LaunchEvent
-    from sparkdeck.launch.plan import LaunchFlow, LaunchPlan, StopPlan
+    from sparkdeck.launch.plan import LaunchFlow, LaunchPlan
     from sparkdeck.runtime.client import DockerRuntime
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.ui.guard.screens import SwitchWaitScreen
@@ -72,64 +69,14 @@ if TYPE_CHECKING:
 class LaunchArea(BlankColumn):
     """Presets, engine card and log, and the launch and stop workers (see the module doc)."""
 
-    @dataclass
-    class Planned(Message, bubble=False):
-        """A launch (or stop) was planned; the user is asked to confirm it."""
-
-        plan: LaunchPlan | StopPlan
-
-    @dataclass
-    class Progressed(Message, bubble=False):
-        """The launch or stop reported a step (a sparkdeck.launch.events event)."""
-
-        event: LaunchEvent
-
-        def can_replace(self, message: Message) -> bool:
-            # A pull sends many progress events; only the newest of a run of them matters.
-            return (
-                isinstance(self.event, PullProgress)
-                and isinstance(message, LaunchArea.Progressed)
-                and isinstance(message.event, PullProgress)
-            )
-
-    @dataclass
-    class ServiceStepped(Message, bubble=False):
-        """A launch the service runs began (the card says who runs it)."""
-
-        phase: str | None = None
-        text: str = ""
-
-    @dataclass
-    class Finished(Message, bubble=False):
-        """The launch or stop ended, done or failed (a failure is the worker's error)."""
-
-        action: str
-
-    @dataclass
-    class SwitchProgressed(Message, bubble=False):
-        """The wait for a stopped engine's memory moved on (the last one is `done`)."""
-
-        progress: SwitchProgress
-        engine_name: str = "the stopped engine"
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LaunchArea.SwitchProgressed) and not message.progress.done
-
-    @dataclass
-    class TimelineRecorded(Message):
-        """A start-up timeline grew (while starting) or was saved (at ready); for the app's
-        guard tab."""
-
-        timeline: StartupTimeline
-
-        def can_replace(self, message: Message) -> bool:
-            return isinstance(message, LaunchArea.TimelineRecorded)
-
-    @dataclass
-    class RunChanged(Message):
-        """A launch or stop began (`running`) or ended; the app samples faster meanwhile."""
-
-        running: bool
+    # its messages (launch_messages.py), by the names its handlers and the app use
+    Planned = messages.Planned
+    Progressed = messages.Progressed
+    ServiceStepped = messages.ServiceStepped
+    Finished = messages.Finished
+    SwitchProgressed = messages.SwitchProgressed
+    TimelineRecorded = messages.TimelineRecorded
+    RunChanged = messages.RunChanged
 
     docker: var[EngineReading | DockerFailure | None] = var(None, always_update=True)
     catalog: var[PresetCatalog] = var(PresetCatalog({}, []))
@@ -333,8 +280,9 @@ class LaunchArea(BlankColumn):
 
     # ----- plan, confirm, run ---------------------------------------------------------------
 
-    def on_launch_area_planned(self, message: Planned) -> None:
+    def on_launch_area_planned(self, message: messages.Planned) -> None:
         from sparkdeck.launch.plan import StopPlan  # loaded by the plan's worker already
+        from sparkdeck.ui.screens.dialogs import ConfirmScreen  # with the first plan
 
         plan = message.plan
         if isinstance(plan, StopPlan):
@@ -356,6 +304,8 @@ class LaunchArea(BlankColumn):
             )
 
     def _confirm_launch(self, plan: LaunchPlan, force: bool) -> None:
+        from sparkdeck.ui.screens.dialogs import ConfirmScreen
+
         verb = "Switch" if plan.is_switch else "Launch"
         title = (
             f"Switch to {plan.preset.id}" if plan.is_switch else f"Launch {plan.preset.id}"
@@ -378,7 +328,7 @@ class LaunchArea(BlankColumn):
         self.report = stop_report(self.report, time.time())
         self.post_message(self.RunChanged(True))
 
-    def on_launch_area_progressed(self, message: Progressed) -> None:
+    def on_launch_area_progressed(self, message: messages.Progressed) -> None:
         from sparkdeck.ui.dashboard.card_steps import report_after  # with the first event
 
         self.report = report_after(self.report, message.event, self._pull)
@@ -386,14 +336,14 @@ class LaunchArea(BlankColumn):
         if engine is not None:
             self.log_pane.follow(engine.container_id, engine.name)
 
-    def on_launch_area_service_stepped(self, message: ServiceStepped) -> None:
+    def on_launch_area_service_stepped(self, message: messages.ServiceStepped) -> None:
         self.report = replace(
             self.report,
             phase=message.phase or self.report.phase,
             detail=message.text or self.report.detail,
         )
 
-    async def on_launch_area_switch_progressed(self, message: SwitchProgressed) -> None:
+    async def on_launch_area_switch_progressed(self, message: messages.SwitchProgressed) -> None:
         from sparkdeck.guard.switch import TIMED_OUT  # loaded with the event that brought it
 
         progress, screen = message.progress, self._switch_screen
@@ -417,7 +367,7 @@ class LaunchArea(BlankColumn):
         if progress.done:
             self._switch_screen = None
 
-    def on_launch_area_finished(self, message: Finished) -> None:
+    def on_launch_area_finished(self, message: messages.Finished) -> None:
         screen, self._switch_screen = self._switch_screen, None
         if screen is not None and screen.is_attached and screen in self.app.screen_stack:
             screen.dismiss(None)  # no wait screen may outlive its launch

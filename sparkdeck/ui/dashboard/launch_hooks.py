@@ -17,7 +17,7 @@ from sparkdeck.launch.events import (
     TimelineSaved,
 )
 from sparkdeck.launch.listener import LaunchListener
-from sparkdeck.ui.guard.messages import GuardDecisionMade
+from sparkdeck.ui.messages import GuardDecisionMade
 
 if TYPE_CHECKING:
     from sparkdeck.ui.dashboard.launch import LaunchArea

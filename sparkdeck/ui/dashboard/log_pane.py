@@ -14,7 +14,7 @@ from textual.widgets import Log
 from textual.worker import Worker
 
 from sparkdeck.text_safety import clean
-from sparkdeck.ui.worker_failures import report_worker_failure
+from sparkdeck.ui.messages import report_worker_failure
 
 if TYPE_CHECKING:  # the docker SDK loads with the first Docker call, not with the UI
     from sparkdeck.runtime.client import DockerRuntime

@@ -11,9 +11,9 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.worker import Worker
 
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.readers import PresetRow, model_cells
 from sparkdeck.ui.tables import fill_table
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
     from sparkdeck.presets import Preset

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from textual.app import App
 
+    from sparkdeck.catalog import PresetCatalog
     from sparkdeck.config.settings import EndpointSettings
-    from sparkdeck.presets import PresetCatalog
 
 
 def open_connect(

@@ -25,8 +25,8 @@ from textual.worker import Worker, get_current_worker
 
 from sparkdeck.endpoint.request_log import RequestLog
 from sparkdeck.text_safety import clean
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.tables import fill_table
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 REFRESH_S = 3.0
 SHOWN = 200  # rows in the table: the newest

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane, TextArea
 from textual.worker import Worker
 
-from sparkdeck.catalog import PresetCatalog
+from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.config.settings import EndpointSettings
 from sparkdeck.endpoint.connect_info import (
     ConnectInfo,
@@ -35,10 +35,9 @@ from sparkdeck.endpoint.connect_info import (
     read_connect_info,
     service_line,
 )
-from sparkdeck.presets import load_catalog
 from sparkdeck.text_safety import clean
 from sparkdeck.ui.endpoint.requests import RequestsPane
-from sparkdeck.ui.worker_failures import report_worker_failure
+from sparkdeck.ui.messages import report_worker_failure
 
 
 def summary_rows(info: ConnectInfo) -> list[tuple[str, str]]:

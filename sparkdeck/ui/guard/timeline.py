@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from sparkdeck.guard.timeline import RecordedStartup, StartupTimeline, latest_recorded
-from sparkdeck.ui.worker_failures import report_worker_failure
+from sparkdeck.ui.messages import report_worker_failure
 
 LOOK_S = 2.0  # how often the shown chart looks for a newer launch record
 

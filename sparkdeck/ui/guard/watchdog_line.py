@@ -35,10 +35,9 @@ from sparkdeck.service.guard_events import (
     StopTried,
     TakenOver,
 )
-from sparkdeck.ui.guard.messages import GuardDecisionMade
 from sparkdeck.ui.machine.live import LiveText
+from sparkdeck.ui.messages import GuardDecisionMade, report_worker_failure
 from sparkdeck.ui.readers import EngineReading
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
     from sparkdeck.guard.policy import Decision

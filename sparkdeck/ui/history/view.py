@@ -26,7 +26,7 @@ from sparkdeck.host.meminfo import gib
 from sparkdeck.recorder.store import RecorderError
 from sparkdeck.ui.history.bars import ScaledBars
 from sparkdeck.ui.history.figures import SERIES, WINDOWS, HistoryWindow, read_window
-from sparkdeck.ui.worker_failures import report_worker_failure
+from sparkdeck.ui.messages import report_worker_failure
 
 HOW_TO_RECORD = (
     "the flight recorder runs in the sparkdeck service, whether or not a window "

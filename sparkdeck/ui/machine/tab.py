@@ -25,11 +25,10 @@ from textual.worker import Worker, get_current_worker
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
-from sparkdeck.ui.machine.gpu import GpuPanel
-from sparkdeck.ui.machine.memory import MemoryPanel
+from sparkdeck.ui.machine.panels import GpuPanel, MemoryPanel
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.screen_layout import BlankColumn
 from sparkdeck.ui.service_feed import FedTelemetry
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 SAMPLE_SECONDS = 1.0  # telemetry once a second ...
 STARTING_SAMPLE_SECONDS = 0.5  # ... twice while an engine starts, the dangerous phase

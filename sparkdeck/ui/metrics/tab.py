@@ -20,10 +20,10 @@ from textual.message import Message
 from textual.reactive import var
 from textual.worker import Worker, WorkType
 
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.metrics.panel import EngineMetricsPanel, Trail
 from sparkdeck.ui.readers import ChatTarget
 from sparkdeck.ui.screen_layout import BlankColumn
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 if TYPE_CHECKING:
     from sparkdeck.metrics.reader import MetricsReader

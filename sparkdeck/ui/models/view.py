@@ -22,11 +22,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, ProgressBar, Static
 from textual.worker import Worker
 
+from sparkdeck.models.hub_access import PullError
 from sparkdeck.models.library import COLUMNS, Library, row_cells, scan_library
-from sparkdeck.models.pull import PullError, PullProgress, human_bytes, plan_pull, pull
+from sparkdeck.models.pull import PullProgress, human_bytes, plan_pull, pull
 from sparkdeck.text_safety import clean
+from sparkdeck.ui.messages import report_worker_failure
 from sparkdeck.ui.tables import fill_table
-from sparkdeck.ui.worker_failures import report_worker_failure
 
 
 class ModelsScreen(Screen[None]):

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def _help(app: SparkdeckApp) -> None:
-    from sparkdeck.ui.screens.help import open_help
+    from sparkdeck.ui.screens.dialogs import open_help
 
     open_help(app, app.BINDINGS, app.settings.keys)
 

@@ -1,5 +1,9 @@
-"""The unified-memory panel: used / available / page cache / swap as bars, PSI beside them,
-and five minutes of memory use and stall rate as sparklines."""
+"""The machine tab's two panels, each rendering what the telemetry sampler read:
+
+- unified memory: used / available / page cache / swap as bars, PSI beside them, and five
+  minutes of memory use and stall rate as sparklines;
+- GPU: NVML's view of each GPU (n/a where it cannot tell), Spark power rails where
+  spark_hwmon is loaded, and five minutes of utilisation and power as sparklines."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from textual.content import Content
 
 from sparkdeck.config.settings import GuardSettings
 from sparkdeck.telemetry.sampler import TelemetrySnapshot
-from sparkdeck.telemetry.view import memory_bars, pressure_rows
+from sparkdeck.telemetry.view import gpu_rows, memory_bars, pressure_rows, rail_rows
 from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content
 from sparkdeck.ui.screen_layout import BlankRow
 
@@ -59,3 +63,31 @@ class MemoryPanel(Vertical):
         psi = history["psi_some_pct"]
         # Stalls are small numbers that matter: scale to 10 % unless they go higher.
         self._psi_spark.show(psi, max(10.0, *psi) if psi else 10.0)
+
+
+class GpuPanel(Vertical):
+    """Renders TelemetrySnapshot.gpu and .rails; never calls NVML itself."""
+
+    def compose(self) -> ComposeResult:
+        # Kept as attributes: a sample that lands while the app shuts down finds them still.
+        self._rows = LiveText(WAITING, id="gpu-rows", classes="panel-body")
+        self._util_spark = SparkRow("util 5m", " %", id="gpu-util-spark", classes="spark-row")
+        self._power_spark = SparkRow("power 5m", " W", id="gpu-power-spark", classes="spark-row")
+        yield self._rows
+        yield self._util_spark
+        yield self._power_spark
+
+    def on_mount(self) -> None:
+        self.border_title = "GPU"
+
+    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
+        has_gpu = bool(snapshot.gpu.gpus)
+        self._rows.set_text(rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
+        self._util_spark.display = self._power_spark.display = has_gpu
+        if has_gpu:
+            self._util_spark.show(history["gpu_util_pct"], 100.0)
+            power = history["gpu_power_w"]
+            limit = snapshot.gpu.gpus[0].power_limit_w
+            # A GB10 has no power limit to scale to: its 140 W SoC TDP (SPARK.md) or the
+            # highest draw seen, whichever is more.
+            self._power_spark.show(power, limit or max(140.0, *power) if power else 140.0)
