@@ -54,6 +54,7 @@ from tests.support.images import ensure_busybox_image
 from tests.support.launch_pilot import press_and_confirm
 from tests.support.offline_app import engine_text
 from tests.support.pane_host import wait_until
+from tests.support.paused_process import until_stopped
 
 pytestmark = [pytest.mark.docker]
 
@@ -252,6 +253,7 @@ def test_with_docker_paused_the_engine_dies_anyway_and_is_removed_after(private_
     try:
         time.sleep(1.0 + random.uniform(0, 1.0 / RUNNING_HZ))
         os.kill(daemon_pid, signal.SIGSTOP)
+        until_stopped(daemon_pid)  # kill() returns before its threads stop
         try:
             source.cross()
             assert wait_for(lambda: not any(alive(pid) for pid in pids), 10.0)
@@ -543,6 +545,7 @@ async def test_tui_line_follows_a_stop_through_a_paused_docker(private_dockerd, 
                 what="the watchdog following the engine",
             )
             os.kill(daemon_pid, signal.SIGSTOP)
+            until_stopped(daemon_pid)
             try:
                 # thresholds no host meets, for a watchdog started now on the same engine
                 app.watchdog_line.follow(None)

@@ -33,6 +33,7 @@ from tests.conftest import busybox_preset, free_port, llama_preset_fields, unava
 from tests.support.images import ensure_busybox_image
 from tests.support.offline_app import engine_text
 from tests.support.pane_host import wait_until
+from tests.support.paused_process import stopped
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE_TIMEOUT_S = 3.0  # sparkdeck.endpoints.probe's per-request bound
@@ -68,11 +69,8 @@ class PrivateDaemon:
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        os.kill(self.pid, signal.SIGSTOP)
-        try:
+        with stopped(self.pid):  # every thread stopped, not just signalled
             yield
-        finally:
-            os.kill(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         try:

@@ -24,6 +24,7 @@ from sparkdeck.service.liveness import (
     protect_from_oom,
 )
 from tests.support.cpu_hog import cpu_hog
+from tests.support.paused_process import until_stopped
 
 HOLD_LOCK = r"""
 import sys, time
@@ -84,6 +85,7 @@ def test_a_stopped_lock_holder_is_told_at_once(service_on: Path) -> None:
             sock.bind(str(service_on))
             sock.listen(8)
             os.kill(holder.pid, signal.SIGSTOP)
+            until_stopped(holder.pid)  # kill() returns before the process has stopped
             began = time.monotonic()
             life = probe()
             took = time.monotonic() - began
