@@ -211,6 +211,7 @@ def one_run(
     frame: re.Pattern[str] = HEADER,
     figure: re.Pattern[str] = MEMORY_FIGURE,
     extra_env: dict[str, str] | None = None,
+    settle: float = 5.0,
 ) -> dict[str, float]:
     started = spawn(sparkdeck, run_env(config, data, extra_env))
     try:
@@ -219,7 +220,7 @@ def one_run(
         first_data = wait_for(figure, started)
         if launch_row is not None:
             launch_by_keys(launch_row, started)
-        time.sleep(5.0)  # let start-up work (preset load, first Docker read) finish
+        time.sleep(settle)  # let start-up work (preset load, first Docker read) finish
         cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
         time.sleep(seconds)
         cpu_used, wall = cpu_seconds(pid) - cpu_before, time.monotonic() - wall_before
@@ -265,7 +266,7 @@ def report(name: str, r: dict[str, float]) -> None:
     )
 
 
-def btop_run(seconds: float, tmp: Path) -> dict[str, float]:
+def btop_run(seconds: float, tmp: Path, settle: float = 5.0) -> dict[str, float]:
     """btop in the same tmux size, with a config of its own: 1000 ms updates."""
     btop = shutil.which("btop")
     if btop is None:
@@ -281,6 +282,7 @@ def btop_run(seconds: float, tmp: Path) -> dict[str, float]:
         frame=ANY_TEXT,
         figure=BTOP_DATA,
         extra_env={"XDG_CONFIG_HOME": str(tmp / "btop-config")},
+        settle=settle,
     )
 
 
@@ -323,6 +325,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="idle window (default 30)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=5.0,
+        help="seconds from start (or launch) to the idle window (default 5)",
+    )
     parser.add_argument(
         "--baseline", action="store_true", help="measure a bare Textual app first, for comparison"
     )
@@ -433,7 +441,9 @@ def measure_runs(
         if connected_first:
             connected = connected_run(sparkdeck, args.seconds, config, data, row, private, runtime)
             report(name + ", connected to the service", connected)
-        ours = one_run(sparkdeck, args.seconds, config, data, row, extra_env=private)
+        ours = one_run(
+            sparkdeck, args.seconds, config, data, row, extra_env=private, settle=args.settle
+        )
         report(name + (", standalone" if args.service else ""), ours)
         if args.baseline:
             to_bare.append(ours["first_frame_s"] - bare_run["first_frame_s"])
@@ -446,7 +456,7 @@ def measure_runs(
             gaps.append(connected["first_frame_s"] - ours["first_frame_s"])
             print(f"run {run} first frame, connected - standalone: {gaps[-1]:+.2f} s", flush=True)
         if args.btop:
-            theirs = btop_run(args.seconds, Path(tmp))
+            theirs = btop_run(args.seconds, Path(tmp), args.settle)
             report(f"run {run} btop (update 1000 ms)", theirs)
             print(
                 f"run {run} sparkdeck / btop idle CPU: "

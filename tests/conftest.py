@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,11 +153,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     if _SLOT is None:
         _SLOT = MachineSlot(directory)
+    asked = time.monotonic()
     _SLOT.acquire(item.get_closest_marker("alone") is not None)
+    held = time.monotonic()
     try:
         return (yield)
     finally:
         _SLOT.after(None if nextitem is None else nextitem.get_closest_marker("alone") is not None)
+        record_timeline(item.nodeid, asked, held, time.monotonic())
+
+
+def record_timeline(nodeid: str, asked: float, held: float, ended: float) -> None:
+    """With SPARKDECK_TEST_TIMELINE=FILE, each test's line: worker, when it asked for the
+    machine, got it and ended (time.monotonic(), one clock for all workers), node id. How
+    a parallel run spends its minutes (docs/testing.md)."""
+    path = os.environ.get("SPARKDECK_TEST_TIMELINE")
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+        with open(path, "a") as timeline:  # one short write per line: lines stay whole
+            timeline.write(f"{worker} {asked:.3f} {held:.3f} {ended:.3f} {nodeid}\n")
 
 
 def unavailable(reason: str) -> None:
