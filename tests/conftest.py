@@ -37,6 +37,7 @@ from tests.support.parallel_runs import (
     MachineSlot,
     end_tmux_server,
     lock_dir_of,
+    mark_collected,
     mark_items,
     new_lock_dir,
     one_builder,
@@ -136,6 +137,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         remove_lock_dir(config.stash[_LOCK_DIR])
     if _TMUX_DIR in config.stash:
         end_tmux_server(config.stash[_TMUX_DIR])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    directory = lock_dir_of(session.config)
+    if directory is not None:
+        mark_collected(directory)  # the alone tests wait for every worker's (parallel_runs)
 
 
 @pytest.hookimpl(optionalhook=True)

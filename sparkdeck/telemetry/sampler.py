@@ -24,6 +24,8 @@ from sparkdeck.host.throttle import reading_verdicts
 from sparkdeck.host.ticks import until_next_tick
 
 HISTORY_SECONDS = 300.0
+# one series of a History handed to the UI: (taken_at, value) pairs, oldest first
+Series = tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class TelemetrySampler:
         self,
         history: History,
         period: Callable[[], float],
-        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        emit: Callable[[TelemetrySnapshot, dict[str, Series]], object],
         stop: threading.Event,
         keep_going: Callable[[], bool] = lambda: True,
     ) -> None:
@@ -192,9 +194,10 @@ class History:
         for snapshot in snapshots:
             self.add(snapshot)
 
-    def frozen(self) -> dict[str, tuple[float, ...]]:
-        """Every series' values, oldest first, as a copy safe to hand to another thread."""
-        return {name: tuple(value for _, value in points) for name, points in self._points.items()}
+    def frozen(self) -> dict[str, Series]:
+        """Every series' (taken_at, value) points, oldest first, as a copy safe to hand to
+        another thread (the sparklines place them on the clock: view.clock_spark_text)."""
+        return {name: tuple(points) for name, points in self._points.items()}
 
     def values(self, name: str) -> list[float]:
         return [value for _, value in self._points[name]]

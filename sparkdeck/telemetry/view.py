@@ -7,6 +7,7 @@ could not tell is "n/a", never 0; a missing part says why.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -67,6 +68,46 @@ def spark_text(values: Sequence[float], width: int, high: float, low: float = 0.
     top = len(_BLOCKS) - 1
     text = "".join(_BLOCKS[max(1, min(top, round((v - low) / span * top)))] for v in cells)
     return text.rjust(width, " ")
+
+
+def clock_spark_text(
+    points: Sequence[tuple[float, float]], width: int, high: float, span_s: float
+) -> str:
+    """A sparkline of `width` cells over the last `span_s` seconds of (time, value) points
+    (oldest first): each cell a fixed stretch of span_s / width seconds on the clock, the
+    newest cell the one the newest point fell in, drawn at the highest value in it on a
+    fixed scale 0..high.
+
+    Cells are stretches of the clock, not shares of the samples (spark_text): a cell holds
+    the same seconds until the line moves on by a whole cell. So the line says what its
+    label says ("5m") from the first sample on, instead of growing a cell a sample while the
+    history fills; a spike stays in its cell instead of hopping as share bounds slide; and
+    a line whose values hold still does not change, which costs the window no repaint
+    (the idle window's frames: docs/performance.md). A cell that no sample fell in after the
+    first one (cells shorter than the sampling period) carries the cell before it.
+    """
+    if width <= 0:
+        return ""
+    if not points or span_s <= 0:
+        return " " * width
+    cell_s = span_s / width
+    first = math.floor(points[-1][0] / cell_s) - width + 1  # the oldest cell's number
+    cells: list[float | None] = [None] * width
+    for taken_at, value in points:
+        index = math.floor(taken_at / cell_s) - first
+        if index >= 0:
+            held = cells[index]
+            if held is None or value > held:
+                cells[index] = value
+    top = len(_BLOCKS) - 1
+    text: list[str] = []
+    carried: float | None = None
+    for cell in cells:
+        carried = cell if cell is not None else carried
+        text.append(
+            " " if carried is None else _BLOCKS[max(1, min(top, round(carried / high * top)))]
+        )
+    return "".join(text)
 
 
 def _pct(part: int, whole: int) -> float:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from sparkdeck.metrics.snapshot import EngineMetrics
     from sparkdeck.runtime.state import EngineState
     from sparkdeck.service.client import ServiceClient
-    from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+    from sparkdeck.telemetry.sampler import History, Series, TelemetrySampler, TelemetrySnapshot
 
 KINDS = ("telemetry", "docker", "metrics")
 SILENCE_S = 2.0  # liveness.HEARTBEAT_S: a keep-alive comes every second (api.PING_S)
@@ -283,7 +283,7 @@ class FedTelemetry:
         self,
         history: History,
         period: Callable[[], float],
-        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        emit: Callable[[TelemetrySnapshot, dict[str, Series]], object],
         stop: threading.Event,
         keep_going: Callable[[], bool] = lambda: True,
     ) -> None:
@@ -309,7 +309,7 @@ class FedTelemetry:
         feed: ServiceFeed,
         history: History,
         period: Callable[[], float],
-        emit: Callable[[TelemetrySnapshot, dict[str, tuple[float, ...]]], object],
+        emit: Callable[[TelemetrySnapshot, dict[str, Series]], object],
         stop: threading.Event,
         keep_going: Callable[[], bool],
     ) -> bool:

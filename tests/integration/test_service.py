@@ -62,6 +62,15 @@ def test_cli_launch_leaves_a_service_that_stops_the_engine_under_real_memory_pre
             what=lambda: f"the service guarding the ready engine at 1 Hz: {seen[-1:]}",
         )
         assert guard["guarding"] == container.name and guard["mode"] == "stop"
+        # the flight recorder has a row of the ready engine before the hog: its row of the
+        # engine's state may come a moment after the guard's (a parallel run's hog came
+        # first, and no ready row was above the line)
+        wait_for(
+            lambda: any(r["engine_state"] == "svc-tiny ready" for r in _history(service_env)),
+            timeout=15,
+            every=0.5,
+            what="the flight recorder's row of the ready engine",
+        )
         with client.events() as events:
             assert next(events)[0] == "hello"
             with MemoryHog(hog_size) as hog:

@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,6 +169,8 @@ class MachineSlot:
     """
 
     def __init__(self, directory: Path):
+        self._directory = directory
+        self._everyone_collected = False
         self._turnstile = open(directory / "turnstile.lock", "a+")  # noqa: SIM115 - held for the run
         self._machine = open(directory / "machine.lock", "a+")  # noqa: SIM115
         self._held: int | None = None  # fcntl.LOCK_SH or LOCK_EX while held
@@ -176,6 +179,9 @@ class MachineSlot:
         mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
         if self._held == mode:
             return
+        if alone and not self._everyone_collected:
+            wait_for_collection(self._directory)
+            self._everyone_collected = True
         self.release()
         # Everyone passes the turnstile; an alone test keeps it until it has the machine, so
         # shared holders that arrive after it wait behind it instead of overtaking it.
@@ -195,6 +201,25 @@ class MachineSlot:
         if self._held is not None:
             fcntl.flock(self._machine, fcntl.LOCK_UN)
             self._held = None
+
+
+COLLECTED = "collected-"  # + worker id: a file each worker leaves once it has collected
+COLLECTION_WAIT_S = 120.0
+
+
+def mark_collected(directory: Path) -> None:
+    """This worker has collected the suite (pytest_collection_finish)."""
+    (directory / (COLLECTED + os.environ.get("PYTEST_XDIST_WORKER", "gw"))).touch()
+
+
+def wait_for_collection(directory: Path, timeout: float = COLLECTION_WAIT_S) -> None:
+    """Until every worker has collected (at most `timeout`): each imports the whole suite,
+    seconds of both CPUs at the run's start, and the first alone test, a timing promise,
+    must not run beside that (parallel run 19: bench accuracy's first test failed there)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    deadline = time.monotonic() + timeout
+    while len(list(directory.glob(COLLECTED + "*"))) < workers and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @contextmanager
@@ -236,7 +261,8 @@ def lock_dir_of(config: pytest.Config) -> Path | None:
 
 
 def remove_lock_dir(directory: str) -> None:
-    for name in ("turnstile.lock", "machine.lock"):
+    collected = [path.name for path in Path(directory).glob(COLLECTED + "*")]
+    for name in ("turnstile.lock", "machine.lock", *collected):
         try:
             os.unlink(os.path.join(directory, name))
         except FileNotFoundError:

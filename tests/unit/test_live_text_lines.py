@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static, TabbedContent, TabPane
 
-from sparkdeck.ui.machine.live import LiveText
+from sparkdeck.ui.machine.live import LiveText, SparkRow
 from tests.support.pane_host import WidgetHost
 
 CSS = """
@@ -181,3 +181,43 @@ async def test_a_panel_in_a_tab_not_shown_renders_nothing_until_it_is_shown(monk
         await pilot.pause()
         assert drawn(live) == drawn(ref)
         assert rendered  # and once shown, the changed line is drawn
+
+
+class CountingSparkRow(SparkRow):
+    """A SparkRow that records which rows Textual asked it to render."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def render_line(self, y: int) -> Strip:
+        self.asked.append(y)
+        return super().render_line(y)
+
+
+@pytest.mark.anyio
+async def test_a_five_minute_sparkline_of_still_values_repaints_once_a_cell_not_once_a_sample():
+    """An idle machine's memory line, one sample a second from the window's start: the row
+    is repainted when the line moves on by a cell (5 minutes over its width), not at each
+    sample. Growing a cell per sample, it repainted every second for the window's first
+    half-minute: a frame a second (benchmarks/tui_idle.py)."""
+    row = CountingSparkRow("used 5m", " %", 300.0, id="live")
+    async with Host(row, css_path=None).run_test(size=(84, 24)) as pilot:
+        await pilot.pause()
+        points: list[tuple[float, float]] = []
+        lines = []
+        for second in range(40):
+            points.append((10_005.0 + second, 42.0))
+            row.show(tuple(points), 100.0)
+            await pilot.pause()
+            lines.append(str(row.content))
+            if second == 0:
+                row.asked.clear()  # drawn: from here on, what each sample repaints
+        # 36 cells inside the border and padding, less the label and the newest value
+        width = row.content_size.width - 9 - 1 - len("  42.0 %")
+        assert width == 18
+        cells = {int(t // (300.0 / width)) for t, _ in points}  # 16.7 s each: 3 in 40 s
+        assert len(cells) == 3
+        assert len(set(lines)) == len(cells), lines  # a new text only as the line moves on
+        assert lines[-1].count("▃") == len(cells) and "42.0 %" in lines[-1]
+        assert len(row.asked) == len(cells) - 1, row.asked  # once at each move, no more

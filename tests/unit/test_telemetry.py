@@ -18,6 +18,7 @@ from sparkdeck.host.nvml import NvmlReader
 from sparkdeck.host.psi import PRESSURE_MEMORY
 from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.telemetry.view import (
+    clock_spark_text,
     gpu_rows,
     memory_bars,
     pressure_rows,
@@ -229,6 +230,29 @@ def test_pressure_table_marks_full_stalls() -> None:
     rows = pressure_rows(sampler.sample(), GuardSettings(stop_full_rate_pct=0.1))
     now = next(row for row in rows if row.label == "now")
     assert now.value.split() == ["3.0", "0.2"] and now.level == "error"
+
+
+def test_clock_spark_cells_are_stretches_of_the_clock_from_the_first_sample_on() -> None:
+    # 300 s over 30 cells: 10 s a cell. Six samples a second apart fill one cell, not six
+    # (spark_text would draw six: the line would grow a cell a second while history fills).
+    ones = [(1000.0 + i, 50.0) for i in range(6)]
+    assert clock_spark_text(ones, 30, 100.0, 300.0) == " " * 29 + "▄"
+    # more samples in the same stretch: the same line, so the row repaints nothing
+    assert clock_spark_text([*ones, (1009.0, 50.0)], 30, 100.0, 300.0) == " " * 29 + "▄"
+    # the next stretch begins: the line moves on by one cell, no more
+    assert clock_spark_text([*ones, (1010.0, 50.0)], 30, 100.0, 300.0) == " " * 28 + "▄▄"
+
+
+def test_clock_spark_keeps_a_spike_in_its_cell_and_drops_what_is_older_than_the_span() -> None:
+    points = [(float(t), 100.0 if t == 1003 else 0.0) for t in range(900, 1030)]
+    line = clock_spark_text(points, 30, 100.0, 300.0)
+    assert line.index("█") == 27 and line.count("█") == 1  # its stretch: 1000-1009 s
+    moved = clock_spark_text([*points, (1030.0, 0.0)], 30, 100.0, 300.0)
+    assert moved.index("█") == 26  # a whole cell on, as the clock moved a whole cell
+    assert clock_spark_text(points, 2, 100.0, 20.0) == "▁▁"  # 1010-1029 s: the spike is older
+    # cells shorter than the sampling period carry the cell before them: no holes
+    sparse = [(1000.0 + 4 * i, 50.0) for i in range(10)]
+    assert clock_spark_text(sparse, 40, 100.0, 40.0).strip() == "▄" * 37
 
 
 def test_spark_text_uses_a_fixed_scale_and_keeps_spikes() -> None:

@@ -54,9 +54,7 @@ def test_memory_takes_the_guards_colour() -> None:
 
 def test_narrow_widths_drop_sparklines_then_wrap_never_overflow() -> None:
     recorded = replay_history(CLOCK_EVENTS)
-    history = {
-        name: recorded.values(name) for name in ("memory_used_pct", "psi_some_pct", "gpu_power_w")
-    }
+    history = recorded.frozen()
     parts = glance_parts(sample(), history, EngineReading(None), (), GuardSettings())
     for width in (200, 120, 100, 80, 60, 40):
         text = glance_content(parts, width).plain

@@ -20,7 +20,7 @@ from textual.reactive import var
 from textual.widgets import Static, TabbedContent, TabPane, Tabs
 
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+from sparkdeck.telemetry.sampler import History, Series, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.ui.chat.tab import ChatTab
 from sparkdeck.ui.guard.timeline import TimelineChart
 from sparkdeck.ui.machine.environment import EnvironmentReport
@@ -104,9 +104,7 @@ class SideTabs(BlankColumn):
         # The strip is placed by the app above both columns and draws what these tabs sample.
         self.strip = strip
 
-        def also_show(
-            snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]
-        ) -> None:
+        def also_show(snapshot: TelemetrySnapshot, history: Mapping[str, Series]) -> None:
             self.strip.telemetry(snapshot, history)
             on_sample()  # in the frame that draws the sample: one frame a second, not two
 

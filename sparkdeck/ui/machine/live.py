@@ -11,7 +11,7 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
 
-from sparkdeck.telemetry.view import Bar, Row, spark_text
+from sparkdeck.telemetry.view import Bar, Row, clock_spark_text
 
 if TYPE_CHECKING:
     from textual.css.styles import RulesMap
@@ -205,29 +205,33 @@ def same_text(a: Content | str, b: Content | str) -> bool:
 
 
 class SparkRow(LiveText):
-    """A label, a fixed-scale sparkline as wide as the row, and the newest value."""
+    """A label, a fixed-scale sparkline of the last `span_s` seconds as wide as the row
+    (its cells stretches of the clock: view.clock_spark_text), and the newest value."""
 
-    def __init__(self, label: str, unit: str, **kwargs: Any) -> None:
+    def __init__(self, label: str, unit: str, span_s: float, **kwargs: Any) -> None:
         super().__init__("", **kwargs)
         self.label = label
         self.unit = unit
-        self._values: Sequence[float] = ()
+        self.span_s = span_s
+        self._points: Sequence[tuple[float, float]] = ()
         self._high = 100.0
 
-    def show(self, values: Sequence[float], high: float) -> None:
-        self._values, self._high = values, high
+    def show(self, points: Sequence[tuple[float, float]], high: float) -> None:
+        """(taken_at, value) points, oldest first, on a scale of 0..high."""
+        self._points, self._high = points, high
         self._draw()
 
     def on_resize(self) -> None:
         self._draw()
 
     def _draw(self) -> None:
-        now = f" {self._values[-1]:5.1f}{self.unit}" if self._values else " " * (6 + len(self.unit))
+        points = self._points
+        now = f" {points[-1][1]:5.1f}{self.unit}" if points else " " * (6 + len(self.unit))
         width = self.content_size.width - LABEL_WIDTH - 1 - len(now)
         self.set_text(
             Content.assemble(
                 (self.label.ljust(LABEL_WIDTH + 1), "$text-muted"),
-                (spark_text(self._values, width, self._high), "$primary"),
+                (clock_spark_text(points, width, self._high, self.span_s), "$primary"),
                 now,
             )
         )

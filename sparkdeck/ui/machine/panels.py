@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.content import Content
 
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.telemetry.sampler import TelemetrySnapshot
+from sparkdeck.telemetry.sampler import HISTORY_SECONDS, Series, TelemetrySnapshot
 from sparkdeck.telemetry.view import gpu_rows, memory_bars, pressure_rows, rail_rows
 from sparkdeck.ui.machine.live import LiveText, SparkRow, bar_content, rows_content
 from sparkdeck.ui.screen_layout import BlankRow
@@ -34,8 +34,12 @@ class MemoryPanel(Vertical):
         # Kept as attributes: a sample that lands while the app shuts down finds them still.
         self._bars = LiveText(WAITING, id="memory-bars")
         self._pressure = LiveText("", id="pressure")
-        self._used_spark = SparkRow("used 5m", " %", id="memory-spark", classes="spark-row")
-        self._psi_spark = SparkRow("PSI some", " %", id="psi-spark", classes="spark-row")
+        self._used_spark = SparkRow(
+            "used 5m", " %", HISTORY_SECONDS, id="memory-spark", classes="spark-row"
+        )
+        self._psi_spark = SparkRow(
+            "PSI some", " %", HISTORY_SECONDS, id="psi-spark", classes="spark-row"
+        )
         with BlankRow(classes="panel-body"):
             yield self._bars
             yield self._pressure
@@ -45,7 +49,7 @@ class MemoryPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "unified memory · PSI"
 
-    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
+    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, Series]) -> None:
         """Render one sample and the history that came with it."""
         if snapshot.memory is None:
             self._bars.set_text(Content.styled(snapshot.memory_error or "n/a", "$error"))
@@ -62,7 +66,7 @@ class MemoryPanel(Vertical):
         self._used_spark.show(history["memory_used_pct"], 100.0)
         psi = history["psi_some_pct"]
         # Stalls are small numbers that matter: scale to 10 % unless they go higher.
-        self._psi_spark.show(psi, max(10.0, *psi) if psi else 10.0)
+        self._psi_spark.show(psi, max(10.0, max((value for _, value in psi), default=0.0)))
 
 
 class GpuPanel(Vertical):
@@ -71,8 +75,12 @@ class GpuPanel(Vertical):
     def compose(self) -> ComposeResult:
         # Kept as attributes: a sample that lands while the app shuts down finds them still.
         self._rows = LiveText(WAITING, id="gpu-rows", classes="panel-body")
-        self._util_spark = SparkRow("util 5m", " %", id="gpu-util-spark", classes="spark-row")
-        self._power_spark = SparkRow("power 5m", " W", id="gpu-power-spark", classes="spark-row")
+        self._util_spark = SparkRow(
+            "util 5m", " %", HISTORY_SECONDS, id="gpu-util-spark", classes="spark-row"
+        )
+        self._power_spark = SparkRow(
+            "power 5m", " W", HISTORY_SECONDS, id="gpu-power-spark", classes="spark-row"
+        )
         yield self._rows
         yield self._util_spark
         yield self._power_spark
@@ -80,7 +88,7 @@ class GpuPanel(Vertical):
     def on_mount(self) -> None:
         self.border_title = "GPU"
 
-    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, tuple[float, ...]]) -> None:
+    def show(self, snapshot: TelemetrySnapshot, history: Mapping[str, Series]) -> None:
         has_gpu = bool(snapshot.gpu.gpus)
         self._rows.set_text(rows_content(gpu_rows(snapshot) + rail_rows(snapshot)))
         self._util_spark.display = self._power_spark.display = has_gpu
@@ -90,4 +98,6 @@ class GpuPanel(Vertical):
             limit = snapshot.gpu.gpus[0].power_limit_w
             # A GB10 has no power limit to scale to: its 140 W SoC TDP (SPARK.md) or the
             # highest draw seen, whichever is more.
-            self._power_spark.show(power, limit or max(140.0, *power) if power else 140.0)
+            self._power_spark.show(
+                power, limit or max(140.0, max((value for _, value in power), default=0.0))
+            )

@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.worker import Worker, get_current_worker
 
 from sparkdeck.config.settings import GuardSettings
-from sparkdeck.telemetry.sampler import History, TelemetrySampler, TelemetrySnapshot
+from sparkdeck.telemetry.sampler import History, Series, TelemetrySampler, TelemetrySnapshot
 from sparkdeck.ui.machine.environment import EnvironmentPanel, EnvironmentReport
 from sparkdeck.ui.machine.panels import GpuPanel, MemoryPanel
 from sparkdeck.ui.messages import report_worker_failure
@@ -44,7 +44,7 @@ class MachineTab(BlankColumn):
         """The sampler read the machine; `history` holds each sparkline series up to now."""
 
         snapshot: TelemetrySnapshot
-        history: Mapping[str, tuple[float, ...]]
+        history: Mapping[str, Series]
 
         def can_replace(self, message: Message) -> bool:
             # The history travels with every sample, so dropping an older unhandled one
@@ -70,9 +70,7 @@ class MachineTab(BlankColumn):
             periods,
         )
         # Who else draws each sample (the at-a-glance strip): one sampler for both.
-        self.also_show: (
-            Callable[[TelemetrySnapshot, Mapping[str, tuple[float, ...]]], None] | None
-        ) = None
+        self.also_show: Callable[[TelemetrySnapshot, Mapping[str, Series]], None] | None = None
 
     def compose(self) -> ComposeResult:
         # Kept as attributes: a sample that lands while the app shuts down finds them still.

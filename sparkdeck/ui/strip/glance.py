@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 SPARK = 8  # cells of each sparkline, when the line has room for them
 GAP = " │ "
-History = Mapping[str, Sequence[float]]
+History = Mapping[str, Sequence[tuple[float, float]]]  # (taken_at, value) points
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def memory_part(snapshot: TelemetrySnapshot | None, history: History, guard: Gua
         if pct < guard.warn_available_pct
         else "success"
     )
-    available = [100.0 - used for used in history.get("memory_used_pct", ())]
+    available = [100.0 - used for _, used in history.get("memory_used_pct", ())]
     return Part("avail", f"{memory.available / 2**30:.1f} GiB {pct:.0f}%", level, available)
 
 
@@ -88,7 +88,7 @@ def pressure_part(
         if rates.some_pct > guard.warn_some_avg10 or rates.full_pct > 0
         else ""
     )
-    some = history.get("psi_some_pct", ())
+    some = [value for _, value in history.get("psi_some_pct", ())]
     # stalls are small numbers that matter: the scale is 10 % unless they go higher
     return Part(
         "PSI",
@@ -142,7 +142,7 @@ def gpu_part(snapshot: TelemetrySnapshot | None, history: History) -> Part:
     temp = NA if gpu.temperature_c is None else f"{gpu.temperature_c}°C"
     verdict = throttle_verdict(gpu)
     held = f" {', '.join(verdict.kinds)}" if verdict.throttled else ""
-    series = history.get("gpu_power_w", ())
+    series = [value for _, value in history.get("gpu_power_w", ())]
     top = gpu.power_limit_w or max(series, default=1.0) or 1.0
     return Part("GPU", f"{clock} {power} {temp}{held}", verdict.level, series, top)
 
