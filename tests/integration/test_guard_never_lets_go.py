@@ -207,7 +207,7 @@ def private_dockerd() -> Iterator[tuple[int, docker.DockerClient, str]]:
     directory = Path(tempfile.mkdtemp(prefix="sdp", dir="/tmp"))  # short: socket paths
     script = REPO / ".ci" / "dockerd.sh"
     started = subprocess.run(
-        ["bash", str(script), "start", str(directory)],
+        ["bash", str(script), "start", str(directory), "--iptables=false"],  # dockerd.sh: why
         capture_output=True,
         text=True,
         timeout=180,

@@ -53,7 +53,14 @@ class PrivateDaemon:
 
     def start(self) -> None:
         done = subprocess.run(
-            ["bash", str(REPO / ".ci/dockerd.sh"), "start", str(self.directory)],
+            # no iptables of its own: .ci/dockerd.sh says why
+            [
+                "bash",
+                str(REPO / ".ci/dockerd.sh"),
+                "start",
+                str(self.directory),
+                "--iptables=false",
+            ],
             capture_output=True,
             text=True,
             timeout=120,
