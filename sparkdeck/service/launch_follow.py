@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +33,9 @@ Events = Iterator[tuple[str, dict[str, Any]]]
 # called stopped (SIGSTOP) or wedged, and the launch's follower says so instead of waiting on.
 # Longer than a window's 2 s: a launch is not guarded by its follower, only reported.
 SILENT_S = 5.0
+# A killed process closes its sockets a moment before the kernel marks it a zombie: a stream
+# that broke (not one that went silent) gives its service this long to be seen gone.
+DYING_S = 1.0
 OnEvent = Callable[[str, dict[str, Any]], None]
 
 
@@ -136,7 +140,7 @@ def lost_line(preset: str, mid_launch: bool, exc: Exception) -> str:
     # who held the service lock last, as it wrote itself down (a kill -9 leaves that);
     # not taken here: a service being restarted at this moment must not find it held
     holder = FileLock(SERVICE_LOCK).holder()
-    if holder is not None and _alive(holder.pid):
+    if holder is not None and _alive_after(holder.pid, exc):
         what = f"the sparkdeck service (process {holder.pid}) stopped answering ({exc})"
     else:
         what = f"the sparkdeck service{f' (process {holder.pid})' if holder else ''} ended"
@@ -163,6 +167,22 @@ def running_now() -> str:
         f"running now with no memory guard: {names}; `sparkdeck service start` guards "
         "it again, `sparkdeck stop` stops it"
     )
+
+
+def _alive_after(pid: int, exc: Exception) -> bool:
+    """Whether `pid` still runs after its stream failed with `exc`. A stream that went
+    silent (a timeout) is a live service that stopped answering; one that broke is most
+    often a service that ended, whose exit closed the socket before the kernel marked it a
+    zombie: beside load that moment lasted long enough to call a kill -9 "stopped
+    answering" (a parallel CI run). So a broken stream waits up to DYING_S for it."""
+    if isinstance(exc, httpx.TimeoutException):
+        return _alive(pid)
+    deadline = time.monotonic() + DYING_S
+    while _alive(pid):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _alive(pid: int) -> bool:
