@@ -28,8 +28,8 @@ CSS = """
 """
 
 
-class CountingLiveText(LiveText):
-    """A LiveText that records which rows Textual asked it to render."""
+class RowCounter:
+    """Records which rows Textual asked the widget (a LiveText) to render."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -37,7 +37,11 @@ class CountingLiveText(LiveText):
 
     def render_line(self, y: int) -> Strip:
         self.asked.append(y)
-        return super().render_line(y)
+        return super().render_line(y)  # type: ignore[misc]
+
+
+class CountingLiveText(RowCounter, LiveText):
+    """A LiveText that records which rows Textual asked it to render."""
 
 
 class Host(WidgetHost):
@@ -183,16 +187,8 @@ async def test_a_panel_in_a_tab_not_shown_renders_nothing_until_it_is_shown(monk
         assert rendered  # and once shown, the changed line is drawn
 
 
-class CountingSparkRow(SparkRow):
+class CountingSparkRow(RowCounter, SparkRow):
     """A SparkRow that records which rows Textual asked it to render."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.asked: list[int] = []
-
-    def render_line(self, y: int) -> Strip:
-        self.asked.append(y)
-        return super().render_line(y)
 
 
 @pytest.mark.anyio
