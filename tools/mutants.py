@@ -206,7 +206,8 @@ MUTANTS = (
 def pytest_run(tree: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+        # -n 0: one process (with xdist, -x ends the session as interrupted, exit status 2)
+        [sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", "-p", "no:cacheprovider", *tests],
         cwd=tree,
         env=env,
         capture_output=True,
