@@ -15,14 +15,19 @@ from pathlib import Path
 
 import pytest
 from textual.message import Message
+from textual.widget import Widget
 
 from sparkdeck.catalog import PresetCatalog, load_catalog
 from sparkdeck.config.settings import load_settings, settings_path
 from sparkdeck.host.nvml import NvmlReader
+from sparkdeck.launch.sequence import FlushSkipped
 from sparkdeck.runtime.client import DockerRuntime
 from sparkdeck.runtime.errors import DockerUnavailable
+from sparkdeck.runtime.pull import PullProgress, PullTracker
 from sparkdeck.ui.app import SparkdeckApp
+from sparkdeck.ui.dashboard.card_steps import report_after
 from sparkdeck.ui.dashboard.engine_card import EngineReport, engine_content, uptime_text
+from sparkdeck.ui.dashboard.launch_messages import Progressed
 from sparkdeck.ui.dashboard.presets import PresetTable
 from sparkdeck.ui.machine.tab import MachineTab
 from sparkdeck.ui.messages import DockerConnectionFailed
@@ -41,7 +46,7 @@ from tests.support.offline_app import (
     make_app,
     text_of,
 )
-from tests.support.pane_host import wait_until
+from tests.support.pane_host import WidgetHost, wait_until
 
 SIZE = (160, 48)
 
@@ -502,9 +507,7 @@ def test_telemetry_messages_coalesce() -> None:
 
 
 def test_the_card_follows_a_pull_then_the_start() -> None:
-    from sparkdeck.launch.sequence import ContainerStarted, FlushSkipped, PullStarted
-    from sparkdeck.runtime.pull import PullProgress, PullTracker
-    from sparkdeck.ui.dashboard.card_steps import report_after
+    from sparkdeck.launch.sequence import ContainerStarted, PullStarted
 
     tracker, report = PullTracker(), EngineReport(reading=EngineReading(None))
     image = "vllm/vllm-openai:latest"
@@ -527,6 +530,47 @@ def test_the_card_follows_a_pull_then_the_start() -> None:
     text = engine_content(report, NOW).plain
     assert "state    starting" in text and "pull" not in text.split("step")[0]
     assert "waiting for the health endpoint" in text and "tiny-llama" in text
+
+
+class _PullFollower(Widget):
+    """What the launch area does with each Progressed message it is handed, recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tracker, self.report = PullTracker(), EngineReport()
+        self.fractions: list[float | None] = []
+
+    def on_launch_area_progressed(self, message: Progressed) -> None:
+        self.report = report_after(self.report, message.event, self.tracker)
+        self.fractions.append(self.report.pull_fraction)
+
+
+@pytest.mark.anyio
+async def test_a_pull_burst_queued_behind_a_busy_window_never_pulls_the_bar_back() -> None:
+    """A busy window reads a burst of pull events at once, and Textual lets a queued message
+    stand for the one before it (Progressed.can_replace). Docker's "Extracting" bytes that
+    follow a layer's "Download complete" count from 0 again: when "Download complete" was
+    dropped for them, the bar went from 100 % back to 5 % (a parallel CI run under load)."""
+    image = "127.0.0.1:5000/busy:1"
+    follower = _PullFollower()
+    app = WidgetHost(follower)
+    async with app.run_test() as pilot:
+        burst = [PullProgress(image, "L", "Downloading", n, 100) for n in range(10, 101, 10)]
+        burst += [
+            PullProgress(image, "L", "Verifying Checksum", None, None),
+            PullProgress(image, "L", "Download complete", None, None),
+            PullProgress(image, "L", "Extracting", 5, 100),
+        ]
+        for event in burst:  # no await between them: all queued before the first is read
+            follower.post_message(Progressed(event))
+        follower.post_message(Progressed(FlushSkipped("--no-flush")))  # the end of the burst
+        await wait_until(
+            pilot,
+            lambda: len(follower.fractions) > 0 and follower.report.detail != "",
+            what=lambda: f"the burst read: {follower.fractions}",
+        )
+        # the ten byte counts of one step stood for each other; each new step was read
+        assert follower.fractions[:-1] == [1.0, 1.0, 1.0, 1.0], follower.fractions
 
 
 @pytest.mark.anyio

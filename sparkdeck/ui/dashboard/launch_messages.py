@@ -34,11 +34,18 @@ class Progressed(Message, bubble=False, namespace="launch_area"):
     event: LaunchEvent
 
     def can_replace(self, message: Message) -> bool:
-        # A pull sends many progress events; only the newest of a run of them matters.
+        # Textual drops this (older) message when the one queued behind it may stand for it.
+        # A pull sends many progress events; one that only moves a layer's bytes on stands
+        # for the one before it of the same layer and step. One that changes the step, or
+        # is of another layer, never does: dropping a layer's "Download complete" made the
+        # tracker take the "Extracting" bytes after it (counted from 0 again) for its
+        # download, and the bar went back to 1 % under load (parallel CI run 27).
         return (
             isinstance(self.event, PullProgress)
             and isinstance(message, Progressed)
             and isinstance(message.event, PullProgress)
+            and message.event.layer == self.event.layer
+            and message.event.status == self.event.status
         )
 
 
