@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import pytest
 
 from tests.conftest import base_fields, free_port, write_preset
 from tests.support.cli import run_cli
+from tests.support.service_teardown import stop_service
 
 DOOR_S = 2.0  # the promise: the command that asked says it within this long
 
@@ -65,13 +65,7 @@ def cpu_hog() -> Iterator[None]:
 def env(isolated_dirs) -> Iterator[dict[str, str]]:
     env = {**os.environ, "SPARKDECK_SERVICE": "auto", "SPARKDECK_ENDPOINT_PORT": str(free_port())}
     yield env
-    holder = _service_pid(isolated_dirs)
-    run_cli("service", "stop", env=env)
-    if holder is not None:
-        try:
-            os.kill(holder, signal.SIGKILL)  # one that did not stop is not left behind
-        except ProcessLookupError:
-            pass
+    stop_service(env, _service_pid(isolated_dirs))  # and SIGKILLed if it did not stop
 
 
 def _service_pid(isolated_dirs: dict[str, Path]) -> int | None:

@@ -22,6 +22,7 @@ import pytest
 from sparkdeck.runtime.state import SCOPE
 from tests.conftest import base_fields, free_port, remove_scope, scope_containers, write_preset
 from tests.support.cli import cli, run_cli
+from tests.support.service_teardown import stop_service
 
 pytestmark = pytest.mark.docker
 
@@ -47,13 +48,7 @@ def env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]:
         "SPARKDECK_ENDPOINT_PORT": str(free_port()),
     }
     yield env
-    pid = service_pid()
-    run_cli("service", "stop", env=env, timeout=30)
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stop_service(env, service_pid())  # and SIGKILLed if it did not stop
     remove_scope(docker_client, scope)
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support.cli import run_cli
+from tests.support.service_teardown import Pinned, stop_service
 
 DATED = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (INFO|WARNING|ERROR) +"
@@ -29,14 +29,8 @@ def test_a_detached_service_writes_dated_graded_lines(isolated_dirs) -> None:
     started = run_cli("service", "start", env=env)
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.split("process ")[1].rstrip(")\n"))
-    try:
-        stopped = run_cli("service", "stop", env=env)
-        assert stopped.returncode == 0, stopped.stderr
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stopped = stop_service(env, Pinned(pid))
+    assert stopped.returncode == 0, stopped.stderr
     log = isolated_dirs["data"] / "service.log"
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     lines = log.read_text().splitlines()

@@ -11,7 +11,6 @@ import configparser
 import json
 import os
 import shlex
-import signal
 import socket
 import stat
 import sys
@@ -26,6 +25,7 @@ from sparkdeck.service.client import ServiceClient, ServiceVersionMismatch
 from sparkdeck.service.location import API_VERSION
 from tests.conftest import unavailable
 from tests.support.cli import run_cli
+from tests.support.service_teardown import Pinned, stop_service
 
 NOBODY = 65534
 
@@ -35,13 +35,9 @@ def service(isolated_dirs) -> Iterator[tuple[dict[str, str], Path]]:
     env = {**os.environ, "SPARKDECK_SERVICE": "auto"}
     started = run_cli("service", "start", env=env)
     assert started.returncode == 0, started.stderr
-    pid = int(started.stdout.split("process ")[1].rstrip(")\n"))
+    service = Pinned(int(started.stdout.split("process ")[1].rstrip(")\n")))
     yield env, isolated_dirs["runtime"] / "service.sock"
-    stopped = run_cli("service", "stop", env=env)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    stopped = stop_service(env, service)
     assert stopped.returncode == 0 and "stopped the sparkdeck service" in stopped.stdout
 
 

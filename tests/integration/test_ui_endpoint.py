@@ -12,7 +12,6 @@ stated refresh (3 s).
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.cli import run_cli
 from tests.support.offline_app import make_app, text_of
 from tests.support.pane_host import wait_until
+from tests.support.service_teardown import Pinned, stop_service
 
 SECRET = "s3cret-connect-value-7f3a"
 KEY_ENV = "SPARKDECK_API_KEY"
@@ -56,12 +56,9 @@ def service_with_key(isolated_dirs, monkeypatch: pytest.MonkeyPatch) -> Iterator
     started = run_cli("service", "start", env=env)
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.split("process ")[1].rstrip(")\n"))
+    service = Pinned(pid)
     yield {"port": port, "pid": pid, "env": env}
-    run_cli("service", "stop", env=env)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    stop_service(env, service)
 
 
 @pytest.mark.anyio

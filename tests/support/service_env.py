@@ -23,6 +23,7 @@ from tests.conftest import (
     write_preset,
 )
 from tests.support.cli import run_cli
+from tests.support.service_teardown import Pinned, stop_service
 
 
 def service_pid(env: dict[str, str]) -> int | None:
@@ -41,12 +42,9 @@ def service_env(isolated_dirs, scope, docker_client) -> Iterator[dict[str, str]]
 
     pid = lock_holder()
     if pid is not None:
-        os.kill(pid, signal.SIGCONT)
-        run_cli("service", "stop", env=env, timeout=30)
-        try:
-            os.kill(pid, signal.SIGKILL)  # one that did not stop is not left behind
-        except ProcessLookupError:
-            pass
+        service = Pinned(pid)
+        service.signal(signal.SIGCONT)
+        stop_service(env, service)  # and SIGKILLed if it did not stop
     remove_scope(docker_client, scope)
 
 

@@ -12,14 +12,25 @@ A test's services are found two ways: the holder of the service lock in its data
 one `sparkdeck service stop` would end), and any `-m sparkdeck.service` process whose
 environment names the test's own runtime dir (one started with other data dirs, which the
 lock in this test's data dir does not show).
+
+Every signal here goes through a pidfd (`Pinned`), opened while the process is known to be the
+service: a pid read once and signalled later can name another process by then. pid_max is
+32768 on these machines, and a parallel run's processes and threads go through it in minutes
+(pids wrapped at least once in a 21-minute stretch of 2026-12-05), so the `kill -9 PID` "for
+safety" that the fixtures sent after a service had stopped could reach whatever got that pid
+since: another test's engine, server or daemon. A pidfd signals its own process or nobody.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 import time
 from pathlib import Path
+
+from tests.support.cli import run_cli
 
 STOP_S = 10.0  # `sparkdeck service stop`'s own default timeout
 GONE_S = 5.0  # after SIGKILL: the kernel ends it at once unless it is stuck in the kernel
@@ -46,47 +57,84 @@ def services_of(runtime_dir: Path) -> set[int]:
     return found
 
 
+class Pinned:
+    """One process, held by a pidfd: a signal through it reaches that process, or nobody once
+    it ended (never a later process that got its pid)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._fd = None  # ended already
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self._fd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self._fd, sig)
+        except ProcessLookupError:
+            pass
+
+    def gone(self) -> bool:
+        """Ended: a pidfd reads ready once its process exits (a zombie included). One that is
+        this process's child (a service a test started in-process, through ensure_running's
+        Popen) is reaped here."""
+        if self._fd is None:
+            return True
+        if not select.select([self._fd], [], [], 0)[0]:
+            return False
+        try:
+            os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # not our child: its parent (or init) reaps it
+            pass
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def end_test_services(runtime_dir: Path) -> list[int]:
     """End every service of this test (see the module's docstring); the pids ended."""
-    pids = sorted(services_of(runtime_dir))
-    if not pids:  # most tests: no clock read (some tests patch time.monotonic)
+    pinned = [Pinned(pid) for pid in sorted(services_of(runtime_dir))]
+    if not pinned:  # most tests: no clock read (some tests patch time.monotonic)
         return []
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-        _signal(pid, signal.SIGCONT)  # a stopped (SIGSTOP) service resumes only to end
-    deadline = time.monotonic() + STOP_S
-    left = [pid for pid in pids if not _gone(pid)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [pid for pid in left if not _gone(pid)]
-    for pid in left:  # did not stop: not left behind either
-        _signal(pid, signal.SIGKILL)
-    deadline = time.monotonic() + GONE_S
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [pid for pid in left if not _gone(pid)]
-    if left:
-        raise AssertionError(f"sparkdeck service process(es) {left} outlived SIGKILL")
-    return pids
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+        for service in pinned:
+            service.signal(signal.SIGTERM)
+            service.signal(signal.SIGCONT)  # a stopped (SIGSTOP) service resumes only to end
+        deadline = time.monotonic() + STOP_S
+        left = [service for service in pinned if not service.gone()]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = [service for service in left if not service.gone()]
+        for service in left:  # did not stop: not left behind either
+            service.signal(signal.SIGKILL)
+        deadline = time.monotonic() + GONE_S
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = [service for service in left if not service.gone()]
+        if left:
+            stuck = [service.pid for service in left]
+            raise AssertionError(f"sparkdeck service process(es) {stuck} outlived SIGKILL")
+    finally:
+        for service in pinned:
+            service.close()
+    return [service.pid for service in pinned]
 
 
-def _gone(pid: int) -> bool:
-    """Ended: no process, or a zombie (reaped here when it is this process's child: a
-    service a test started in-process, through ensure_running's Popen)."""
+def stop_service(
+    env: dict[str, str], service: Pinned | int | None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    """`sparkdeck service stop`, then SIGKILL for `service` (pinned when its pid was read,
+    or now for a pid read just before) if it did not stop: a wedged one is not left behind,
+    and the kill reaches nothing else."""
+    pinned = Pinned(service) if isinstance(service, int) else service
     try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return True
-    except ChildProcessError:  # not our child: its parent (or init) reaps it
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
+        return run_cli("service", "stop", env=env, timeout=timeout)
+    finally:
+        if pinned is not None:
+            pinned.signal(signal.SIGKILL)
+            pinned.close()
