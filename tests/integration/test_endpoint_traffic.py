@@ -158,10 +158,26 @@ async def test_500_fresh_connection_requests_at_50_concurrent_get_no_502(attache
         rounds.append(await fresh_connection_load(attached_llama["through"], 500, 50))
     failed = [row for row in log_rows(attached_llama["data"]) if row.get("status") == 502]
     assert all(outcome == {200: 500} for outcome in rounds), (
-        f"through the endpoint: {rounds}; the request log's 502s: {failed[:3]}"
+        f"through the endpoint: {rounds}; the request log's 502s: {failed[:3]}; "
+        f"{_engine_now(attached_llama)}"
     )
     # the engine itself answers the same load in full (it sends no 502 of its own)
     assert await fresh_connection_load(attached_llama["direct"], 500, 50) == {200: 500}
+
+
+def _engine_now(attached: dict[str, Any]) -> str:
+    """What the engine itself says right after a failed round: whether it still answers a
+    chat directly, and its container's state (run 27 had 50 requests time out at once with
+    no 502 logged, and nothing said whether the engine or the endpoint had stopped)."""
+    try:
+        direct: Any = httpx.post(attached["direct"] + "/v1/chat/completions", json=CHAT, timeout=10)
+        direct = direct.status_code
+    except httpx.HTTPError as exc:
+        direct = type(exc).__name__
+    container = attached["container"]
+    container.reload()
+    state = {k: container.attrs["State"].get(k) for k in ("Status", "Paused", "OOMKilled", "Pid")}
+    return f"the engine asked directly: {direct}; its container: {state}"
 
 
 def _first_event_s(client: httpx.Client, base: str) -> tuple[float, Any]:

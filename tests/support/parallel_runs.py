@@ -61,12 +61,19 @@ ALONE_MODULES = frozenset(
 # single tests that are alone in modules that are not (node ids, without parameters)
 ALONE_TESTS = frozenset(
     {
-        # first tokens within 2 ms of the engine's own (the module's other tests, 500
-        # requests at 50 concurrent and the pushed engine's changes, promise no time)
+        # first tokens within 2 ms of the engine's own (the module's detach/attach and
+        # engine-gone tests promise no time and share the machine)
         "tests/integration/test_endpoint_traffic.py::"
         "test_a_kept_alive_client_gets_each_first_token_within_2_ms_of_direct",
         "tests/integration/test_endpoint_traffic.py::"
         "test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft",
+        # 50 streams at once on a one-thread llama-server: beside the parallel phase (CI run
+        # 27) all 50 in flight hung for their whole 60 s with no 502 logged, the one time in
+        # 8 parallel runs; not reproduced in 24 rounds beside 3 other workers here, the cause
+        # not found (its failure message now says what the engine answers directly). Alone,
+        # as through session 27, it never failed.
+        "tests/integration/test_endpoint_traffic.py::"
+        "test_500_fresh_connection_requests_at_50_concurrent_get_no_502",
         # /proc/meminfo against psutil a moment apart, within 256 MiB
         "tests/integration/test_host_memory.py::test_real_meminfo_agrees_with_psutil",
         # drops the whole machine's page cache and measures that it went
