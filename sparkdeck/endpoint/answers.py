@@ -128,6 +128,16 @@ def client_closed(target: str) -> JSONResponse:
     )
 
 
+def left_early(engine: str) -> JSONResponse:
+    """499, logged for a caller that hung up before the engine `engine` began its answer."""
+    return openai_error(
+        499,
+        f"the client disconnected before the engine {engine} began its answer",
+        "client_closed",
+        "client_disconnected",
+    )
+
+
 def body_part(data: bytes) -> dict[str, Any]:
     """An ASGI body message with more to come."""
     return {"type": "http.response.body", "body": data, "more_body": True}

@@ -28,7 +28,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkdeck.catalog import load_catalog
 from sparkdeck.config.settings import EndpointSettings
-from sparkdeck.endpoint.answers import begin_answer, error_in_stream, listed_models, wrong_model
+from sparkdeck.endpoint.answers import (
+    begin_answer,
+    error_in_stream,
+    left_early,
+    listed_models,
+    wrong_model,
+)
 from sparkdeck.endpoint.listener import api_key
 from sparkdeck.endpoint.refusals import (
     KeyRequired,
@@ -74,6 +80,38 @@ _HOP = frozenset(
         b"content-length",
     }
 )
+
+
+class CallerWatch:
+    """The caller's connection, watched from the moment its request goes to the engine until
+    the answer has been relayed. A caller that hangs up before the engine began to answer
+    (a long prefill, an engine that hangs) ends the request's wait there; one that hangs up
+    during the answer ends the relay. Either way the engine's connection closes, which is
+    how an engine learns to drop the request. Before, only the relay watched: a caller gone
+    during the wait left its request waiting on the engine for as long as the engine took,
+    one engine connection held each, and a service with such requests open could not stop.
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self._request = asyncio.current_task()
+        self.answer: UpstreamAnswer | None = None
+        self.left = False
+        self._task = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.left = True
+        if self.answer is not None:
+            self.answer.close()  # the relay's next read ends
+        elif self._request is not None:
+            self._request.cancel()  # the request's wait for the engine's answer ends
+
+    async def end(self) -> bool:
+        """Stop watching; whether the caller had hung up by then."""
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        return self.left
 
 
 class Forwarder:
@@ -165,9 +203,11 @@ class Forwarder:
             + scope["path"]
             + ("?" + scope["query_string"].decode("latin-1") if scope["query_string"] else "")
         )
+        watch = CallerWatch(receive)
         try:
             answer = await self._pool.send(scope["method"], target, headers, held.body or b"")
         except UpstreamError as exc:
+            await watch.end()
             await self._refuse(
                 scope,
                 receive,
@@ -183,9 +223,20 @@ class Forwarder:
                 opened,
             )
             return
+        except asyncio.CancelledError:
+            if not watch.left:  # not the caller's doing: the service stops
+                await watch.end()
+                raise
+            # the caller hung up before the engine began its answer: the wait ends here,
+            # and the engine's connection closed with it (upstream_http's _exchange)
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # in a task
+            await watch.end()
+            await self._refuse(scope, receive, send, record, left_early(upstream.name), opened)
+            return
+        watch.answer = answer
         held.release()  # sent: the answer may stream for minutes without it
         meter = Meter(arrived, record["stream"], answer.content_encoding in (None, "identity"))
-        await self._relay(answer, meter, receive, send, opened)
+        await self._relay(answer, meter, watch, send, opened)
         write_record(
             self.log, RequestRecord(**record, status=answer.status_code, **meter.figures())
         )
@@ -194,7 +245,7 @@ class Forwarder:
         self,
         answer: UpstreamAnswer,
         meter: Meter,
-        receive: Receive,
+        watch: CallerWatch,
         send: Send,
         opened: bool = False,
     ) -> None:
@@ -203,17 +254,8 @@ class Forwarder:
             for k, v in answer.raw_headers
             if k.lower() not in _HOP or k.lower() == b"content-length"
         ]
-
-        async def watch() -> None:
-            # the caller went away: the engine's connection is closed, which is how an
-            # engine learns to abort the request (and the relay below ends with it)
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            answer.close()
-
-        # the answer is relayed in this task, the caller watched in one beside it: a task
-        # less on each request's first token than relaying in a task of its own
-        watching = asyncio.ensure_future(watch())
+        # the answer is relayed in this task, the caller watched in the one beside it: a
+        # task less on each request's first token than relaying in a task of its own
         answered, broke = False, None
         try:
             if await begin_answer(send, answer, headers, opened):
@@ -225,10 +267,8 @@ class Forwarder:
         except Exception as exc:  # noqa: BLE001 - the answer broke off: logged as its error
             broke = exc
         finally:
-            left = watching.done() and not watching.cancelled()
-            watching.cancel()
+            left = await watch.end()
             answer.close()  # mid-body: the connection closes and the engine aborts
-            await asyncio.gather(watching, return_exceptions=True)
         # uvicorn reports a disconnect as soon as the closing send is made, even while that
         # send still waits to drain, and a client may hang up after a stream's [DONE]: after
         # the whole answer, no client left early

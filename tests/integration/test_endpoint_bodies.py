@@ -13,16 +13,14 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from sparkdeck.endpoint.request_body import HELD_AT_ONCE, MAX_REQUEST
-from tests.conftest import free_port
-from tests.support.cli import run_cli, wait_for
-from tests.support.endpoint_service import MODEL, Answer, ask, rows_of, sink_engine
-from tests.support.service_env import service_env, service_pid  # noqa: F401 - a fixture
+from tests.support.cli import wait_for
+from tests.support.endpoint_service import MODEL, Answer, ask, endpoint, rows_of  # noqa: F401
+from tests.support.service_env import service_env  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.docker  # the service follows Docker (the engine is attached)
 CHAT = "/v1/chat/completions"
@@ -34,33 +32,6 @@ def chat_of_size(size: int) -> bytes:
     head = b'{"model": "%s", "messages": [{"role": "user", "content": "' % MODEL.encode()
     tail = b'"}]}'
     return head + b"x" * (size - len(head) - len(tail)) + tail
-
-
-@pytest.fixture
-def endpoint(service_env, isolated_dirs) -> Iterator[dict]:
-    """The service, its endpoint forwarding to the attached stand-in."""
-    port = free_port()
-    env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port)}
-    with sink_engine() as engine:
-        attached = run_cli(
-            "attach", f"http://127.0.0.1:{engine.server_address[1]}", "--name", "sink", env=env
-        )
-        assert attached.returncode == 0, attached.stderr
-        started = run_cli("service", "start", env=env)
-        assert started.returncode == 0, started.stderr
-        wait_for(
-            lambda: ask(port, "POST", CHAT, chat_of_size(200)).status == 200,
-            timeout=30,
-            every=0.3,
-            what="the endpoint forwarding to the stand-in",
-        )
-        yield {
-            "port": port,
-            "env": env,
-            "data": isolated_dirs["data"],
-            "engine": engine,
-            "pid": service_pid(env),
-        }
 
 
 def one_line_each(data, answers: list[Answer]) -> list[dict]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,12 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.conftest import free_port
+from tests.support.cli import run_cli, wait_for
 from tests.support.http_json import JsonReplies
+from tests.support.service_env import service_pid
 
 MODEL = "sink-7b"  # the stand-in's one model
 
@@ -38,6 +44,15 @@ class SinkEngine(JsonReplies):
         body = self.rfile.read(size)
         with self.server.lock:
             self.server.received.append(len(body))
+        if self.server.hold:
+            # as an engine in a long prefill: no answer yet, until the caller's side closes
+            # the connection (a read that ends), which is when the engine would drop it
+            self.connection.settimeout(None)
+            self.rfile.read(1)
+            with self.server.lock:
+                self.server.dropped.append(time.monotonic())
+            self.close_connection = True
+            return
         self._json(
             200,
             {
@@ -66,6 +81,8 @@ class _SinkServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), SinkEngine)
         self.lock = threading.Lock()
         self.received: list[int] = []  # the size of each body the engine got
+        self.hold = False  # True: a POST is never answered (see SinkEngine.do_POST)
+        self.dropped: list[float] = []  # when each held request's connection was closed
 
 
 @contextmanager
@@ -77,6 +94,38 @@ def sink_engine() -> Iterator[_SinkServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+CHAT_PATH = "/v1/chat/completions"
+A_CHAT = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+
+@pytest.fixture
+def endpoint(service_env, isolated_dirs) -> Iterator[dict]:
+    """The service, its endpoint forwarding to the attached stand-in: its "port", the CLI's
+    "env", the "data" dir, the stand-in "engine" and the service's "pid"."""
+    port = free_port()
+    env = {**service_env, "SPARKDECK_ENDPOINT_PORT": str(port)}
+    with sink_engine() as engine:
+        attached = run_cli(
+            "attach", f"http://127.0.0.1:{engine.server_address[1]}", "--name", "sink", env=env
+        )
+        assert attached.returncode == 0, attached.stderr
+        started = run_cli("service", "start", env=env)
+        assert started.returncode == 0, started.stderr
+        wait_for(
+            lambda: ask(port, "POST", CHAT_PATH, A_CHAT).status == 200,
+            timeout=30,
+            every=0.3,
+            what="the endpoint forwarding to the stand-in",
+        )
+        yield {
+            "port": port,
+            "env": env,
+            "data": isolated_dirs["data"],
+            "engine": engine,
+            "pid": service_pid(env),
+        }
 
 
 @dataclass
