@@ -85,7 +85,7 @@ class Pinned:
         if not select.select([self._fd], [], [], 0)[0]:
             return False
         try:
-            os.waitpid(self.pid, os.WNOHANG)
+            os.waitid(os.P_PIDFD, self._fd, os.WEXITED | os.WNOHANG)
         except ChildProcessError:  # not our child: its parent (or init) reaps it
             pass
         return True
@@ -128,9 +128,9 @@ def end_test_services(runtime_dir: Path) -> list[int]:
 def stop_service(
     env: dict[str, str], service: Pinned | int | None, timeout: float = 30
 ) -> subprocess.CompletedProcess[str]:
-    """`sparkdeck service stop`, then SIGKILL for `service` (pinned when its pid was read,
-    or now for a pid read just before) if it did not stop: a wedged one is not left behind,
-    and the kill reaches nothing else."""
+    """`sparkdeck service stop`, then SIGKILL through `service`'s pidfd (pinned when its pid
+    was read, or now for a pid read just before): a wedged one is not left behind, one that
+    stopped gets nothing, and no other process can."""
     pinned = Pinned(service) if isinstance(service, int) else service
     try:
         return run_cli("service", "stop", env=env, timeout=timeout)

@@ -550,7 +550,8 @@ async def test_a_pull_burst_queued_behind_a_busy_window_never_pulls_the_bar_back
     """A busy window reads a burst of pull events at once, and Textual lets a queued message
     stand for the one before it (Progressed.can_replace). Docker's "Extracting" bytes that
     follow a layer's "Download complete" count from 0 again: when "Download complete" was
-    dropped for them, the bar went from 100 % back to 5 % (a parallel CI run under load)."""
+    dropped for them, the bar went from 100 % back to 5 % here (to 1 % in a parallel run of
+    the suite, 2026-12-05)."""
     image = "127.0.0.1:5000/busy:1"
     follower = _PullFollower()
     app = WidgetHost(follower)

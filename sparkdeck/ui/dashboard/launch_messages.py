@@ -39,7 +39,7 @@ class Progressed(Message, bubble=False, namespace="launch_area"):
         # for the one before it of the same layer and step. One that changes the step, or
         # is of another layer, never does: dropping a layer's "Download complete" made the
         # tracker take the "Extracting" bytes after it (counted from 0 again) for its
-        # download, and the bar went back to 1 % under load (parallel CI run 27).
+        # download, and the bar went back to 1 % under load (a parallel run, 2026-12-05).
         return (
             isinstance(self.event, PullProgress)
             and isinstance(message, Progressed)
