@@ -3,8 +3,9 @@
 One container serves the module: a context of 32,768 shared by llama-server's default four
 slots (unified KV cache). The GGUF says it was trained on 4096 tokens, which would cap each
 slot there, so the test raises that with --override-kv: then one reply may use the whole
-context (seconds of generation to cancel) and three concurrent replies with long prompts
-overflow it mid-stream: the real in-stream error after HTTP 200.
+context (seconds of generation to cancel). The overflow test has a server of its own with
+4,096, which three concurrent replies with long prompts overflow mid-stream: the real
+in-stream error after HTTP 200.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,6 +36,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.llama]
 # Large enough that a reply allowed the whole context runs for seconds even on a quiet machine
 # (at 8,192 a quiet CI run once saw the server idle again by the first content token).
 CONTEXT = 32768
+SMALL_CONTEXT = 4096  # the overflow's own server (small_context_url)
 # A Qwen3-style template: thinking off renders an empty think block into the prompt.
 THINK_TEMPLATE = """{%- for message in messages -%}
 {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
@@ -49,23 +53,23 @@ THINK_TEMPLATE = """{%- for message in messages -%}
 LONG = {"ignore_eos": True}  # llama.cpp: keep generating past the (random) end token
 
 
-@pytest.fixture(scope="module")
-def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
-    base = tmp_path_factory.mktemp("chat-llama")
+@contextmanager
+def _tiny_llama(docker_client, llama_image, base: Path, context: int) -> Iterator[str]:
+    """The tiny model's llama-server with `context` tokens shared by its default slots."""
     scope = "t" + uuid.uuid4().hex[:10]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARKDECK_DATA_DIR", str(base / "data"))
         mp.setenv("SPARKDECK_CONFIG_DIR", str(base / "config"))
         port = free_port()
         fields = llama_preset_fields(llama_image, port)
-        fields["llamacpp"] = {**fields["llamacpp"], "context": CONTEXT}
+        fields["llamacpp"] = {**fields["llamacpp"], "context": context}
         del fields["llamacpp"]["parallel"]  # default slots share one unified context
         (base / "templates").mkdir()
         (base / "templates" / "think.jinja").write_text(THINK_TEMPLATE)
         fields["volumes"] = [f"{base / 'templates'}:/templates:ro"]
         fields["args"] = [
             "--override-kv",
-            f"llama.context_length=int:{CONTEXT}",
+            f"llama.context_length=int:{context}",
             "--chat-template-file",
             "/templates/think.jinja",
         ]
@@ -76,6 +80,24 @@ def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
             yield engine.base_url
         finally:
             remove_scope(docker_client, scope)
+
+
+@pytest.fixture(scope="module")
+def llama_url(docker_client, llama_image, tmp_path_factory) -> Iterator[str]:
+    with _tiny_llama(
+        docker_client, llama_image, tmp_path_factory.mktemp("chat-llama"), CONTEXT
+    ) as url:
+        yield url
+
+
+@pytest.fixture
+def small_context_url(docker_client, llama_image, tmp_path) -> Iterator[str]:
+    """A server of its own with SMALL_CONTEXT tokens, for the overflow: three prompts that
+    fill most of 32,768 tokens took 6 s of one core on a quiet host and 30-60 s beside the
+    parallel phase's other engines (parallel runs 29 and 30, 2026-12-05); an eighth of the
+    prompt, with about a sixtieth of the attention, took 0.23 s on the quiet host."""
+    with _tiny_llama(docker_client, llama_image, tmp_path, SMALL_CONTEXT) as url:
+        yield url
 
 
 def _metric(url: str, name: str) -> float:
@@ -172,15 +194,16 @@ def test_cancel_mid_reply_frees_the_servers_slot(llama_url):
     assert _metric(llama_url, "n_decode_total") - decoded_before < (CONTEXT - 100) * 3 // 4
 
 
-def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
-    """Three replies whose prompts fill most of the shared context overflow it a few hundred
-    tokens into their decode: the prompts are read in batches (a second or two), where three
-    decodes of a whole context each were 33,000 tokens (13 s on a quiet host, 160-210 s on a
-    loaded one, once with a stream silent for 180 s)."""
+def test_shared_context_overflow_arrives_as_an_in_stream_error(small_context_url):
+    """Three replies whose prompts fill most of the shared context overflow it a few dozen
+    tokens into their decode: the prompts are read in batches, where three decodes of a
+    whole context each were 33,000 tokens (13 s on a quiet host, 160-210 s on a loaded one,
+    once with a stream silent for 180 s)."""
+    llama_url = small_context_url
     per_token = len(
         httpx.post(llama_url + "/tokenize", json={"content": "word " * 100}).json()["tokens"]
     )
-    words = int(CONTEXT * 0.31 * 100 / per_token)  # three prompts: 93 % of the context
+    words = int(SMALL_CONTEXT * 0.31 * 100 / per_token)  # three prompts: 93 % of the context
     prompt = "word " * words
     errors: list[StreamErrorEvent] = []
     statuses: list[int] = []
@@ -191,7 +214,7 @@ def test_shared_context_overflow_arrives_as_an_in_stream_error(llama_url):
                 for timed in client.stream(
                     ChatRequest(
                         [{"role": "user", "content": prompt}],
-                        max_tokens=CONTEXT // 4,
+                        max_tokens=SMALL_CONTEXT // 4,
                         extra=LONG,
                     )
                 ):
