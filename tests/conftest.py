@@ -375,10 +375,40 @@ def scope_containers(client: docker.DockerClient, scope: str) -> list[Any]:
     )
 
 
+_PORT_STRETCH = 2000  # ports each xdist worker draws from: gw0 10000-11999, gw1 12000-...
+_ports_drawn = 0
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a test's engine or endpoint to listen on a moment later.
+
+    Drawn below the kernel's ephemeral range (ip_local_port_range, 32768 up here), from a
+    stretch of this xdist worker's own. A port the kernel handed out (`bind` to port 0) and
+    let go is in the range every `connect()` takes its source port from: with four workers
+    making connections, one took a test's engine port in the seconds before its launch
+    bound it ("port 48289 on 127.0.0.1 is taken", parallel run 32), and two workers could
+    draw the same one. No client is given a port from below that range, and no other
+    worker draws from this stretch."""
+    global _ports_drawn
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    stretches = (ephemeral - 10000) // _PORT_STRETCH
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    if stretches < 1:  # a host whose ephemeral range starts low: the kernel's pick
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    base = 10000 + (index % stretches) * _PORT_STRETCH
+    for _ in range(_PORT_STRETCH):
+        port = base + _ports_drawn % _PORT_STRETCH
+        _ports_drawn += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))  # free now (nothing listens, nothing lingers)
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free loopback port in {base}-{base + _PORT_STRETCH - 1}")
 
 
 def write_preset(directory: Path, preset_id: str, **fields: Any) -> Path:

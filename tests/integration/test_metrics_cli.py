@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -49,9 +48,7 @@ async def test_reader_outcomes_are_typed(server):
             "/err": (500, b"boom"),
         }
     )
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_port()}"  # a port nobody listens on
 
     async def scrape_all():
         reader = MetricsReader()

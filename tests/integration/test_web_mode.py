@@ -34,7 +34,7 @@ import aiohttp
 import httpx
 import pytest
 
-from tests.conftest import unavailable
+from tests.conftest import free_port, unavailable
 from tests.support.other_user import run_as_other_user, uid_of_other_user
 
 CHROMIUM = "/usr/bin/chromium"
@@ -51,12 +51,6 @@ CHROMIUM_ARGS = [
 ANSI = re.compile(rb"\x1b(\[[0-9;?$]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-Za-z])")
 # docs/web.png is this test's screenshot: SPARKDECK_WEB_SCREENSHOT=docs/web.png keeps it
 SCREENSHOT_TO = os.environ.get("SPARKDECK_WEB_SCREENSHOT")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from sparkdeck.chat.errors import (
     StreamErrorEvent,
 )
 from sparkdeck.chat.reply import ReplyBuilder
+from tests.conftest import free_port
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event, sse_events
 
 SSE = Path(__file__).parents[1] / "fixtures" / "sse"
@@ -202,10 +202,7 @@ def test_a_json_answer_to_a_stream_request_is_a_protocol_error(server):
 
 
 def test_nothing_listening_is_unreachable():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with ChatClient(f"http://127.0.0.1:{port}") as client:
+    with ChatClient(f"http://127.0.0.1:{free_port()}") as client:  # nobody listens there
         with pytest.raises(ServerUnreachable, match="is the engine running"):
             client.models()
         with pytest.raises(ServerUnreachable, match="nothing answers"):

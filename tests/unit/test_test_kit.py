@@ -64,3 +64,29 @@ def test_no_test_module_runs_its_own_event_loop():
         if (lines := _asyncio_runs(ast.parse(path.read_text())))
     }
     assert offenders == {}, f"make the test async with @pytest.mark.anyio: {offenders}"
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_each_workers_own(monkeypatch):
+    """No connect() is given a free_port() port as its source port (the kernel takes those
+    from ip_local_port_range), no two workers draw the same one, and one in use is passed
+    over."""
+    import socket
+
+    from tests import conftest
+
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    drawn = {}
+    for worker in ("gw0", "gw1", "gw2", "gw3"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        monkeypatch.setattr(conftest, "_ports_drawn", 0)
+        drawn[worker] = {conftest.free_port() for _ in range(50)}
+        assert len(drawn[worker]) == 50 and max(drawn[worker]) < ephemeral
+    assert not set.intersection(*drawn.values())
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setattr(conftest, "_ports_drawn", 0)
+    first = conftest.free_port()
+    monkeypatch.setattr(conftest, "_ports_drawn", 0)
+    with socket.socket() as held:  # another program listens on the next port
+        held.bind(("127.0.0.1", first))
+        held.listen()
+        assert conftest.free_port() == first + 1
