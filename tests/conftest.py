@@ -386,7 +386,7 @@ def free_port() -> int:
     stretch of this xdist worker's own. A port the kernel handed out (`bind` to port 0) and
     let go is in the range every `connect()` takes its source port from: with four workers
     making connections, one took a test's engine port in the seconds before its launch
-    bound it ("port 48289 on 127.0.0.1 is taken", parallel run 32), and two workers could
+    bound it ("port 48289 on 127.0.0.1 is already in use", run 32), and two workers could
     draw the same one. No client is given a port from below that range, and no other
     worker draws from this stretch."""
     global _ports_drawn
