@@ -8,6 +8,7 @@ rest. `History` keeps the last few minutes of chosen figures for the sparklines.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import threading
 import time
@@ -186,7 +187,15 @@ class History:
             points = self._points[name]
             value = pick(snapshot)
             if value is not None:
-                points.append((snapshot.taken_at, value))
+                if points and snapshot.taken_at < points[-1][0]:
+                    # older than the newest (the service's feed and the window's own
+                    # sampling overlap at a handover): into its place, so oldest first holds
+                    points.insert(
+                        bisect.bisect(points, (snapshot.taken_at, value)),
+                        (snapshot.taken_at, value),
+                    )
+                else:
+                    points.append((snapshot.taken_at, value))
             while points and points[0][0] < cutoff:
                 points.popleft()
 

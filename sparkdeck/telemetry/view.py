@@ -91,11 +91,14 @@ def clock_spark_text(
     if not points or span_s <= 0:
         return " " * width
     cell_s = span_s / width
-    first = math.floor(points[-1][0] / cell_s) - width + 1  # the oldest cell's number
+    # the newest point by its time, not its place: two sources (the service's feed and the
+    # window's own sampling around a handover) can hand the history a sample out of order
+    newest = max(taken_at for taken_at, _ in points)
+    first = math.floor(newest / cell_s) - width + 1  # the oldest cell's number
     cells: list[float | None] = [None] * width
     for taken_at, value in points:
         index = math.floor(taken_at / cell_s) - first
-        if index >= 0:
+        if 0 <= index < width:
             held = cells[index]
             if held is None or value > held:
                 cells[index] = value

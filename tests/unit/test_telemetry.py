@@ -213,6 +213,21 @@ def test_history_keeps_five_minutes_by_time_whatever_the_rate() -> None:
     assert len(frozen["memory_used_pct"]) == len(kept)  # a copy, not a view
 
 
+def test_a_sample_out_of_order_takes_its_place_and_the_sparkline_still_draws() -> None:
+    """The service's feed and the window's own sampling overlap at a handover, so a sample
+    older than the newest can come after it: the window then crashed with an IndexError in
+    clock_spark_text (parallel run 35, test_ui_launch)."""
+    history = History(seconds=300)
+    for t in (1000.0, 1001.0, 1002.5, 1001.8, 1003.0):
+        history.add(_snapshot(t, 1000))
+    times = [t for t, _ in history.frozen()["memory_used_pct"]]
+    assert times == sorted(times) == [1000.0, 1001.0, 1001.8, 1002.5, 1003.0]
+    # the renderer takes whatever order it is handed, the newest by its time
+    shuffled = [(1000.0, 50.0), (1002.9, 50.0), (1002.4, 100.0)]
+    line = clock_spark_text(shuffled, 46, 100.0, 300.0)
+    assert line == clock_spark_text(sorted(shuffled), 46, 100.0, 300.0) == " " * 45 + "█"
+
+
 def test_memory_bars_warn_and_alarm_at_the_guard_thresholds() -> None:
     guard = GuardSettings()
     total_kb = 127615312
