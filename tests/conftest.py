@@ -116,6 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # ----- sharing the machine between xdist workers (tests/support/parallel_runs.py) ----------
 _LOCK_DIR = pytest.StashKey[str]()
 _SLOT: MachineSlot | None = None  # this worker's hold on the machine
+_ALONE_IN_RUN = False  # the collection has alone tests
 
 
 _TMUX_DIR = pytest.StashKey[str]()
@@ -140,8 +141,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    global _ALONE_IN_RUN
     directory = lock_dir_of(session.config)
     if directory is not None:
+        _ALONE_IN_RUN = any(item.get_closest_marker("alone") for item in session.items)
         mark_collected(directory)  # the alone tests wait for every worker's (parallel_runs)
 
 
@@ -159,7 +162,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if directory is None:
         return (yield)
     if _SLOT is None:
-        _SLOT = MachineSlot(directory)
+        _SLOT = MachineSlot(directory, _ALONE_IN_RUN)
     asked = time.monotonic()
     _SLOT.acquire(item.get_closest_marker("alone") is not None)
     held = time.monotonic()

@@ -241,10 +241,12 @@ def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
     try:
         with httpx.Client(timeout=30) as kept:
             _first_event_s(kept, attached_llama["through"])  # the connection and the slot warm
-            for i in range(9):
-                # taking turns at going first; each request after 2 s of quiet
+            for i in range(10):
+                # 2 s of quiet, then one request each way, taking turns at going first: the
+                # kept-alive connection (client to endpoint, endpoint to engine) has been idle
+                # 2 s or more before every request through, whichever goes first
+                time.sleep(2.0)
                 for way in ("direct", "through") if i % 2 else ("through", "direct"):
-                    time.sleep(2.0)
                     if way == "through":
                         through.append(_first_event_s(kept, attached_llama["through"])[0])
                     else:
@@ -253,12 +255,15 @@ def test_a_request_after_a_2_s_pause_adds_at_most_2_ms_ttft(attached_llama):
     finally:
         os.sched_setaffinity(0, mine)
     # judged on the pairs: a moment when other work on the host slows both is compared with
-    # itself, not with a quiet moment of the other way
-    added_ms = statistics.median(t - d for t, d in zip(through, direct, strict=True)) * 1000
+    # itself, not with a quiet moment of the other way. The first request after the quiet
+    # is slower whichever way it goes (the engine woke: +1.3-1.6 ms through first, -1.1 to
+    # -1.3 ms direct first, 2026-12-05), so each order's median counts half: that cancels
+    added = [t - d for t, d in zip(through, direct, strict=True)]
+    added_ms = (statistics.median(added[0::2]) + statistics.median(added[1::2])) / 2 * 1000
     assert added_ms <= 2.0, (
-        f"after 2 s pauses the endpoint added {added_ms:.2f} ms at the median; through "
-        f"{[round(t * 1000, 2) for t in through]} ms, direct "
-        f"{[round(t * 1000, 2) for t in direct]} ms"
+        f"after 2 s pauses the endpoint added {added_ms:.2f} ms (the mean of the two orders' "
+        f"medians); through {[round(t * 1000, 2) for t in through]} ms, direct "
+        f"{[round(t * 1000, 2) for t in direct]} ms, through first at the even places"
     )
 
 

@@ -175,8 +175,10 @@ class MachineSlot:
     test to the next: the machine drains once per run of alone tests, not once per test.
     """
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, alone_in_run: bool = False):
         self._directory = directory
+        self._alone_in_run = alone_in_run  # the run has alone tests (on some worker)
+        self._first = True
         self._everyone_collected = False
         self._turnstile = open(directory / "turnstile.lock", "a+")  # noqa: SIM115 - held for the run
         self._machine = open(directory / "machine.lock", "a+")  # noqa: SIM115
@@ -187,6 +189,13 @@ class MachineSlot:
         if self._held == mode:
             return
         self.release()
+        if self._first:
+            self._first = False
+            announce_first(self._directory, alone)
+            if not alone and self._alone_in_run:
+                # the alone tests go first: a shared test that started meanwhile held them up
+                # for its whole length (the vLLM bench's 20 s in runs 31-34; 0 s in 28-30)
+                wait_for_alone_start(self._directory)
         # Everyone passes the turnstile; an alone test keeps it until it has the machine, so
         # shared holders that arrive after it wait behind it instead of overtaking it.
         fcntl.flock(self._turnstile, fcntl.LOCK_EX)
@@ -197,6 +206,8 @@ class MachineSlot:
                 wait_for_collection(self._directory)
                 self._everyone_collected = True
             fcntl.flock(self._machine, mode)
+            if alone:
+                (self._directory / ALONE_BEGAN).touch()
         finally:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
         self._held = mode
@@ -214,18 +225,52 @@ class MachineSlot:
 
 COLLECTED = "collected-"  # + worker id: a file each worker leaves once it has collected
 COLLECTION_WAIT_S = 120.0
+FIRST = "first-"  # + "alone-" or "shared-" + worker id: the kind of a worker's first test
+ALONE_BEGAN = "alone-began"  # the alone worker has held the machine exclusively
+# longer than the alone worker's own wait for collection, which comes before its hold
+ALONE_START_WAIT_S = COLLECTION_WAIT_S + 30.0
+
+
+def worker_id() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "gw")
+
+
+def worker_count() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def announce_first(directory: Path, alone: bool) -> None:
+    """This worker is about to run its first test, an alone one or not."""
+    (directory / f"{FIRST}{'alone' if alone else 'shared'}-{worker_id()}").touch()
+
+
+def wait_for_alone_start(directory: Path, timeout: float = ALONE_START_WAIT_S) -> None:
+    """Until the alone worker holds the machine, or every worker has begun and none with an
+    alone test (xdist sends the largest group first, the alone one, so its worker starts
+    with it; were it not so, the alone tests would still run, only later), at most
+    `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (directory / ALONE_BEGAN).exists():
+            return
+        firsts = [path.name for path in directory.glob(FIRST + "*")]
+        if len(firsts) >= worker_count() and not any(
+            name.startswith(FIRST + "alone-") for name in firsts
+        ):
+            return
+        time.sleep(0.05)
 
 
 def mark_collected(directory: Path) -> None:
     """This worker has collected the suite (pytest_collection_finish)."""
-    (directory / (COLLECTED + os.environ.get("PYTEST_XDIST_WORKER", "gw"))).touch()
+    (directory / (COLLECTED + worker_id())).touch()
 
 
 def wait_for_collection(directory: Path, timeout: float = COLLECTION_WAIT_S) -> None:
     """Until every worker has collected (at most `timeout`): each imports the whole suite,
     seconds of both CPUs at the run's start, and the first alone test, a timing promise,
     must not run beside that (parallel run 19: bench accuracy's first test failed there)."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    workers = worker_count()
     deadline = time.monotonic() + timeout
     while len(list(directory.glob(COLLECTED + "*"))) < workers and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -270,8 +315,12 @@ def lock_dir_of(config: pytest.Config) -> Path | None:
 
 
 def remove_lock_dir(directory: str) -> None:
-    collected = [path.name for path in Path(directory).glob(COLLECTED + "*")]
-    for name in ("turnstile.lock", "machine.lock", *collected):
+    left = [
+        path.name
+        for pattern in (COLLECTED + "*", FIRST + "*", ALONE_BEGAN)
+        for path in Path(directory).glob(pattern)
+    ]
+    for name in ("turnstile.lock", "machine.lock", *left):
         try:
             os.unlink(os.path.join(directory, name))
         except FileNotFoundError:

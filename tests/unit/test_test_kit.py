@@ -90,3 +90,62 @@ def test_free_ports_are_below_the_ephemeral_range_and_each_workers_own(monkeypat
         held.bind(("127.0.0.1", first))
         held.listen()
         assert conftest.free_port() == first + 1
+
+
+def _slot_in_thread(slot, alone: bool):
+    """slot.acquire(alone) on a thread of its own (a worker of its own: flock holds are per
+    open file, and each MachineSlot opens its own); the event is set once it holds."""
+    import threading
+
+    held = threading.Event()
+
+    def take() -> None:
+        slot.acquire(alone)
+        held.set()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return held, thread
+
+
+def test_the_alone_tests_take_the_machine_before_any_shared_test_starts(tmp_path, monkeypatch):
+    """A worker whose first test is shared waits until the alone worker holds the machine,
+    then until it lets go: a shared test that started first held every alone test up for
+    its whole length (the vLLM bench's 20 s in CI runs 31-34)."""
+    from tests.support.parallel_runs import COLLECTED, MachineSlot
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    for worker in ("gw0", "gw1"):  # both have collected
+        (tmp_path / (COLLECTED + worker)).touch()
+    shared, alone = MachineSlot(tmp_path, alone_in_run=True), MachineSlot(tmp_path, True)
+    held, thread = _slot_in_thread(shared, alone=False)
+    assert not held.wait(0.5), "a shared test took the machine before the alone tests"
+    alone.acquire(True)  # the alone worker arrives later, and still goes first
+    assert not held.wait(0.5), "a shared test ran beside an alone one"
+    alone.after(next_alone=False)
+    assert held.wait(5), "the shared test never got the machine after the alone ones"
+    thread.join(5)
+    shared.release()
+
+
+def test_a_run_without_an_alone_first_test_is_not_held_up(tmp_path, monkeypatch):
+    """No alone tests in the run, or every worker began with a shared one: shared tests
+    start at once."""
+    from tests.support.parallel_runs import MachineSlot
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    first = MachineSlot(tmp_path, alone_in_run=False)
+    held, thread = _slot_in_thread(first, alone=False)
+    assert held.wait(1), "held up with no alone test in the run"
+    thread.join(5)
+    first.release()
+    # the run has alone tests, but both workers began with shared ones: the first waits
+    # until the second has begun, then both go
+    directory = tmp_path / "run"
+    directory.mkdir()
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    gw0, _ = _slot_in_thread(MachineSlot(directory, alone_in_run=True), alone=False)
+    assert not gw0.wait(0.3), "went before it knew whether another worker began alone"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    gw1, _ = _slot_in_thread(MachineSlot(directory, alone_in_run=True), alone=False)
+    assert gw1.wait(1) and gw0.wait(1), "held up though no worker began with an alone test"
