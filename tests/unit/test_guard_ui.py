@@ -167,3 +167,45 @@ async def test_watchdog_line_shows_each_level():
         line.reset("watching next…")  # a new engine: the old stop leaves the line
         await pilot.pause()
         assert not line.has_class("-stop") and "watching next" in str(line.render())
+
+
+class LineHost(WidgetHost):
+    """A WatchdogLine in a host that keeps what the line tells the engine card."""
+
+    def __init__(self, line: WatchdogLine) -> None:
+        super().__init__(line)
+        self.stopped: list[str] = []
+
+    def on_watchdog_line_engine_stopped(self, message: WatchdogLine.EngineStopped) -> None:
+        self.stopped.append(message.reasons)
+
+
+@pytest.mark.anyio
+async def test_the_services_stop_is_told_at_its_decision_and_relayed_past_the_containers_end():
+    """CI run 37: the window saw Docker's word that the container went before the service's
+    that its guard stopped it; the line stopped relaying, and the card never said why. The
+    card now hears at the service's stop decision, as at this window's own, and the relay
+    goes on until the service says the stop is done."""
+    from sparkdeck.guard.stopper import StopAttempt
+    from sparkdeck.service.guard_events import ServiceDecided, StopTried
+    from tests.support.offline_app import engine_state
+
+    line = WatchdogLine()
+    app = LineHost(line)
+    why = ("MemAvailable 1.2 GiB < stop line 2.0 GiB",)
+    async with app.run_test() as pilot:
+        line.follow(engine_state("running"))
+        assert line.watched == "c0ffee"
+        line.post_message(WatchdogLine.Guarded(ServiceDecided("ok", "OK 40 GiB free", ())))
+        for _ in range(3):  # the service repeats its decision every second while it stops
+            line.post_message(WatchdogLine.Guarded(ServiceDecided("stop", "STOP", why)))
+        await pilot.pause()
+        assert app.stopped == [why[0]]  # told once, before any word of the stop itself
+        line.follow(None)  # Docker: the container went; the service has not said so yet
+        assert line.watched == "c0ffee", "the relay stopped before the service's word"
+        done = StopAttempt(True, "stopped: Docker removed the container")
+        line.post_message(WatchdogLine.Guarded(StopTried(done)))
+        await pilot.pause()
+        assert line.watched is None  # the stop is done: the gone engine is followed now
+        assert "STOPPED the engine: stopped: Docker removed" in str(line.render())
+        assert app.stopped == [why[0]]

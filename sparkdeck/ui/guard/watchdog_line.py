@@ -121,6 +121,8 @@ class WatchdogLine(LiveText):
         self._done: threading.Event | None = None
         self._stop_told = self._stop_failure_told = False
         self._stop_reasons = ""
+        # the service's guard decided a stop it has not said is done: the relay goes on
+        self._service_stopping = False
         self._bound = False
         self._takeover: str | None = None  # why this window guards (the service is silent)
 
@@ -147,7 +149,9 @@ class WatchdogLine(LiveText):
             )
         if container == self.watched and (container is None or self._alive()):
             return
-        if container is None and self._carrying_out_a_stop():
+        if container is None and (self._carrying_out_a_stop() or self._service_stopping):
+            # its word that the stop is done may come after Docker's that the container went
+            # (CI run 37: the card never said why); _stop_ended follows the engine then
             return
         self.watched = container
         self.stop_watching()
@@ -155,7 +159,7 @@ class WatchdogLine(LiveText):
         if engine is None or self._runtime is None:
             return
         done = self._done = threading.Event()
-        self._stop_told = self._stop_failure_told = False
+        self._stop_told = self._stop_failure_told = self._service_stopping = False
         self.reset(f"watching {engine.preset_id or engine.name}…")
         self.run_worker(
             partial(self._follow_guard, engine, self._runtime(), self._guard(), done),
@@ -215,10 +219,13 @@ class WatchdogLine(LiveText):
                 self._service_decided(remote)
             case StopTried(attempt):
                 self._stop_attempted(attempt)
+                if attempt.done:
+                    self._stop_ended()
             case ReadFailed(error):
                 self.note(f"cannot read the host ({error}); trying again")
             case GuardStopped(reasons):
                 self.post_message(self.EngineStopped(reasons))
+                self._stop_ended()
             case ServiceGuards(text=text) | GuardNote(text=text):
                 self.note(text)
             case TakenOver(life):
@@ -243,11 +250,22 @@ class WatchdogLine(LiveText):
         self._takeover = None  # the service answers again: it guards, this window relays
         if decision.level == "stop" and decision.reasons:  # what the stop's toast says why
             self._stop_reasons = "; ".join(decision.reasons)
+            self._service_stopping = True
+            if not self._stop_told:  # the card says why at once, as for this window's stop
+                self._stop_told = True
+                self.post_message(self.EngineStopped(self._stop_reasons))
         if self._stop is None:
             self.level = decision.level
             for level in ("ok", "warn", "stop"):
                 self.set_class(decision.level == level, f"-{level}")
             self.set_text("memory guard (service) " + decision.text)
+
+    def _stop_ended(self) -> None:
+        """The service's stop is done: an engine seen gone meanwhile is followed now."""
+        if self._service_stopping:
+            self._service_stopping = False
+            if self.engine is None and self.watched is not None:
+                self.follow(None)
 
     def _alive(self) -> bool:
         """Does the loop for the watched container still run (or has it stopped it)?"""
