@@ -8,7 +8,8 @@ Most tests wait on Docker, engines and sleeps, so several run at once. Three kin
   with no other test on the machine: every test holds a shared lock while it runs, and an alone
   test holds it exclusively. A turnstile lock in front lets an alone test that waits stop new
   shared holders from slipping in, so it is never starved.
-  The alone tests all run on one worker, back to back (see MachineSlot).
+  The alone tests all run on one worker, back to back (see MachineSlot), and first: the
+  other workers wait for them to begin (wait_for_alone_start).
 - Tests of one costly session or module fixture stay on one worker, so it starts once: the
   vLLM server (a 30 s start and much memory) and the modules with a private dockerd.
 - Tests of a module that writes a fixed path (a snapshot that shows it) stay on one worker.

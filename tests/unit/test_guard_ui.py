@@ -187,7 +187,8 @@ async def test_the_services_stop_is_told_at_its_decision_and_relayed_past_the_co
     card now hears at the service's stop decision, as at this window's own, and the relay
     goes on until the service says the stop is done."""
     from sparkdeck.guard.stopper import StopAttempt
-    from sparkdeck.service.guard_events import ServiceDecided, StopTried
+    from sparkdeck.service.guard_events import ServiceDecided, StopTried, TakenOver
+    from sparkdeck.service.liveness import NOT_ANSWERING, Liveness
     from tests.support.offline_app import engine_state
 
     line = WatchdogLine()
@@ -209,3 +210,13 @@ async def test_the_services_stop_is_told_at_its_decision_and_relayed_past_the_co
         assert line.watched is None  # the stop is done: the gone engine is followed now
         assert "STOPPED the engine: stopped: Docker removed" in str(line.render())
         assert app.stopped == [why[0]]
+        # a service that stops answering mid-stop sends no such word: Docker's stands
+        line.follow(engine_state("running"))
+        line.post_message(WatchdogLine.Guarded(ServiceDecided("stop", "STOP", why)))
+        await pilot.pause()
+        line.follow(None)
+        assert line.watched == "c0ffee"
+        gone = Liveness(NOT_ANSWERING, 4321, "process 4321 is stopped (SIGSTOP)")
+        line.post_message(WatchdogLine.Guarded(TakenOver(gone)))
+        await pilot.pause()
+        assert line.watched is None

@@ -230,6 +230,7 @@ class WatchdogLine(LiveText):
                 self.note(text)
             case TakenOver(life):
                 self._taken_over(life)
+                self._stop_ended()  # no word of it will come: Docker's stands, as before
             case GuardedHere():
                 self._takeover = None
 
@@ -261,7 +262,8 @@ class WatchdogLine(LiveText):
             self.set_text("memory guard (service) " + decision.text)
 
     def _stop_ended(self) -> None:
-        """The service's stop is done: an engine seen gone meanwhile is followed now."""
+        """The service's stop is done (or the service does not answer): an engine seen gone
+        meanwhile is followed now."""
         if self._service_stopping:
             self._service_stopping = False
             if self.engine is None and self.watched is not None:
