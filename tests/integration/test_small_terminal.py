@@ -36,7 +36,7 @@ from tests.conftest import free_port, llama_preset_fields, write_preset
 from tests.support.launch_pilot import READY_S
 from tests.support.offline_app import TINY_LLAMA, engine_text, write_presets
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, attach, chunk_event
-from tests.support.pane_host import wait_until
+from tests.support.pane_host import mounted_chat_pane, wait_until
 from tests.support.snapshot_readings import HOUR, READY, no_docker
 from tests.support.telemetry import CLOCK_EVENTS, replay_history, replay_sampler
 
@@ -179,8 +179,7 @@ async def test_a_chat_reply_its_prompt_and_its_rate_line_are_on_screen(
             async with app.run_test(size=SIZES[size]) as pilot:
                 await engine_running(pilot)
                 await pilot.press("c")
-                await wait_until(pilot, lambda: app.chat_tab.pane is not None, what="the chat pane")
-                pane = app.chat_tab.pane
+                pane = await mounted_chat_pane(pilot, app)
                 prompt = pane.query_one("#chat-input", Input)
                 await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
                 prompt.value = PROMPT
@@ -309,10 +308,7 @@ async def test_the_keys_go_back_to_the_presets_after_the_chat_tab(
                 row = 1
                 for back in ("m", "e", "g"):
                     await pilot.press("c")
-                    await wait_until(
-                        pilot, lambda: app.chat_tab.pane is not None, what="the chat pane"
-                    )
-                    prompt = app.chat_tab.pane.query_one("#chat-input", Input)
+                    prompt = (await mounted_chat_pane(pilot, app)).query_one("#chat-input", Input)
                     await wait_until(
                         pilot,
                         lambda prompt=prompt: app.focused is prompt,
@@ -385,13 +381,7 @@ async def test_a_real_llama_server_at_80x24_chat_log_and_focus(
             assert on_screen(app, last), (log.lines[-1], screen_dump(app))
 
             await pilot.press("c")
-            await wait_until(
-                pilot,
-                lambda: app.chat_tab.pane is not None,
-                timeout=10.0,
-                what="the chat pane for the engine",
-            )
-            pane = app.chat_tab.pane
+            pane = await mounted_chat_pane(pilot, app)
             pane.query_one("#chat-max-tokens", Input).value = "8"
             prompt = pane.query_one("#chat-input", Input)
             await wait_until(pilot, lambda: app.focused is prompt, what="input focus")

@@ -77,3 +77,18 @@ async def wait_until(
             said = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout} s waiting for {said}")
         await pilot.pause(0.02)
+
+
+async def mounted_chat_pane(pilot: Pilot, app: Any, timeout: float = 10.0) -> ChatPane:
+    """The chat tab's pane once it is mounted, with its fields: the tab's query finds a pane
+    that is being mounted, before its compose has run (CI run 40: no '#chat-max-tokens' yet
+    on a pane just found)."""
+
+    def mounted() -> ChatPane | None:
+        pane: ChatPane | None = app.chat_tab.pane
+        return pane if pane is not None and pane.is_mounted else None
+
+    await wait_until(pilot, lambda: mounted() is not None, timeout, "the chat pane, mounted")
+    pane = mounted()
+    assert pane is not None
+    return pane

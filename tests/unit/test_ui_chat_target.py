@@ -17,7 +17,7 @@ from sparkdeck.ui.chat.views import ReplyView
 from sparkdeck.ui.readers import NO_ENGINE, chat_target
 from tests.support.offline_app import make_app, text_of
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, chunk_event
-from tests.support.pane_host import wait_until
+from tests.support.pane_host import mounted_chat_pane, wait_until
 
 SIZE = (120, 40)
 
@@ -72,13 +72,7 @@ async def test_the_tui_chats_with_an_attached_engine_without_docker(tmp_path: Pa
         async def scenario() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await pilot.press("c")
-                await wait_until(
-                    pilot,
-                    lambda: app.chat_tab.pane is not None,
-                    timeout=10.0,
-                    what="a chat pane for the attached engine",
-                )
-                pane = app.chat_tab.pane
+                pane = await mounted_chat_pane(pilot, app)
                 assert pane.base_url == server.url
                 assert not app.chat_tab.query_one("#chat-none").display
                 prompt = pane.query_one("#chat-input", Input)

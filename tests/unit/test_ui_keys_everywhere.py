@@ -19,7 +19,7 @@ from sparkdeck.ui.bench.view import BenchCompareScreen
 from sparkdeck.ui.screens.dialogs import HelpScreen
 from tests.support.offline_app import make_app
 from tests.support.openai_loopback import LoopbackOpenAI, Scripted, attach, chunk_event
-from tests.support.pane_host import wait_until
+from tests.support.pane_host import mounted_chat_pane, wait_until
 
 SIZE = (120, 40)
 TABS = {"m": "machine-tab", "e": "metrics-tab", "c": "chat-tab", "g": "guard-tab"}
@@ -68,12 +68,7 @@ async def test_every_help_key_works_from_every_tab(tmp_path: Path) -> None:
         async def scenario() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await pilot.press("c")
-                await wait_until(
-                    pilot,
-                    lambda: app.chat_tab.pane is not None,
-                    timeout=10.0,
-                    what="a chat pane for the attached engine",
-                )
+                await mounted_chat_pane(pilot, app)
                 await leave_chat_input(pilot, app)
                 for tab_key, tab in TABS.items():
                     await pilot.press(tab_key)
@@ -142,10 +137,7 @@ async def test_esc_cancels_a_streaming_reply_then_leaves_the_input(tmp_path: Pat
         async def scenario() -> None:
             async with app.run_test(size=SIZE) as pilot:
                 await pilot.press("c")
-                await wait_until(
-                    pilot, lambda: app.chat_tab.pane is not None, timeout=10.0, what="a chat pane"
-                )
-                pane = app.chat_tab.pane
+                pane = await mounted_chat_pane(pilot, app)
                 prompt = pane.query_one("#chat-input", Input)
                 await wait_until(pilot, lambda: app.focused is prompt, what="input focus")
                 keys = footer_keys(app)
@@ -175,10 +167,7 @@ async def test_chat_fields_carry_their_names(tmp_path: Path) -> None:
         async def scenario() -> None:
             async with app.run_test(size=(80, 24)) as pilot:
                 await pilot.press("c")
-                await wait_until(
-                    pilot, lambda: app.chat_tab.pane is not None, timeout=10.0, what="a chat pane"
-                )
-                pane = app.chat_tab.pane
+                pane = await mounted_chat_pane(pilot, app)
                 titles = {field.id: field.border_title for field in pane.query(Input)}
                 assert titles["chat-system"] == "system prompt"
                 assert titles["chat-temperature"] == "temperature"
