@@ -104,6 +104,12 @@ ALONE_TESTS = frozenset(
         "test_kill_9_of_a_recording_process_loses_at_most_5_s_and_gives_a_postmortem",
         "tests/integration/test_engine_watch.py::test_a_container_start_and_removal_reach_the_window_at_once",
         "tests/unit/test_body_limits.py::test_status_probe_of_an_endless_server_ends_quickly",
+        # the server's own decode rate from its latency histograms, within 10 % (CI run 47:
+        # beside the other workers a late first token made it 461 tok/s for 400)
+        "tests/unit/test_bench_server_side.py::"
+        "test_a_burst_with_only_histograms_makes_the_run_unreliable",
+        "tests/unit/test_bench_server_side.py::"
+        "test_a_steady_server_is_complete_with_its_own_figures_beside",
         # a bench run that must be complete, not unreliable (its server behind its clients)
         "tests/integration/test_bench_refused_context.py::"
         "test_a_refused_context_is_said_stops_the_sweep_and_is_not_complete",
